@@ -1,0 +1,27 @@
+# Two entry points for a fresh machine (Python 3.11): `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test venv lint clean
+
+$(BIN)/mbsd-twin: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install -e '.[test]'
+	touch $@
+
+venv: $(BIN)/mbsd-twin
+
+demo: venv
+	$(BIN)/mbsd-twin inverse examples/mechanisms/slider_crank_driven.toml --t-end 1 --steps 3600 -o out/slider_crank_inverse.csv
+
+test: venv
+	$(BIN)/python -m pytest -q
+
+lint: venv
+	$(BIN)/ruff check mbsd_twin tests benchmarks
+	$(BIN)/mypy mbsd_twin
+
+clean:
+	rm -rf $(VENV) out

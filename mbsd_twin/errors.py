@@ -1,0 +1,82 @@
+"""Exceptions with structured attributes.
+
+Validators return a list of :class:`Problem`; one :class:`MechanismError` carries them all, so a
+user sees every mistake in a file at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input: ``location`` such as ``file.toml: joints[2].axis``."""
+
+    location: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.message}"
+
+
+class MbsdError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class MechanismError(MbsdError, ValueError):
+    """The mechanism description is invalid; ``problems`` lists every problem found."""
+
+    def __init__(self, problems: Sequence[Problem], source: str = "<api>") -> None:
+        self.problems = list(problems)
+        self.source = source
+        n = len(self.problems)
+        head = f"{source}: {n} problem{'s' if n != 1 else ''} in the mechanism description"
+        super().__init__(head + "\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class AssemblyError(MbsdError, RuntimeError):
+    """Newton–Raphson could not satisfy the position constraints.
+
+    ``residual`` is the largest |C| left, ``iterations`` the count used, ``time`` the time [s] of
+    the failing point and ``worst`` the (constraint name, |C|) pairs with the largest residuals.
+    """
+
+    def __init__(self, message: str, *, residual: float, iterations: int, time: float,
+                 worst: Sequence[tuple[str, float]]) -> None:
+        self.residual = residual
+        self.iterations = iterations
+        self.time = time
+        self.worst = list(worst)
+        detail = ", ".join(f"{n} |C|={r:.3g}" for n, r in self.worst)
+        super().__init__(f"{message} at t={time:.6g} s after {iterations} iterations: "
+                         f"max residual {residual:.3g}; largest: {detail}")
+
+
+class DOFError(MbsdError, ValueError):
+    """The analysis needs a different number of degrees of freedom than the mechanism has."""
+
+    def __init__(self, message: str, *, dof: int, required: int) -> None:
+        self.dof = dof
+        self.required = required
+        super().__init__(message)
+
+
+class ConsistencyError(MbsdError, ValueError):
+    """Initial velocities violate the velocity constraints (and projection was not asked for)."""
+
+    def __init__(self, message: str, *, residual: float) -> None:
+        self.residual = residual
+        super().__init__(message)
+
+
+class PortError(MbsdError, KeyError):
+    """Unknown port or parameter name, or a value it cannot take."""
+
+    def __init__(self, message: str, *, name: str) -> None:
+        self.name = name
+        super().__init__(message)
+
+    def __str__(self) -> str:  # KeyError quotes its message otherwise
+        return str(self.args[0])
