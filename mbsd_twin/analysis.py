@@ -1,0 +1,131 @@
+"""Structural check, kinematic sweep and inverse dynamics of a mechanism."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .errors import DOFError
+from .kinematics import KinematicsOptions, assemble, rank_info, sweep
+from .model import Mechanism
+from .outputs import kinematic_columns, kinematic_specs, reaction_columns, reaction_specs
+from .results import TIME_SPEC, Result
+from .system import System, compile_mechanism
+
+F = NDArray[np.float64]
+
+
+class RedundancyWarning(UserWarning):
+    """The mechanism has redundant constraints: the split of reactions between them is not unique."""
+
+
+@dataclass
+class CheckReport:
+    """What ``mbsd-twin check`` prints: sizes, rank, DOF, redundancy and the assembled pose."""
+
+    name: str
+    n_bodies: int
+    n_coord: int
+    n_constraints: int
+    rank: int
+    dof: int
+    redundant: int
+    redundant_constraints: list[str]
+    assembly_residual: float
+    condition_number: float
+    q: F
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        lines = [f"mechanism      {self.name}",
+                 f"bodies         {self.n_bodies} (+ ground)",
+                 f"coordinates    {self.n_coord}",
+                 f"constraints    {self.n_constraints} (rank {self.rank})",
+                 f"DOF            {self.dof}",
+                 f"redundant      {self.redundant}" + (f" ({', '.join(self.redundant_constraints)})"
+                                                       if self.redundant else ""),
+                 f"assembly       max |C| = {self.assembly_residual:.3e}",
+                 f"condition      {self.condition_number:.3e}"]
+        lines += [f"warning        {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+
+def _as_system(mech: Mechanism | System) -> System:
+    return mech if isinstance(mech, System) else compile_mechanism(mech)
+
+
+def redundancy_message(system: System, names: list[str]) -> str:
+    return (f"{len(names)} redundant constraint equation(s) ({', '.join(names)}): the mechanism "
+            "still solves (positions and velocities in least squares, multipliers as the "
+            "minimum-norm solution) but the split of reactions between redundant joints is not unique")
+
+
+def check(mech: Mechanism | System, t: float = 0.0, opts: KinematicsOptions | None = None) -> CheckReport:
+    """Assemble at time ``t`` and report DOF = n_coord − rank(Cq) and redundant constraints.
+
+    Raises :class:`AssemblyError` when the mechanism does not assemble."""
+    system = _as_system(mech)
+    opts = opts or KinematicsOptions()
+    q = assemble(system, None, t, opts)
+    info = rank_info(system, q, t, opts.rank_tol)
+    names = [system.constraint_names[r] for r in info.redundant_rows]
+    warns = [redundancy_message(system, names)] if names else []
+    s = info.singular_values
+    cond = float(s[0] / s[info.rank - 1]) if info.rank else 0.0
+    if cond > opts.cond_warn:
+        warns.append(f"near-singular configuration at t={t:g} s: condition number {cond:.3g}")
+    res = float(np.abs(system.constraints(q, t)).max(initial=0.0))
+    return CheckReport(system.mechanism.name, system.n_body, system.n_coord, system.n_constraints,
+                       info.rank, info.dof, len(names), names, res, cond, q, warns)
+
+
+def _require_dof0(system: System, what: str, opts: KinematicsOptions) -> list[str]:
+    q = assemble(system, None, 0.0, opts)
+    info = rank_info(system, q, 0.0, opts.rank_tol)
+    if info.dof != 0:
+        raise DOFError(f"{system.mechanism.source}: {what} needs a mechanism with 0 degrees of freedom "
+                       f"(drivers prescribing every free motion); this one has DOF = {info.dof} "
+                       f"({system.n_coord} coordinates, constraint rank {info.rank})",
+                       dof=info.dof, required=0)
+    if info.redundant_rows:
+        msg = redundancy_message(system, [system.constraint_names[r] for r in info.redundant_rows])
+        warnings.warn(msg, RedundancyWarning, stacklevel=3)
+        return [msg]
+    return []
+
+
+def kinematics(mech: Mechanism | System, t: F, opts: KinematicsOptions | None = None) -> Result:
+    """Positions, velocities and accelerations of a DOF-0 mechanism at the times ``t`` [s]."""
+    system = _as_system(mech)
+    opts = opts or KinematicsOptions()
+    warns = _require_dof0(system, "kinematic analysis", opts)
+    sw = sweep(system, np.asarray(t, float), None, opts)
+    cols = {"time": sw.t, **kinematic_columns(system, sw.q, sw.v, sw.a)}
+    specs = [TIME_SPEC, *kinematic_specs(system)]
+    return Result(specs, np.column_stack([cols[s.name] for s in specs]), "kinematics",
+                  system.mechanism.source, warns + sw.warnings)
+
+
+def inverse_dynamics(mech: Mechanism | System, t: F, opts: KinematicsOptions | None = None) -> Result:
+    """Kinematics plus joint reactions and driver efforts from M·a + Cqᵀ·λ = Q at the times ``t``.
+
+    With redundant constraints the multipliers are the minimum-norm solution (a warning says the
+    split between redundant joints is not unique); driver efforts stay unique."""
+    system = _as_system(mech)
+    opts = opts or KinematicsOptions()
+    warns = _require_dof0(system, "inverse dynamics", opts)
+    sw = sweep(system, np.asarray(t, float), None, opts)
+    M = system.mass_matrix_batch(sw.q)
+    Q = system.forces_batch(sw.q, sw.v, sw.t)
+    rhs = Q - np.einsum("bij,bj->bi", M, sw.a)
+    lam = np.einsum("bji,bj->bi", sw.jinv, rhs)  # Cqᵀ·λ = Q − M·a
+    Cq = system.evaluate_batch(sw.q, sw.t)[1]
+    assert Cq is not None
+    cols = {"time": sw.t, **kinematic_columns(system, sw.q, sw.v, sw.a),
+            **reaction_columns(system, sw.q, Cq, lam)}
+    specs = [TIME_SPEC, *kinematic_specs(system), *reaction_specs(system)]
+    return Result(specs, np.column_stack([cols[s.name] for s in specs]), "inverse dynamics",
+                  system.mechanism.source, warns + sw.warnings)

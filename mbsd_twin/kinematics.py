@@ -1,0 +1,202 @@
+"""Kinematic analysis: assembly (position), velocity and acceleration; rank and DOF.
+
+Position analysis is a damped Newton–Raphson (backtracking on the residual norm), batched over
+many time points. A sweep over an array of times is solved in chunks: each chunk starts from a
+second-order Taylor predictor of the last solved point, so the solution follows the assembly
+branch of the initial guess; a chunk whose solutions stray from the predictor by more than
+``branch_jump`` (scaled coordinates) is split, and a single point that still strays is an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.linalg
+from numpy.typing import NDArray
+
+from .errors import AssemblyError
+from .linsolve import JacobianSolver, newton_step
+from .system import System
+
+F = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class KinematicsOptions:
+    """Settings of the position solver and the sweep.
+
+    tol: converged when max|C| <= tol·max(1, length scale) [m or rad]. max_iter: Newton
+    iterations per point. chunk / max_chunk: first and largest number of time points solved
+    together. branch_jump: largest accepted distance of a solution from its predictor, in
+    coordinates scaled by the mechanism's length scale (angles in rad). cond_warn: Jacobian
+    condition number above which a configuration is reported as near-singular. rank_tol:
+    singular values below rank_tol·σ_max count as zero.
+    """
+
+    tol: float = 1e-12
+    max_iter: int = 30
+    chunk: int = 32
+    max_chunk: int = 512
+    branch_jump: float = 0.1
+    cond_warn: float = 1e8
+    rank_tol: float = 1e-9
+
+
+@dataclass
+class RankInfo:
+    rank: int
+    dof: int
+    redundant_rows: list[int]
+    singular_values: F
+
+
+@dataclass
+class Sweep:
+    """q, v, a (N, n) at times t (N,); ``jinv`` (N, n, m) the (pseudo-)inverse Jacobian of every
+    point (for the multiplier solve), ``cond`` its condition number; warnings."""
+
+    t: F
+    q: F
+    v: F
+    a: F
+    jinv: F
+    cond: F
+    warnings: list[str] = field(default_factory=list)
+
+
+def length_scale(system: System) -> float:
+    m = system.mechanism
+    pts = [abs(c) for j in m.joints for p in j.points for c in p]
+    pts += [abs(c) for b in m.bodies for c in b.position]
+    return max([1e-3, *pts])
+
+
+def _scale(system: System) -> F:
+    L = length_scale(system)
+    return np.tile([1.0 / L, 1.0 / L, 1.0], system.n_body)
+
+
+def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInfo:
+    """Rank of Cq by SVD; redundant rows by QR with column pivoting on Cqᵀ."""
+    Cq = system.jacobian(q, t)
+    m, n = Cq.shape
+    if m == 0:
+        return RankInfo(0, n, [], np.zeros(0))
+    s = np.linalg.svd(Cq, compute_uv=False)
+    rank = int((s > rank_tol * max(s[0], 1e-300)).sum())
+    _, _, piv = scipy.linalg.qr(Cq.T, pivoting=True, mode="economic")
+    return RankInfo(rank, n - rank, sorted(int(p) for p in piv[rank:]), s)
+
+
+def solve_positions(system: System, q_guess: F, t: F, opts: KinematicsOptions,
+                    square: bool) -> tuple[F, F, int]:
+    """Damped Newton on a batch: returns q (B, n), max|C| per point (B,), iterations used."""
+    q = np.array(q_guess, dtype=float)
+    tol = opts.tol * max(1.0, length_scale(system))
+    C, Cq, _ = system.evaluate_batch(q, t)
+    res = np.abs(C).max(axis=1) if C.shape[1] else np.zeros(len(q))
+    it = 0
+    while it < opts.max_iter and (res > tol).any():
+        it += 1
+        act = res > tol
+        assert Cq is not None
+        dq = newton_step(Cq[act], C[act], square)
+        qa, ta, ra = q[act], t[act], res[act]
+        alpha = np.ones(len(qa))
+        for _ in range(12):  # backtracking: accept where the residual decreased
+            trial = qa + alpha[:, None] * dq
+            rt = np.abs(system.evaluate_batch(trial, ta, jacobian=False)[0]).max(axis=1)
+            ok = (rt < ra) | (rt <= tol)
+            if ok.all():
+                break
+            alpha = np.where(ok, alpha, 0.5 * alpha)
+        q[act] = trial
+        C, Cq, _ = system.evaluate_batch(q, t)
+        res = np.abs(C).max(axis=1)
+    return q, res, it
+
+
+def assemble(system: System, q_guess: F | None = None, t: float = 0.0,
+             opts: KinematicsOptions | None = None) -> F:
+    """The configuration nearest the guess (minimum-norm Newton) that satisfies C(q, t) = 0."""
+    opts = opts or KinematicsOptions()
+    guess = system.q0 if q_guess is None else np.asarray(q_guess, float)
+    info = rank_info(system, guess, t, opts.rank_tol)
+    square = system.n_constraints == system.n_coord and info.rank == system.n_coord
+    q, res, it = solve_positions(system, guess[None, :], np.array([t]), opts, square)
+    tol = opts.tol * max(1.0, length_scale(system))
+    if res[0] > tol:
+        raise _assembly_error(system, q[0], t, it, "the mechanism cannot be assembled")
+    return q[0]
+
+
+def _assembly_error(system: System, q: F, t: float, iterations: int, what: str) -> AssemblyError:
+    C = np.abs(system.constraints(q, t))
+    worst: dict[str, float] = {}
+    for name, r in zip(system.constraint_names, C, strict=True):
+        worst[name] = max(worst.get(name, 0.0), float(r))
+    top = sorted(worst.items(), key=lambda kv: -kv[1])[:3]
+    return AssemblyError(f"{system.mechanism.source}: {what}", residual=float(C.max(initial=0.0)),
+                         iterations=iterations, time=t, worst=top)
+
+
+def velocity_acceleration(system: System, q: F, t: F, solver: JacobianSolver | None = None
+                          ) -> tuple[F, F, JacobianSolver]:
+    """v = Cq⁺·(−Ct), a = Cq⁺·γ for a DOF-0 batch."""
+    if solver is None:
+        _, Cq, _ = system.evaluate_batch(q, t)
+        assert Cq is not None
+        solver = JacobianSolver(Cq)
+    Ct = system.evaluate_batch(q, t, jacobian=False)[2]
+    v = solver.solve(-Ct)
+    a = solver.solve(system.gamma_batch(q, v, t))
+    return v, a, solver
+
+
+def sweep(system: System, t: F, q_guess: F | None = None,
+          opts: KinematicsOptions | None = None) -> Sweep:
+    """Positions, velocities and accelerations of a DOF-0 mechanism at every time in ``t``."""
+    opts = opts or KinematicsOptions()
+    t = np.asarray(t, dtype=float)
+    N, n = len(t), system.n_coord
+    q0 = assemble(system, q_guess, float(t[0]), opts)
+    square = system.n_constraints == n
+    Q, V, A, cond = np.empty((N, n)), np.empty((N, n)), np.empty((N, n)), np.empty(N)
+    jinv = np.empty((N, n, system.n_constraints))
+    Q[0] = q0
+    V[:1], A[:1], s0 = velocity_acceleration(system, q0[None, :], t[:1])
+    cond[0], jinv[0] = s0.cond[0], s0.inv[0]
+    scale = _scale(system)
+    i, chunk = 1, opts.chunk
+    while i < N:
+        j = min(N, i + chunk)
+        dt = (t[i:j] - t[i - 1])[:, None]
+        pred = Q[i - 1] + V[i - 1] * dt + 0.5 * A[i - 1] * dt**2
+        q, res, it = solve_positions(system, pred, t[i:j], opts, square)
+        bad = (res > opts.tol * max(1.0, length_scale(system))) | \
+            (np.abs((q - pred) * scale).max(axis=1) > opts.branch_jump)
+        if bad.any():
+            if chunk > 1:
+                chunk = max(1, chunk // 4)
+                continue
+            what = ("no solution near the previous configuration (a lock-up, or the end of the "
+                    "mechanism's range of motion)") if res[0] > opts.tol else \
+                "the solution jumped away from the assembly branch (a singular configuration)"
+            raise _assembly_error(system, q[0], float(t[i]), it, what)
+        Q[i:j] = q
+        V[i:j], A[i:j], s = velocity_acceleration(system, q, t[i:j])
+        cond[i:j], jinv[i:j] = s.cond, s.inv
+        i, chunk = j, min(2 * chunk, opts.max_chunk)
+    out = Sweep(t, Q, V, A, jinv, cond)
+    _singularity_warnings(out, opts.cond_warn)
+    return out
+
+
+def _singularity_warnings(sw: Sweep, limit: float) -> None:
+    hot = np.flatnonzero(sw.cond > limit)
+    if hot.size:
+        k = int(hot[np.argmax(sw.cond[hot])])
+        sw.warnings.append(
+            f"near-singular configuration (toggle position): Jacobian condition number "
+            f"{sw.cond[k]:.3g} at t={sw.t[k]:.6g} s ({hot.size} of {len(sw.t)} points above {limit:.0e})")
