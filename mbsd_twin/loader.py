@@ -1,0 +1,390 @@
+"""Read a mechanism from a TOML file (format ``mbsd-twin/1``, see ``docs/mechanism-file.md``).
+
+Nothing in the file is evaluated: it is parsed with :mod:`tomllib` and mapped field by field onto
+the dataclasses of :mod:`mbsd_twin.model`. Every problem found (unknown or missing key, wrong type,
+wrong vector length, unknown profile kind, and then every :func:`validate_mechanism` problem) is
+collected with its location, e.g. ``crank.toml: joints[2] (guide).axis``, and raised as one
+:class:`~mbsd_twin.errors.MechanismError`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+from .errors import MechanismError, Problem
+from .model import Body, Driver, Joint, Load, Mechanism, Vec2
+from .profiles import PROFILE_KINDS, Constant, Polynomial, Profile, Table
+from .validation import fmt, is_number, label, suggest, table_problems, validate_mechanism
+
+FORMAT = "mbsd-twin/1"
+NAN = math.nan
+ZERO: Vec2 = (0.0, 0.0)
+T = TypeVar("T")
+
+# Per section: keys every element takes (required, optional), then per type (required, optional).
+Keys = tuple[tuple[str, ...], tuple[str, ...]]
+TOP_KEYS: Keys = (("format", "name", "bodies"), ("description", "gravity", "joints", "drivers", "loads"))
+BODY_KEYS: Keys = (("name", "mass", "inertia"), ("cg", "position", "angle"))
+JOINT_COMMON: Keys = (("name", "type", "bodies"), ("points", "viscous_friction"))
+JOINT_TYPES_KEYS: dict[str, Keys] = {
+    "revolute": ((), ()),
+    "prismatic": (("axis",), ("angle",)),
+    "point_on_line": (("axis",), ()),
+    "gear": (("ratio",), ("offset",)),
+    "fixed": ((), ("angle",)),
+}
+DRIVER_COMMON: Keys = (("name", "type", "profile"), ())
+DRIVER_TYPES_KEYS: dict[str, Keys] = {
+    "angle": (("body",), ()),
+    "coordinate": (("body", "coordinate"), ("point",)),
+    "distance": (("bodies",), ("points",)),
+}
+MAGNITUDE = ("value", "profile", "input", "unit", "description")
+LOAD_COMMON: Keys = (("name", "type"), ())
+LOAD_TYPES_KEYS: dict[str, Keys] = {
+    "force": (("body",), ("point", "direction", "frame", *MAGNITUDE)),
+    "torque": (("body",), ("reaction_body", *MAGNITUDE)),
+    "spring_damper": (("bodies", "stiffness"), ("points", "damping", "free_length")),
+    "rotational_spring_damper": (("bodies", "stiffness"), ("damping", "free_angle")),
+}
+PROFILE_KEYS: dict[str, tuple[tuple[str, ...], dict[str, float]]] = {
+    "constant": (("value",), {}),
+    "constant_speed": (("speed",), {"start": 0.0}),
+    "polynomial": (("coefficients",), {}),
+    "harmonic": (("amplitude", "frequency"), {"phase": 0.0, "offset": 0.0}),
+    "table": (("times", "values"), {}),
+}
+# File keys that fill a differently named model field (for locations of validation problems).
+FIELD_OF_KEY = {"body": "bodies", "reaction_body": "bodies", "point": "points"}
+
+
+def _at(loc: str, key: str) -> str:
+    return f"{loc}.{key}" if loc else key
+
+
+def _under(loc: str, prefix: str) -> bool:
+    """``loc`` is ``prefix`` or a field/item of it."""
+    return loc == prefix or (loc.startswith(prefix) and loc[len(prefix)] in ".[")
+
+
+def _toml_kind(x: object) -> str:
+    """How a TOML value is called in messages: ``string 'heavy'``, ``boolean true``, ``array [...]``."""
+    if isinstance(x, bool):
+        return f"boolean {str(x).lower()}"
+    if isinstance(x, str):
+        return f"string {x!r}"
+    if isinstance(x, list):
+        return f"array {fmt(x)}"
+    if isinstance(x, dict):
+        return "table"
+    return f"{type(x).__name__} {x!r}"
+
+
+class _Reader:
+    """Generic field readers that record problems (with their file location) instead of raising.
+
+    A reader returns a placeholder (NaN, empty string) for a missing or mistyped value and marks
+    its location bad, so that the validator's complaint about the same placeholder is dropped.
+    """
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.problems: list[Problem] = []
+        self.bad: set[str] = set()
+        self.renames: dict[str, str] = {}  # validator location prefix -> file location prefix
+
+    def report(self, loc: str, message: str) -> None:
+        self.problems.append(Problem(f"{self.source}: {loc}", message))
+        self.bad.add(loc)
+        owner, _, key = loc.rpartition(".")
+        if key in FIELD_OF_KEY:
+            self.bad.add(_at(owner, FIELD_OF_KEY[key]))
+
+    def keys(self, tbl: Mapping[str, Any], loc: str, common: Keys, by_type: Mapping[str, Keys] | None = None,
+             type_: str = "", what: str = "") -> dict[str, Any]:
+        """Report missing and unknown keys; return the table without the unknown ones."""
+        required, optional = common
+        if by_type is not None and type_ in by_type:
+            required, optional = required + by_type[type_][0], optional + by_type[type_][1]
+        elif by_type is not None:  # unknown type: the validator reports it; accept any section key
+            optional = optional + tuple(k for r, o in by_type.values() for k in r + o)
+        allowed = required + optional
+        other = {k: t for t, (r, o) in (by_type or {}).items() for k in r + o if t != type_}
+        for key in tbl:
+            if key in allowed:
+                continue
+            if key in other:
+                users = [t for t, (r, o) in (by_type or {}).items() if key in r + o]
+                self.report(_at(loc, key), f"key {key!r} does not apply to {type_} {what}s "
+                                           f"(it is used by: {', '.join(users)})")
+            else:
+                self.report(_at(loc, key), f"unknown key {key!r}{suggest(key, allowed)}")
+        for key in required:
+            if key not in tbl:
+                self.report(_at(loc, key), f"missing required key {key!r}")
+        return {k: v for k, v in tbl.items() if k in allowed}
+
+    def _get(self, tbl: Mapping[str, Any], loc: str, key: str, default: T, check: Callable[[Any], bool],
+             expected: str, convert: Callable[[Any], T], placeholder: T) -> T:
+        if key not in tbl:
+            return default
+        raw = tbl[key]
+        if not check(raw):
+            self.report(_at(loc, key), f"expected {expected}, got {_toml_kind(raw)}")
+            return placeholder
+        return convert(raw)
+
+    def number(self, tbl: Mapping[str, Any], loc: str, key: str, default: float) -> float:
+        return self._get(tbl, loc, key, default, is_number, "a number", float, NAN)
+
+    def optional_number(self, tbl: Mapping[str, Any], loc: str, key: str) -> float | None:
+        return self.number(tbl, loc, key, NAN) if key in tbl else None
+
+    def string(self, tbl: Mapping[str, Any], loc: str, key: str, default: str = "",
+               choices: tuple[str, ...] = ()) -> str:
+        value = self._get(tbl, loc, key, default, lambda x: isinstance(x, str), "a string", str, "")
+        if choices and key in tbl and value and value not in choices:
+            self.report(_at(loc, key), f"expected one of {', '.join(map(repr, choices))}, got "
+                                       f"{value!r}{suggest(value, choices)}")
+        return value
+
+    def vector(self, tbl: Mapping[str, Any], loc: str, key: str, default: Vec2) -> Vec2:
+        return self._get(tbl, loc, key, default, _is_vec, "[x, y] (2 numbers)", _to_vec, (NAN, NAN))
+
+    def optional_vector(self, tbl: Mapping[str, Any], loc: str, key: str) -> Vec2 | None:
+        return self.vector(tbl, loc, key, ZERO) if key in tbl else None
+
+    def points(self, tbl: Mapping[str, Any], loc: str, key: str, n: int) -> tuple[Vec2, ...]:
+        return self._get(tbl, loc, key, (ZERO,) * n,
+                         lambda x: isinstance(x, list) and len(x) == n and all(map(_is_vec, x)),
+                         f"{n} points [[x, y], ...]", lambda x: tuple(map(_to_vec, x)), ((NAN, NAN),) * n)
+
+    def names(self, tbl: Mapping[str, Any], loc: str, key: str, n: int) -> tuple[str, ...]:
+        return self._get(tbl, loc, key, ("",) * n,
+                         lambda x: isinstance(x, list) and len(x) == n and all(isinstance(s, str) for s in x),
+                         f"{n} body names [\"first\", \"second\"]", tuple, ("",) * n)
+
+    def numbers(self, tbl: Mapping[str, Any], loc: str, key: str) -> tuple[float, ...] | None:
+        ok = self._get(tbl, loc, key, None, lambda x: isinstance(x, list) and all(map(is_number, x)),
+                       "an array of numbers", lambda x: tuple(map(float, x)), None)
+        return ok
+
+    def elements(self, doc: Mapping[str, Any], section: str) -> Iterator[tuple[int, dict[str, Any]]]:
+        """(index, table) of each element of an array of tables ``[[section]]``."""
+        items = doc.get(section, [])
+        if not isinstance(items, list):
+            self.report(section, f"expected an array of tables [[{section}]], got {_toml_kind(items)}")
+            return
+        for i, item in enumerate(items):
+            if isinstance(item, dict):
+                yield i, item
+            else:
+                self.report(f"{section}[{i}]", f"expected a table, got {_toml_kind(item)}")
+
+    def file_location(self, loc: str) -> str:
+        """Translate a validator location into the file's terms (longest matching prefix)."""
+        for prefix in sorted(self.renames, key=len, reverse=True):
+            if _under(loc, prefix):
+                return self.renames[prefix] + loc[len(prefix):]
+        return loc
+
+    def add_validation(self, problems: list[Problem]) -> None:
+        for p in problems:
+            loc = self.file_location(p.location)
+            if not any(_under(loc, b) for b in self.bad):
+                self.problems.append(Problem(f"{self.source}: {loc}", p.message))
+
+
+def _is_vec(x: object) -> bool:
+    return isinstance(x, list) and len(x) == 2 and all(map(is_number, x))
+
+
+def _to_vec(x: list[Any]) -> Vec2:
+    return float(x[0]), float(x[1])
+
+
+def _profile(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Profile | None:
+    """The ``profile`` inline table of ``tbl``, or None when absent or broken (problem reported)."""
+    if "profile" not in tbl:
+        return None
+    ploc, raw = _at(loc, "profile"), tbl["profile"]
+    if not isinstance(raw, dict):
+        r.report(ploc, f"expected an inline table {{ kind = \"...\", ... }}, got {_toml_kind(raw)}")
+        return None
+    kind = r.string(raw, ploc, "kind")
+    if kind not in PROFILE_KEYS:
+        if "kind" not in raw:
+            r.report(f"{ploc}.kind", f"missing required key 'kind' (one of: {', '.join(PROFILE_KEYS)})")
+        elif kind:
+            r.report(f"{ploc}.kind", f"unknown profile kind {kind!r}{suggest(kind, PROFILE_KEYS)}; "
+                                     f"valid kinds: {', '.join(PROFILE_KEYS)}")
+        return None
+    required, defaults = PROFILE_KEYS[kind]
+    t = r.keys(raw, ploc, (("kind", *required), tuple(defaults)))
+    if kind == "polynomial":
+        coefficients = r.numbers(t, ploc, "coefficients")
+        return None if coefficients is None else _as_profile(Polynomial(coefficients))
+    if kind == "table":
+        times, values = r.numbers(t, ploc, "times"), r.numbers(t, ploc, "values")
+        if times is None or values is None:
+            return None
+        problems = table_problems(times, values)
+        for key, message in problems:
+            r.report(f"{ploc}.{key}", message)
+        return None if problems else _as_profile(Table(times, values))
+    args = {k: r.number(t, ploc, k, defaults.get(k, NAN)) for k in (*required, *defaults)}
+    return _as_profile(PROFILE_KINDS[kind](**args))
+
+
+def _as_profile(p: object) -> Profile:
+    # The profile dataclasses are frozen, so mypy sees their ``kind`` as read-only while the
+    # ``Profile`` protocol declares a settable attribute; they do satisfy it at run time.
+    return cast(Profile, p)
+
+
+def _body(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Body:
+    t = r.keys(tbl, loc, BODY_KEYS)
+    return Body(name=r.string(t, loc, "name"), mass=r.number(t, loc, "mass", NAN),
+                inertia=r.number(t, loc, "inertia", NAN), cg=r.vector(t, loc, "cg", ZERO),
+                position=r.vector(t, loc, "position", ZERO), angle=r.number(t, loc, "angle", 0.0))
+
+
+def _joint(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Joint:
+    jtype = r.string(tbl, loc, "type")
+    t = r.keys(tbl, loc, JOINT_COMMON, JOINT_TYPES_KEYS, jtype, "joint")
+    first, second = r.names(t, loc, "bodies", 2)
+    p0, p1 = r.points(t, loc, "points", 2)
+    return Joint(name=r.string(t, loc, "name"), type=jtype, bodies=(first, second), points=(p0, p1),
+                 axis=r.optional_vector(t, loc, "axis"), ratio=r.optional_number(t, loc, "ratio"),
+                 offset=r.optional_number(t, loc, "offset"), angle=r.optional_number(t, loc, "angle"),
+                 viscous_friction=r.number(t, loc, "viscous_friction", 0.0))
+
+
+def _single_body(r: _Reader, t: Mapping[str, Any], loc: str) -> tuple[tuple[str, ...], tuple[Vec2, ...]]:
+    """``body``/``point`` (and ``reaction_body``) of a driver or load, as model tuples."""
+    for field, key in (("bodies", "body"), ("points[0]", "point"), ("points", "point")):
+        r.renames[f"{loc}.{field}"] = f"{loc}.{key}"
+    bodies: tuple[str, ...] = (r.string(t, loc, "body"),)
+    if "reaction_body" in t:
+        bodies += (r.string(t, loc, "reaction_body"),)
+    return bodies, (r.vector(t, loc, "point", ZERO),)
+
+
+def _driver(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Driver:
+    dtype = r.string(tbl, loc, "type")
+    t = r.keys(tbl, loc, DRIVER_COMMON, DRIVER_TYPES_KEYS, dtype, "driver")
+    if "bodies" in t or dtype == "distance":
+        bodies, points = r.names(t, loc, "bodies", 2), r.points(t, loc, "points", 2)
+    else:
+        bodies, points = _single_body(r, t, loc)
+    coordinate = r.string(t, loc, "coordinate", choices=("x", "y")) if dtype == "coordinate" else "theta"
+    return Driver(name=r.string(t, loc, "name"), type=dtype, bodies=bodies,
+                  profile=_profile(r, t, loc) or _as_profile(Constant(0.0)), coordinate=coordinate,
+                  points=points)
+
+
+def _magnitude(r: _Reader, t: Mapping[str, Any], loc: str) -> tuple[float, Profile | None, str | None]:
+    """(value, profile, input) of a force/torque: at most one of the three may be given."""
+    given = [k for k in ("value", "profile", "input") if k in t]
+    for extra in given[1:]:
+        r.report(_at(loc, extra), f"give at most one of value, profile and input, got {', '.join(given)}")
+    keep = given[0] if given else ""
+    return (r.number(t, loc, "value", 0.0) if keep == "value" else 0.0,
+            _profile(r, t, loc) if keep == "profile" else None,
+            r.string(t, loc, "input") if keep == "input" else None)
+
+
+def _load(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Load | None:
+    ltype = r.string(tbl, loc, "type")
+    if ltype == "generalized":
+        r.report(_at(loc, "type"), "generalized loads need a Python function: build them with the "
+                                   "Python API (mbsd_twin.model.Load), not in a file")
+        return None
+    t = r.keys(tbl, loc, LOAD_COMMON, LOAD_TYPES_KEYS, ltype, "load")
+    if "bodies" in t or ltype in ("spring_damper", "rotational_spring_damper"):
+        bodies = r.names(t, loc, "bodies", 2)
+        points = r.points(t, loc, "points", 2)
+    else:
+        bodies, points = _single_body(r, t, loc)
+    value, profile, input_ = _magnitude(r, t, loc)
+    return Load(name=r.string(t, loc, "name"), type=ltype, bodies=bodies, points=points, value=value,
+                profile=profile, input=input_, direction=r.vector(t, loc, "direction", (1.0, 0.0)),
+                frame=r.string(t, loc, "frame", "world", choices=("world", "body")),
+                stiffness=r.number(t, loc, "stiffness", 0.0), damping=r.number(t, loc, "damping", 0.0),
+                free_length=r.optional_number(t, loc, "free_length"),
+                free_angle=r.optional_number(t, loc, "free_angle"),
+                unit=r.string(t, loc, "unit"), description=r.string(t, loc, "description"))
+
+
+def _section(r: _Reader, doc: Mapping[str, Any], section: str,
+             build: Callable[[_Reader, Mapping[str, Any], str], T | None]) -> tuple[T, ...]:
+    """Build every element of ``[[section]]``; map the validator's indices onto the file's."""
+    out: list[T] = []
+    for i, tbl in r.elements(doc, section):
+        name = tbl.get("name")
+        loc = label(section, i, name)
+        item = build(r, tbl, loc)
+        if item is not None:
+            if label(section, len(out), name) != loc:
+                r.renames[label(section, len(out), name)] = loc
+            out.append(item)
+    return tuple(out)
+
+
+def _mechanism(doc: Mapping[str, Any], source: str) -> Mechanism:
+    r = _Reader(source)
+    t = r.keys(doc, "", TOP_KEYS)
+    version = r.string(t, "", "format", FORMAT)
+    if version != FORMAT and isinstance(t.get("format"), str):
+        r.report("format", f"unsupported format {version!r}; expected {FORMAT!r}")
+    mech = Mechanism(name=r.string(t, "", "name"), bodies=_section(r, t, "bodies", _body),
+                     joints=_section(r, t, "joints", _joint), drivers=_section(r, t, "drivers", _driver),
+                     loads=_section(r, t, "loads", _load), gravity=r.vector(t, "", "gravity", (0.0, -9.81)),
+                     source=source, description=r.string(t, "", "description"))
+    r.add_validation(validate_mechanism(mech))
+    if r.problems:
+        raise MechanismError(r.problems, source=source)
+    return mech
+
+
+def _syntax_error(exc: tomllib.TOMLDecodeError, source: str) -> MechanismError:
+    text = str(exc)
+    m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", text)
+    if m is None:
+        m = re.search(r"\s*\(at end of document\)$", text)
+        where = f"{source}: end of document" if m else source
+    else:
+        where = f"{source}: line {m.group(1)}, column {m.group(2)}"
+    message = text[: m.start()] if m else text
+    return MechanismError([Problem(where, f"TOML syntax error: {message}")], source=source)
+
+
+def loads_mechanism(text: str, source: str = "<string>") -> Mechanism:
+    """Parse the TOML ``text`` of a mechanism file; ``source`` names it in messages.
+
+    Raises :class:`MechanismError` listing every problem found.
+    """
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise _syntax_error(exc, source) from exc
+    return _mechanism(doc, source)
+
+
+def load_mechanism(path: str | os.PathLike[str]) -> Mechanism:
+    """Read a mechanism file (TOML, format ``mbsd-twin/1``); ``Mechanism.source`` is the path.
+
+    Raises :class:`MechanismError` listing every problem found (``OSError`` if it can't be read).
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise MechanismError([Problem(source, f"not UTF-8 text: {exc}")], source=source) from exc
+    return loads_mechanism(text, source=source)
