@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .errors import DOFError
-from .kinematics import KinematicsOptions, assemble, rank_info, sweep
+from .kinematics import KinematicsOptions, Sweep, assemble, rank_info, sweep
 from .model import Mechanism
 from .outputs import kinematic_columns, kinematic_specs, reaction_columns, reaction_specs
 from .results import TIME_SPEC, Result
@@ -97,19 +98,50 @@ def _require_dof0(system: System, what: str, opts: KinematicsOptions) -> list[st
     return []
 
 
-def kinematics(mech: Mechanism | System, t: F, opts: KinematicsOptions | None = None) -> Result:
+ProgressFn = Callable[[float], None]
+BLOCK = 20_000
+
+
+def _blocked_sweep(system: System, t: F, opts: KinematicsOptions, progress: ProgressFn | None) -> Sweep:
+    """Sweep in blocks of ``BLOCK`` points; each block restarts from the last configuration of the
+    block before (that point is solved again and dropped), and reports the fraction done."""
+    t = np.asarray(t, float)
+    if t.ndim != 1 or t.size == 0:
+        raise ValueError(f"times must be a non-empty 1-D array, got shape {t.shape}")
+    parts: list[Sweep] = []
+    q_guess = None
+    for start in range(0, len(t), BLOCK):
+        lo = max(start - 1, 0)
+        part = sweep(system, t[lo:start + BLOCK], q_guess, opts)
+        parts.append(part if start == 0 else
+                     Sweep(*(getattr(part, k)[1:] for k in _SWEEP_ARRAYS), warnings=part.warnings))
+        q_guess = part.q[-1]
+        if progress is not None:
+            progress(min(1.0, (start + BLOCK) / len(t)))
+    if len(parts) == 1:
+        return parts[0]
+    return Sweep(*(np.concatenate([getattr(p, k) for p in parts]) for k in _SWEEP_ARRAYS),
+                 warnings=[w for p in parts for w in p.warnings])
+
+
+_SWEEP_ARRAYS = ("t", "q", "v", "a", "jinv", "cond")
+
+
+def kinematics(mech: Mechanism | System, t: F, opts: KinematicsOptions | None = None,
+               progress: ProgressFn | None = None) -> Result:
     """Positions, velocities and accelerations of a DOF-0 mechanism at the times ``t`` [s]."""
     system = _as_system(mech)
     opts = opts or KinematicsOptions()
     warns = _require_dof0(system, "kinematic analysis", opts)
-    sw = sweep(system, np.asarray(t, float), None, opts)
+    sw = _blocked_sweep(system, t, opts, progress)
     cols = {"time": sw.t, **kinematic_columns(system, sw.q, sw.v, sw.a)}
     specs = [TIME_SPEC, *kinematic_specs(system)]
     return Result(specs, np.column_stack([cols[s.name] for s in specs]), "kinematics",
                   system.mechanism.source, warns + sw.warnings)
 
 
-def inverse_dynamics(mech: Mechanism | System, t: F, opts: KinematicsOptions | None = None) -> Result:
+def inverse_dynamics(mech: Mechanism | System, t: F, opts: KinematicsOptions | None = None,
+                     progress: ProgressFn | None = None) -> Result:
     """Kinematics plus joint reactions and driver efforts from M·a + Cqᵀ·λ = Q at the times ``t``.
 
     With redundant constraints the multipliers are the minimum-norm solution (a warning says the
@@ -117,7 +149,7 @@ def inverse_dynamics(mech: Mechanism | System, t: F, opts: KinematicsOptions | N
     system = _as_system(mech)
     opts = opts or KinematicsOptions()
     warns = _require_dof0(system, "inverse dynamics", opts)
-    sw = sweep(system, np.asarray(t, float), None, opts)
+    sw = _blocked_sweep(system, t, opts, progress)
     M = system.mass_matrix_batch(sw.q)
     Q = system.forces_batch(sw.q, sw.v, sw.t)
     rhs = Q - np.einsum("bij,bj->bi", M, sw.a)

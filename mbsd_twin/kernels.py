@@ -37,9 +37,21 @@ class Row:
     label: str
 
 
-def _pose(qx: F, col: Idx) -> tuple[F, F, F, F, F]:
-    th = qx[:, col + 2]
-    return qx[:, col], qx[:, col + 1], th, np.cos(th), np.sin(th)
+class Frame:
+    """Extended coordinates ``qx`` (B, n + 3) with cos/sin of every body angle, computed once per
+    evaluation and shared by all kernels."""
+
+    __slots__ = ("qx", "c", "s")
+
+    def __init__(self, qx: F) -> None:
+        th = qx[:, 2::3]
+        self.qx, self.c, self.s = qx, np.cos(th), np.sin(th)
+
+
+def _pose(fr: Frame, col: Idx) -> tuple[F, F, F, F, F]:
+    b = col // 3
+    qx = fr.qx
+    return qx[:, col], qx[:, col + 1], qx[:, col + 2], fr.c[:, b], fr.s[:, b]
 
 
 def _rotate(c: F, s: F, p: F) -> tuple[F, F]:
@@ -56,10 +68,10 @@ class Kernel:
     rows: list[Row]
     cols: Idx
 
-    def evaluate(self, qx: F, t: F) -> tuple[F, F, F]:
+    def evaluate(self, fr: Frame, t: F) -> tuple[F, F, F]:
         raise NotImplementedError
 
-    def gamma(self, qx: F, vx: F, t: F) -> F:
+    def gamma(self, fr: Frame, vx: F, t: F) -> F:
         raise NotImplementedError
 
 
@@ -72,24 +84,25 @@ class CoincidentPoints(Kernel):
         cols = _body_cols(col_i, col_j)
         self.cols = np.repeat(cols, 2, axis=0)
 
-    def evaluate(self, qx: F, t: F) -> tuple[F, F, F]:
-        xi, yi, _, ci, si = _pose(qx, self.col_i)
-        xj, yj, _, cj, sj = _pose(qx, self.col_j)
+    def evaluate(self, fr: Frame, t: F) -> tuple[F, F, F]:
+        xi, yi, _, ci, si = _pose(fr, self.col_i)
+        xj, yj, _, cj, sj = _pose(fr, self.col_j)
         aix, aiy = _rotate(ci, si, self.s_i)
         ajx, ajy = _rotate(cj, sj, self.s_j)
         B, K = xi.shape
         C = np.empty((B, K, 2))
         C[..., 0] = xi + aix - xj - ajx
         C[..., 1] = yi + aiy - yj - ajy
-        one, zero = np.ones_like(xi), np.zeros_like(xi)
-        J = np.empty((B, K, 2, 6))
-        J[..., 0, :] = np.stack([one, zero, -aiy, -one, zero, ajy], axis=-1)
-        J[..., 1, :] = np.stack([zero, one, aix, zero, -one, -ajx], axis=-1)
+        J = np.zeros((B, K, 2, 6))
+        J[..., 0, 0] = J[..., 1, 1] = 1.0
+        J[..., 0, 3] = J[..., 1, 4] = -1.0
+        J[..., 0, 2], J[..., 0, 5] = -aiy, ajy
+        J[..., 1, 2], J[..., 1, 5] = aix, -ajx
         return C.reshape(B, 2 * K), J.reshape(B, 2 * K, 6), np.zeros((B, 2 * K))
 
-    def gamma(self, qx: F, vx: F, t: F) -> F:
-        _, _, _, ci, si = _pose(qx, self.col_i)
-        _, _, _, cj, sj = _pose(qx, self.col_j)
+    def gamma(self, fr: Frame, vx: F, t: F) -> F:
+        _, _, _, ci, si = _pose(fr, self.col_i)
+        _, _, _, cj, sj = _pose(fr, self.col_j)
         wi2, wj2 = vx[:, self.col_i + 2] ** 2, vx[:, self.col_j + 2] ** 2
         aix, aiy = _rotate(ci, si, self.s_i)
         ajx, ajy = _rotate(cj, sj, self.s_j)
@@ -105,14 +118,14 @@ class RelativeAngle(Kernel):
         self.rows = [Row(o, f"{o}[angle]") for o in owners]
         self.cols = np.stack([col_i + 2, col_j + 2], axis=1)
 
-    def evaluate(self, qx: F, t: F) -> tuple[F, F, F]:
-        C = qx[:, self.col_j + 2] - qx[:, self.col_i + 2] - self.phi0
+    def evaluate(self, fr: Frame, t: F) -> tuple[F, F, F]:
+        C = fr.qx[:, self.col_j + 2] - fr.qx[:, self.col_i + 2] - self.phi0
         J = np.empty(C.shape + (2,))
         J[..., 0], J[..., 1] = -1.0, 1.0
         return C, J, np.zeros_like(C)
 
-    def gamma(self, qx: F, vx: F, t: F) -> F:
-        return np.zeros((qx.shape[0], len(self.rows)))
+    def gamma(self, fr: Frame, vx: F, t: F) -> F:
+        return np.zeros((fr.qx.shape[0], len(self.rows)))
 
 
 class GearRatio(Kernel):
@@ -123,15 +136,15 @@ class GearRatio(Kernel):
         self.rows = [Row(o, f"{o}[gear]") for o in owners]
         self.cols = np.stack([col_i + 2, col_j + 2], axis=1)
 
-    def evaluate(self, qx: F, t: F) -> tuple[F, F, F]:
-        C = qx[:, self.col_i + 2] - self.ratio * qx[:, self.col_j + 2] - self.c0
+    def evaluate(self, fr: Frame, t: F) -> tuple[F, F, F]:
+        C = fr.qx[:, self.col_i + 2] - self.ratio * fr.qx[:, self.col_j + 2] - self.c0
         J = np.empty(C.shape + (2,))
         J[..., 0] = 1.0
         J[..., 1] = -self.ratio
         return C, J, np.zeros_like(C)
 
-    def gamma(self, qx: F, vx: F, t: F) -> F:
-        return np.zeros((qx.shape[0], len(self.rows)))
+    def gamma(self, fr: Frame, vx: F, t: F) -> F:
+        return np.zeros((fr.qx.shape[0], len(self.rows)))
 
 
 class PointOnLine(Kernel):
@@ -145,17 +158,17 @@ class PointOnLine(Kernel):
         self.rows = [Row(o, f"{o}[line]") for o in owners]
         self.cols = _body_cols(col_i, col_j)
 
-    def _geometry(self, qx: F) -> tuple[F, ...]:
-        xi, yi, _, ci, si = _pose(qx, self.col_i)
-        xj, yj, _, cj, sj = _pose(qx, self.col_j)
+    def _geometry(self, fr: Frame) -> tuple[F, ...]:
+        xi, yi, _, ci, si = _pose(fr, self.col_i)
+        xj, yj, _, cj, sj = _pose(fr, self.col_j)
         aix, aiy = _rotate(ci, si, self.s_i)
         ajx, ajy = _rotate(cj, sj, self.s_j)
         nx, ny = _rotate(ci, si, self.nhat)
         dx, dy = xj + ajx - xi - aix, yj + ajy - yi - aiy
         return aix, aiy, ajx, ajy, nx, ny, dx, dy
 
-    def evaluate(self, qx: F, t: F) -> tuple[F, F, F]:
-        aix, aiy, ajx, ajy, nx, ny, dx, dy = self._geometry(qx)
+    def evaluate(self, fr: Frame, t: F) -> tuple[F, F, F]:
+        aix, aiy, ajx, ajy, nx, ny, dx, dy = self._geometry(fr)
         C = nx * dx + ny * dy
         # ∂C/∂θ_i = (R90 n)·d − n·(R90 a_i);  ∂C/∂θ_j = n·(R90 a_j)
         dth_i = (-ny * dx + nx * dy) - (-nx * aiy + ny * aix)
@@ -163,8 +176,8 @@ class PointOnLine(Kernel):
         J = np.stack([-nx, -ny, dth_i, nx, ny, dth_j], axis=-1)
         return C, J, np.zeros_like(C)
 
-    def gamma(self, qx: F, vx: F, t: F) -> F:
-        aix, aiy, ajx, ajy, nx, ny, dx, dy = self._geometry(qx)
+    def gamma(self, fr: Frame, vx: F, t: F) -> F:
+        aix, aiy, ajx, ajy, nx, ny, dx, dy = self._geometry(fr)
         wi, wj = vx[:, self.col_i + 2], vx[:, self.col_j + 2]
         ddx = vx[:, self.col_j] - wj * ajy - vx[:, self.col_i] + wi * aiy
         ddy = vx[:, self.col_j + 1] + wj * ajx - vx[:, self.col_i + 1] - wi * aix
@@ -193,8 +206,8 @@ class CoordinateDriver(_ProfileRows):
         self.rows = [Row(o, f"{o}[drive]") for o in owners]
         self.cols = np.stack([col_i, col_i + 1, col_i + 2], axis=1)
 
-    def evaluate(self, qx: F, t: F) -> tuple[F, F, F]:
-        x, y, th, c, s = _pose(qx, self.col_i)
+    def evaluate(self, fr: Frame, t: F) -> tuple[F, F, F]:
+        x, y, th, c, s = _pose(fr, self.col_i)
         ax, ay = _rotate(c, s, self.s_i)
         g = np.where(self.axis == 0, x + ax, np.where(self.axis == 1, y + ay, th))
         f, fd, _ = self._profiles(t)
@@ -204,8 +217,8 @@ class CoordinateDriver(_ProfileRows):
                       np.where(is_x, -ay, np.where(is_y, ax, 1.0))], axis=-1)
         return g - f, J, -fd
 
-    def gamma(self, qx: F, vx: F, t: F) -> F:
-        _, _, _, c, s = _pose(qx, self.col_i)
+    def gamma(self, fr: Frame, vx: F, t: F) -> F:
+        _, _, _, c, s = _pose(fr, self.col_i)
         ax, ay = _rotate(c, s, self.s_i)
         w2 = vx[:, self.col_i + 2] ** 2
         _, _, fdd = self._profiles(t)
@@ -222,24 +235,24 @@ class DistanceDriver(_ProfileRows):
         self.rows = [Row(o, f"{o}[drive]") for o in owners]
         self.cols = _body_cols(col_i, col_j)
 
-    def _geometry(self, qx: F) -> tuple[F, ...]:
-        xi, yi, _, ci, si = _pose(qx, self.col_i)
-        xj, yj, _, cj, sj = _pose(qx, self.col_j)
+    def _geometry(self, fr: Frame) -> tuple[F, ...]:
+        xi, yi, _, ci, si = _pose(fr, self.col_i)
+        xj, yj, _, cj, sj = _pose(fr, self.col_j)
         aix, aiy = _rotate(ci, si, self.s_i)
         ajx, ajy = _rotate(cj, sj, self.s_j)
         dx, dy = xj + ajx - xi - aix, yj + ajy - yi - aiy
         L = np.hypot(dx, dy)
         return aix, aiy, ajx, ajy, dx, dy, L
 
-    def evaluate(self, qx: F, t: F) -> tuple[F, F, F]:
-        aix, aiy, ajx, ajy, dx, dy, L = self._geometry(qx)
+    def evaluate(self, fr: Frame, t: F) -> tuple[F, F, F]:
+        aix, aiy, ajx, ajy, dx, dy, L = self._geometry(fr)
         ux, uy = dx / L, dy / L
         f, fd, _ = self._profiles(t)
         J = np.stack([-ux, -uy, -(-ux * aiy + uy * aix), ux, uy, -ux * ajy + uy * ajx], axis=-1)
         return L - f, J, -fd
 
-    def gamma(self, qx: F, vx: F, t: F) -> F:
-        aix, aiy, ajx, ajy, dx, dy, L = self._geometry(qx)
+    def gamma(self, fr: Frame, vx: F, t: F) -> F:
+        aix, aiy, ajx, ajy, dx, dy, L = self._geometry(fr)
         wi, wj = vx[:, self.col_i + 2], vx[:, self.col_j + 2]
         ddx = vx[:, self.col_j] - wj * ajy - vx[:, self.col_i] + wi * aiy
         ddy = vx[:, self.col_j + 1] + wj * ajx - vx[:, self.col_i + 1] - wi * aix

@@ -31,7 +31,8 @@ class KinematicsOptions:
     together. branch_jump: largest accepted distance of a solution from its predictor, in
     coordinates scaled by the mechanism's length scale (angles in rad). cond_warn: Jacobian
     condition number above which a configuration is reported as near-singular. rank_tol:
-    singular values below rank_tol·σ_max count as zero.
+    singular values below rank_tol·σ_max count as zero. coarse: stride of the coarse level of
+    long sweeps.
     """
 
     tol: float = 1e-12
@@ -41,6 +42,7 @@ class KinematicsOptions:
     branch_jump: float = 0.1
     cond_warn: float = 1e8
     rank_tol: float = 1e-9
+    coarse: int = 8
 
 
 @dataclass
@@ -99,21 +101,21 @@ def solve_positions(system: System, q_guess: F, t: F, opts: KinematicsOptions,
     it = 0
     while it < opts.max_iter and (res > tol).any():
         it += 1
-        act = res > tol
+        act = np.flatnonzero(res > tol)
         assert Cq is not None
         dq = newton_step(Cq[act], C[act], square)
         qa, ta, ra = q[act], t[act], res[act]
         alpha = np.ones(len(qa))
         for _ in range(12):  # backtracking: accept where the residual decreased
             trial = qa + alpha[:, None] * dq
-            rt = np.abs(system.evaluate_batch(trial, ta, jacobian=False)[0]).max(axis=1)
+            Ca, Cqa, _ = system.evaluate_batch(trial, ta)
+            rt = np.abs(Ca).max(axis=1)
             ok = (rt < ra) | (rt <= tol)
             if ok.all():
                 break
             alpha = np.where(ok, alpha, 0.5 * alpha)
-        q[act] = trial
-        C, Cq, _ = system.evaluate_batch(q, t)
-        res = np.abs(C).max(axis=1)
+        q[act], C[act], res[act] = trial, Ca, rt
+        Cq[act] = Cqa
     return q, res, it
 
 
@@ -156,11 +158,51 @@ def velocity_acceleration(system: System, q: F, t: F, solver: JacobianSolver | N
 
 def sweep(system: System, t: F, q_guess: F | None = None,
           opts: KinematicsOptions | None = None) -> Sweep:
-    """Positions, velocities and accelerations of a DOF-0 mechanism at every time in ``t``."""
+    """Positions, velocities and accelerations of a DOF-0 mechanism at every time in ``t``.
+
+    Long sweeps are solved on two levels: every ``coarse``-th point by the chunked continuation,
+    then all points at once from a quintic Hermite predictor through the coarse solutions (q, v, a
+    at both ends of each interval), which Newton corrects in one or two iterations. If any point
+    strays from its predictor, the whole sweep falls back to the chunked continuation."""
     opts = opts or KinematicsOptions()
     t = np.asarray(t, dtype=float)
-    N, n = len(t), system.n_coord
+    if t.ndim != 1 or len(t) == 0 or not np.isfinite(t).all() or (np.diff(t) <= 0).any():
+        raise ValueError("times must be a non-empty 1-D array of finite, strictly increasing values")
     q0 = assemble(system, q_guess, float(t[0]), opts)
+    coarse = np.unique(np.r_[np.arange(0, len(t), opts.coarse), len(t) - 1])
+    if len(coarse) == len(t):
+        return _finish(_chunked(system, t, q0, opts), opts)
+    cs = _chunked(system, t[coarse], q0, opts)
+    pred = _hermite(t, t[coarse], cs.q, cs.v, cs.a)
+    square = system.n_constraints == system.n_coord
+    q, res, _ = solve_positions(system, pred, t, opts, square)
+    tol = opts.tol * max(1.0, length_scale(system))
+    if (res > tol).any() or (np.abs((q - pred) * _scale(system)).max(axis=1) > opts.branch_jump).any():
+        return _finish(_chunked(system, t, q0, opts), opts)
+    v, a, s = velocity_acceleration(system, q, t)
+    return _finish(Sweep(t, q, v, a, s.inv, s.cond), opts)
+
+
+def _hermite(t: F, tc: F, qc: F, vc: F, ac: F) -> F:
+    """Quintic Hermite interpolation of q through (q, v, a) given at the coarse times ``tc``."""
+    k = np.clip(np.searchsorted(tc, t, side="right") - 1, 0, len(tc) - 2)
+    h = (tc[k + 1] - tc[k])[:, None]
+    x = ((t - tc[k]) / h[:, 0])[:, None]
+    x2, x3 = x * x, x * x * x
+    x4, x5 = x3 * x, x3 * x2
+    h00 = 1 - 10 * x3 + 15 * x4 - 6 * x5
+    h10 = x - 6 * x3 + 8 * x4 - 3 * x5
+    h20 = 0.5 * (x2 - 3 * x3 + 3 * x4 - x5)
+    h01 = 10 * x3 - 15 * x4 + 6 * x5
+    h11 = -4 * x3 + 7 * x4 - 3 * x5
+    h21 = 0.5 * (x3 - 2 * x4 + x5)
+    return (h00 * qc[k] + h10 * h * vc[k] + h20 * h * h * ac[k]
+            + h01 * qc[k + 1] + h11 * h * vc[k + 1] + h21 * h * h * ac[k + 1])
+
+
+def _chunked(system: System, t: F, q0: F, opts: KinematicsOptions) -> Sweep:
+    """Continuation in chunks from the assembled ``q0`` at ``t[0]`` (see the module docstring)."""
+    N, n = len(t), system.n_coord
     square = system.n_constraints == n
     Q, V, A, cond = np.empty((N, n)), np.empty((N, n)), np.empty((N, n)), np.empty(N)
     jinv = np.empty((N, n, system.n_constraints))
@@ -168,29 +210,32 @@ def sweep(system: System, t: F, q_guess: F | None = None,
     V[:1], A[:1], s0 = velocity_acceleration(system, q0[None, :], t[:1])
     cond[0], jinv[0] = s0.cond[0], s0.inv[0]
     scale = _scale(system)
+    tol = opts.tol * max(1.0, length_scale(system))
     i, chunk = 1, opts.chunk
     while i < N:
         j = min(N, i + chunk)
         dt = (t[i:j] - t[i - 1])[:, None]
         pred = Q[i - 1] + V[i - 1] * dt + 0.5 * A[i - 1] * dt**2
         q, res, it = solve_positions(system, pred, t[i:j], opts, square)
-        bad = (res > opts.tol * max(1.0, length_scale(system))) | \
-            (np.abs((q - pred) * scale).max(axis=1) > opts.branch_jump)
+        bad = (res > tol) | (np.abs((q - pred) * scale).max(axis=1) > opts.branch_jump)
         if bad.any():
             if chunk > 1:
                 chunk = max(1, chunk // 4)
                 continue
             what = ("no solution near the previous configuration (a lock-up, or the end of the "
-                    "mechanism's range of motion)") if res[0] > opts.tol else \
+                    "mechanism's range of motion)") if res[0] > tol else \
                 "the solution jumped away from the assembly branch (a singular configuration)"
             raise _assembly_error(system, q[0], float(t[i]), it, what)
         Q[i:j] = q
         V[i:j], A[i:j], s = velocity_acceleration(system, q, t[i:j])
         cond[i:j], jinv[i:j] = s.cond, s.inv
         i, chunk = j, min(2 * chunk, opts.max_chunk)
-    out = Sweep(t, Q, V, A, jinv, cond)
-    _singularity_warnings(out, opts.cond_warn)
-    return out
+    return Sweep(t, Q, V, A, jinv, cond)
+
+
+def _finish(sw: Sweep, opts: KinematicsOptions) -> Sweep:
+    _singularity_warnings(sw, opts.cond_warn)
+    return sw
 
 
 def _singularity_warnings(sw: Sweep, limit: float) -> None:

@@ -108,7 +108,7 @@ class Result:
         for w in self.warnings:
             out.write(f"# warning: {w}\n")
         out.write(",".join(self.columns) + "\n")
-        np.savetxt(out, self.data, delimiter=",", fmt="%.17g")
+        np.savetxt(out, self.data + 0.0, delimiter=",", fmt="%.17g")  # + 0.0 turns -0 into 0
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -166,13 +166,13 @@ class System:
 
     def evaluate_batch(self, q: F, t: F, jacobian: bool = True) -> tuple[F, F | None, F]:
         """C (B, m), Cq (B, m, n) or None, Ct (B, m) for q (B, n) and t (B,)."""
-        qx = self.extend(q)
+        fr = kn.Frame(self.extend(q))
         B, m, nx = q.shape[0], self.n_constraints, self.n_coord + 3
         C = np.empty((B, m))
         Ct = np.empty((B, m))
         Jx = np.zeros((B, m * nx)) if jacobian else None
         for k, (rows, flat) in zip(self.kernels, self._scatter, strict=True):
-            c, j, ct = k.evaluate(qx, t)
+            c, j, ct = k.evaluate(fr, t)
             C[:, rows], Ct[:, rows] = c, ct
             if Jx is not None:
                 Jx[:, flat] = j.reshape(B, -1)
@@ -180,8 +180,8 @@ class System:
         return C, Cq, Ct
 
     def gamma_batch(self, q: F, v: F, t: F) -> F:
-        qx, vx = self.extend(q), self.extend(v)
-        return np.concatenate([k.gamma(qx, vx, t) for k in self.kernels], axis=1) if self.kernels \
+        fr, vx = kn.Frame(self.extend(q)), self.extend(v)
+        return np.concatenate([k.gamma(fr, vx, t) for k in self.kernels], axis=1) if self.kernels \
             else np.zeros((q.shape[0], 0))
 
     def mass_matrix_batch(self, q: F) -> F:

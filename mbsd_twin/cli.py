@@ -1,0 +1,101 @@
+"""The ``mbsd-twin`` command line. Each sub-command is a thin face over the public API."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from . import __version__
+from .analysis import check, inverse_dynamics
+from .errors import MbsdError
+from .loader import load_mechanism
+from .results import Result
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class Progress:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, label: str, stream: object = None) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.label, self.t0 = label, time.perf_counter()
+
+    def __call__(self, fraction: float) -> None:
+        if not self.enabled:
+            return
+        n = int(30 * fraction)
+        self.stream.write(f"\r{self.label} [{'#' * n}{'.' * (30 - n)}] {100 * fraction:5.1f}% "  # type: ignore[attr-defined]
+                          f"{time.perf_counter() - self.t0:6.1f} s")
+        if fraction >= 1.0:
+            self.stream.write("\n")  # type: ignore[attr-defined]
+        self.stream.flush()  # type: ignore[attr-defined]
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    rep = check(load_mechanism(args.file))
+    print(rep.summary())
+    return 0
+
+
+def _summary(res: Result, path: str) -> str:
+    lines = [f"{res.kind}: {len(res)} points, t = {res.time[0]:g} .. {res.time[-1]:g} s -> {path}"]
+    for name in res.columns:
+        if name.endswith((".fx", ".fy", ".mz", ".effort")):
+            col = res[name]
+            lines.append(f"  {name:<28} [{res.units[name]:>4}]  min {col.min():12.5g}  max {col.max():12.5g}"
+                         f"  rms {np.sqrt(np.mean(col**2)):12.5g}")
+    lines += [f"  warning: {w}" for w in res.warnings]
+    return "\n".join(lines)
+
+
+def _cmd_inverse(args: argparse.Namespace) -> int:
+    mech = load_mechanism(args.file)
+    t = np.linspace(args.t_start, args.t_end, args.steps + 1)
+    res = inverse_dynamics(mech, t, progress=Progress("inverse"))
+    res.to_csv(args.output)
+    if args.output != "-":
+        print(_summary(res, args.output))
+    return 0
+
+
+def _add_inverse(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("inverse", help="inverse dynamics of a driven (DOF 0) mechanism over time")
+    p.add_argument("file", help="mechanism TOML file")
+    p.add_argument("--t-end", type=float, required=True, help="end time [s]")
+    p.add_argument("--t-start", type=float, default=0.0, help="start time [s] (default 0)")
+    p.add_argument("--steps", type=int, default=1000, help="number of time steps (points = steps + 1)")
+    p.add_argument("-o", "--output", required=True, help="CSV file to write, or - for stdout")
+    p.set_defaults(func=_cmd_inverse)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mbsd-twin", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"mbsd-twin {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("check", help="assemble a mechanism and report DOF and redundancy")
+    p.add_argument("file", help="mechanism TOML file")
+    p.set_defaults(func=_cmd_check)
+    _add_inverse(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except MbsdError as exc:
+        print(f"mbsd-twin {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError) as exc:
+        print(f"mbsd-twin {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
