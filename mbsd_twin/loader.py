@@ -97,7 +97,10 @@ class _Reader:
         self.source = source
         self.problems: list[Problem] = []
         self.bad: set[str] = set()
-        self.renames: dict[str, str] = {}  # validator location prefix -> file location prefix
+        # validator location prefix -> file location prefix: element indices (when an element
+        # was skipped), then model fields filled from differently named keys (bodies <- body)
+        self.index_renames: dict[str, str] = {}
+        self.field_renames: dict[str, str] = {}
 
     def report(self, loc: str, message: str) -> None:
         self.problems.append(Problem(f"{self.source}: {loc}", message))
@@ -188,10 +191,12 @@ class _Reader:
                 self.report(f"{section}[{i}]", f"expected a table, got {_toml_kind(item)}")
 
     def file_location(self, loc: str) -> str:
-        """Translate a validator location into the file's terms (longest matching prefix)."""
-        for prefix in sorted(self.renames, key=len, reverse=True):
-            if _under(loc, prefix):
-                return self.renames[prefix] + loc[len(prefix):]
+        """Translate a validator location into the file's terms (longest matching prefixes)."""
+        for renames in (self.index_renames, self.field_renames):
+            for prefix in sorted(renames, key=len, reverse=True):
+                if _under(loc, prefix):
+                    loc = renames[prefix] + loc[len(prefix):]
+                    break
         return loc
 
     def add_validation(self, problems: list[Problem]) -> None:
@@ -222,8 +227,8 @@ def _profile(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Profile | None:
         if "kind" not in raw:
             r.report(f"{ploc}.kind", f"missing required key 'kind' (one of: {', '.join(PROFILE_KEYS)})")
         elif kind:
-            r.report(f"{ploc}.kind", f"unknown profile kind {kind!r}{suggest(kind, PROFILE_KEYS)}; "
-                                     f"valid kinds: {', '.join(PROFILE_KEYS)}")
+            r.report(f"{ploc}.kind", f"unknown profile kind {kind!r}; valid kinds: "
+                                     f"{', '.join(PROFILE_KEYS)}{suggest(kind, PROFILE_KEYS)}")
         return None
     required, defaults = PROFILE_KEYS[kind]
     t = r.keys(raw, ploc, (("kind", *required), tuple(defaults)))
@@ -269,7 +274,7 @@ def _joint(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Joint:
 def _single_body(r: _Reader, t: Mapping[str, Any], loc: str) -> tuple[tuple[str, ...], tuple[Vec2, ...]]:
     """``body``/``point`` (and ``reaction_body``) of a driver or load, as model tuples."""
     for field, key in (("bodies", "body"), ("points[0]", "point"), ("points", "point")):
-        r.renames[f"{loc}.{field}"] = f"{loc}.{key}"
+        r.field_renames[f"{loc}.{field}"] = f"{loc}.{key}"
     bodies: tuple[str, ...] = (r.string(t, loc, "body"),)
     if "reaction_body" in t:
         bodies += (r.string(t, loc, "reaction_body"),)
@@ -332,7 +337,7 @@ def _section(r: _Reader, doc: Mapping[str, Any], section: str,
         item = build(r, tbl, loc)
         if item is not None:
             if label(section, len(out), name) != loc:
-                r.renames[label(section, len(out), name)] = loc
+                r.index_renames[label(section, len(out), name)] = loc
             out.append(item)
     return tuple(out)
 

@@ -154,7 +154,7 @@ class _Checker:
         if value in choices:
             return True
         hint = suggest(value, choices) if isinstance(value, str) else ""
-        self.add(loc, f"unknown {what} {value!r}{hint}; valid: {', '.join(choices)}")
+        self.add(loc, f"unknown {what} {value!r}; valid {what}s: {', '.join(choices)}{hint}")
         return False
 
     def names(self, section: str, items: Sequence[Body | Joint | Driver | Load],
@@ -181,7 +181,7 @@ class _Checker:
                 self.add(loc, f"{what} cannot act on {GROUND!r}: it has no coordinates")
             elif name not in valid:
                 hint = suggest(name, valid) if isinstance(name, str) else ""
-                self.add(loc, f"unknown body {name!r}{hint} (bodies: {', '.join(valid)})")
+                self.add(loc, f"unknown body {name!r} (bodies: {', '.join(valid)}){hint}")
         if distinct and count == 2 and bodies[0] == bodies[1]:
             self.add(loc, f"{what} must connect two different bodies, got {bodies[0]!r} twice")
 
