@@ -30,7 +30,7 @@ T = TypeVar("T")
 # Per section: keys every element takes (required, optional), then per type (required, optional).
 Keys = tuple[tuple[str, ...], tuple[str, ...]]
 TOP_KEYS: Keys = (("format", "name", "bodies"), ("description", "gravity", "joints", "drivers", "loads"))
-BODY_KEYS: Keys = (("name", "mass", "inertia"), ("cg", "position", "angle"))
+BODY_KEYS: Keys = (("name", "mass", "inertia"), ("cg", "position", "angle", "velocity", "omega"))
 JOINT_COMMON: Keys = (("name", "type", "bodies"), ("points", "viscous_friction"))
 JOINT_TYPES_KEYS: dict[str, Keys] = {
     "revolute": ((), ()),
@@ -255,9 +255,16 @@ def _as_profile(p: object) -> Profile:
 
 def _body(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Body:
     t = r.keys(tbl, loc, BODY_KEYS)
+    # initial velocities (forward dynamics) are passed only when given
+    initial: dict[str, Any] = {}
+    if "velocity" in t:
+        initial["velocity"] = r.vector(t, loc, "velocity", ZERO)
+    if "omega" in t:
+        initial["omega"] = r.number(t, loc, "omega", 0.0)
     return Body(name=r.string(t, loc, "name"), mass=r.number(t, loc, "mass", NAN),
                 inertia=r.number(t, loc, "inertia", NAN), cg=r.vector(t, loc, "cg", ZERO),
-                position=r.vector(t, loc, "position", ZERO), angle=r.number(t, loc, "angle", 0.0))
+                position=r.vector(t, loc, "position", ZERO), angle=r.number(t, loc, "angle", 0.0),
+                **initial)
 
 
 def _joint(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Joint:

@@ -201,6 +201,8 @@ class _Checker:
         self.vector(loc, "cg", b.cg)
         self.vector(loc, "position", b.position)
         self.number(loc, "angle", b.angle)
+        self.vector(loc, "velocity", getattr(b, "velocity", (0.0, 0.0)))
+        self.number(loc, "omega", getattr(b, "omega", 0.0))
 
     def joint(self, i: int, j: Joint) -> None:
         loc = label("joints", i, j.name)

@@ -389,3 +389,12 @@ def test_validate_profiles_built_in_python() -> None:
     assert "drivers[0] (m1).profile.frequency: frequency must be a finite number >= 0, got nan" in text
     assert ("drivers[1] (m2).profile.coefficients: coefficients must contain only finite numbers, "
             "got inf") in text
+
+
+def test_initial_velocities_of_bodies() -> None:
+    text = edited("angle = 0.0                       # rad, initial guess",
+                  "angle = 0.0\nvelocity = [0.0, 0.3]\nomega = 6.283185307179586")
+    crank = loads_mechanism(text).body("crank")
+    assert crank.velocity == (0.0, 0.3) and crank.omega == pytest.approx(2 * math.pi)
+    with pytest.raises(MechanismError, match=r"bodies\[0\] \(crank\)\.omega: omega must be a finite number"):
+        loads_mechanism(text.replace("omega = 6.283185307179586", "omega = inf"))
