@@ -36,8 +36,10 @@ class MechanismBuilder:
 
     # bodies -----------------------------------------------------------------
     def body(self, name: str, mass: float, inertia: float, cg: Sequence[float] = (0.0, 0.0),
-             position: Sequence[float] = (0.0, 0.0), angle: float = 0.0) -> MechanismBuilder:
-        self._bodies.append(Body(name, float(mass), float(inertia), _v(cg), _v(position), float(angle)))
+             position: Sequence[float] = (0.0, 0.0), angle: float = 0.0,
+             velocity: Sequence[float] = (0.0, 0.0), omega: float = 0.0) -> MechanismBuilder:
+        self._bodies.append(Body(name, float(mass), float(inertia), _v(cg), _v(position), float(angle),
+                                 _v(velocity), float(omega)))
         return self
 
     # joints -----------------------------------------------------------------

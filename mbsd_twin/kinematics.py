@@ -172,7 +172,10 @@ def sweep(system: System, t: F, q_guess: F | None = None,
     coarse = np.unique(np.r_[np.arange(0, len(t), opts.coarse), len(t) - 1])
     if len(coarse) == len(t):
         return _finish(_chunked(system, t, q0, opts), opts)
-    cs = _chunked(system, t[coarse], q0, opts)
+    try:
+        cs = _chunked(system, t[coarse], q0, opts)
+    except AssemblyError:  # coarse steps too long to follow: continue point by point instead
+        return _finish(_chunked(system, t, q0, opts), opts)
     pred = _hermite(t, t[coarse], cs.q, cs.v, cs.a)
     square = system.n_constraints == system.n_coord
     q, res, _ = solve_positions(system, pred, t, opts, square)

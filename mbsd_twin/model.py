@@ -30,8 +30,9 @@ LOAD_TYPES = ("force", "torque", "spring_damper", "rotational_spring_damper", "g
 @dataclass(frozen=True)
 class Body:
     """A rigid body: mass [kg], inertia about its centre of mass [kg·m²], centre of mass ``cg`` [m]
-    in the body frame, and the initial guess of its reference point ``position`` [m, world] and
-    ``angle`` [rad]."""
+    in the body frame, the initial guess of its reference point ``position`` [m, world] and
+    ``angle`` [rad], and the initial ``velocity`` of the reference point [m/s, world] and angular
+    velocity ``omega`` [rad/s] (forward dynamics only)."""
 
     name: str
     mass: float
@@ -39,6 +40,8 @@ class Body:
     cg: Vec2 = (0.0, 0.0)
     position: Vec2 = (0.0, 0.0)
     angle: float = 0.0
+    velocity: Vec2 = (0.0, 0.0)
+    omega: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import kernels as kn
+from .loads import LoadSet, LoadTotals
 from .model import GROUND, Mechanism
 
 F = NDArray[np.float64]
@@ -61,6 +62,7 @@ class System:
         self.col[GROUND] = self.n_coord  # ground's zero coordinates sit after q in the extended q
         self.coordinate_names = [f"{b}.{c}" for b in self.body_names for c in ("x", "y", "theta")]
         self.q0 = np.array([v for b in mech.bodies for v in (*b.position, b.angle)], dtype=float)
+        self.v0 = np.array([v for b in mech.bodies for v in (*b.velocity, b.omega)], dtype=float)
         self.mass = np.array([b.mass for b in mech.bodies], dtype=float)
         self.inertia = np.array([b.inertia for b in mech.bodies], dtype=float)
         self.cg = np.array([b.cg for b in mech.bodies], dtype=float).reshape(nb, 2)
@@ -76,7 +78,8 @@ class System:
         self.drivers = [DriverInfo(d.name, d.type, self._rows_of[d.name][0],
                                    _DRIVER_UNITS.get(d.type, "N·m" if d.coordinate == "theta" else "N"))
                         for d in mech.drivers]
-        self.force_terms: list[Callable[[F, F, F, F, dict[str, float]], None]] = []
+        self.loads = LoadSet(mech, self.col, self.q0, self.coordinate_names)
+        self.input_names = self.loads.input_names
 
     # ----------------------------------------------------------------- build
     def _angle0(self, name: str) -> float:
@@ -208,6 +211,10 @@ class System:
     def forces_batch(self, q: F, v: F, t: F, inputs: dict[str, float] | None = None) -> F:
         """Q (B, n): gravity (with its torque about the reference point), the velocity-product
         term m·A(θ)·rG·ω² of offset centres of mass, and every applied load."""
+        return self.forces_and_power(q, v, t, inputs).Q
+
+    def forces_and_power(self, q: F, v: F, t: F, inputs: dict[str, float] | None = None) -> LoadTotals:
+        """Q (B, n) with the loads' elastic energy, dissipated power and input power (B,)."""
         B = q.shape[0]
         bx, by, gx, gy = self._cg_terms(q)
         w2 = v[:, 2::3][:, : self.n_body] ** 2
@@ -216,9 +223,17 @@ class System:
         Q[:, 0::3] = m * self.gravity[0] + m * gx * w2
         Q[:, 1::3] = m * self.gravity[1] + m * gy * w2
         Q[:, 2::3] = m * (bx * self.gravity[0] + by * self.gravity[1])
-        for term in self.force_terms:
-            term(Q, q, v, t, inputs or {})
-        return Q
+        return self.loads.evaluate(Q, q, v, t, inputs or {})
+
+    def kinetic_energy_batch(self, q: F, v: F) -> F:
+        """T = ½·vᵀ·M(q)·v [J] (B,)."""
+        return 0.5 * np.einsum("bi,bij,bj->b", v, self.mass_matrix_batch(q), v)
+
+    def gravitational_energy_batch(self, q: F) -> F:
+        """V_g = −Σ m·g·R_G [J] (B,), zero with every centre of mass at the world origin."""
+        _, _, gx, gy = self._cg_terms(q)
+        xg, yg = q[:, 0::3][:, : self.n_body] + gx, q[:, 1::3][:, : self.n_body] + gy
+        return -(self.mass * (self.gravity[0] * xg + self.gravity[1] * yg)).sum(axis=1)
 
     # ------------------------------------------------- single-or-batch facade
     def constraints(self, q: F, t: float | F = 0.0) -> F:

@@ -1,0 +1,245 @@
+"""Forward dynamics: the index-1 saddle-point right-hand side, drift control and a persistent stepper.
+
+State vector y = [q (n), v (n), E_diss, W_in, W_con]: coordinates, velocities, and three energy
+integrals — energy dissipated by dampers and friction, work of external loads (inputs, forces,
+torques, callables) and work of the constraint forces (the drivers; ideal joints do none).
+
+At every evaluation [[M, Cqᵀ], [Cq, 0]]·[a; λ] = [Q; γ] is solved densely. M may be singular
+(massless links) as long as it is positive definite on the null space of Cq. Redundant
+constraint rows are dropped (found once at start by QR with column pivoting); their multipliers
+are reported as zero.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.integrate as si
+from numpy.typing import NDArray
+
+from .errors import ConsistencyError, MbsdError
+from .kinematics import KinematicsOptions, assemble, rank_info
+from .loads import LoadTotals
+from .system import System
+
+F = NDArray[np.float64]
+
+EXPLICIT = {"RK45": si.RK45, "RK23": si.RK23, "DOP853": si.DOP853}
+IMPLICIT = {"Radau": si.Radau, "BDF": si.BDF, "LSODA": si.LSODA}
+DRIFT = ("none", "baumgarte", "projection")
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """Forward-dynamics settings.
+
+    method: a scipy ``solve_ivp`` method: DOP853 (default), RK45, RK23, Radau, BDF, LSODA.
+    rtol, atol: integrator tolerances (atol in the coordinates' units, m or rad).
+    max_step: largest internal step [s] (inf: no limit).
+    drift: "projection" (default: after every step, positions by minimum-norm Newton and
+    velocities by minimum-norm correction onto the constraints; explicit methods only),
+    "baumgarte" (γ − 2α·Ċ − β²·C), or "none".
+    baumgarte_alpha, baumgarte_beta [1/s]: Baumgarte parameters.
+    projection_tol: position residual the projection drives max|C| below [m or rad].
+    initial_velocity: "check" (error if Cq·v0 + Ct ≠ 0 beyond velocity_tol) or "project"
+    (replace v0 by the nearest consistent velocity).
+    """
+
+    method: str = "DOP853"
+    rtol: float = 1e-8
+    atol: float = 1e-10
+    max_step: float = math.inf
+    drift: str = "projection"
+    baumgarte_alpha: float = 10.0
+    baumgarte_beta: float = 10.0
+    projection_tol: float = 1e-12
+    initial_velocity: str = "check"
+    velocity_tol: float = 1e-8
+
+    def problems(self) -> list[str]:
+        out = []
+        if self.method not in EXPLICIT and self.method not in IMPLICIT:
+            out.append(f"method must be one of {', '.join([*EXPLICIT, *IMPLICIT])}, got {self.method!r}")
+        if self.drift not in DRIFT:
+            out.append(f"drift must be one of {', '.join(DRIFT)}, got {self.drift!r}")
+        if self.drift == "projection" and self.method in IMPLICIT:
+            out.append(f"drift='projection' needs an explicit method (DOP853, RK45, RK23); "
+                       f"use drift='baumgarte' with {self.method}")
+        for name in ("rtol", "atol", "max_step", "projection_tol", "velocity_tol"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and v > 0 and not math.isnan(v)):
+                out.append(f"{name} must be a positive number, got {v!r}")
+        if self.initial_velocity not in ("check", "project"):
+            out.append(f"initial_velocity must be 'check' or 'project', got {self.initial_velocity!r}")
+        return out
+
+
+class SolverFailure(MbsdError, RuntimeError):
+    """The integrator could not continue; ``time`` is where it stopped."""
+
+    def __init__(self, message: str, *, time: float) -> None:
+        self.time = time
+        super().__init__(message)
+
+
+@dataclass
+class Evaluation:
+    """Everything known at one (t, y): accelerations, multipliers (all rows) and load totals."""
+
+    a: F
+    lam: F
+    Cq: F
+    loads: LoadTotals
+
+
+class Dynamics:
+    """The right-hand side of one compiled system under given options."""
+
+    def __init__(self, system: System, opts: SolverOptions) -> None:
+        self.system, self.opts = system, opts
+        self.n = system.n_coord
+        q0 = assemble(system, None, 0.0, KinematicsOptions())
+        info = rank_info(system, q0, 0.0)
+        self.rows = np.array(sorted(set(range(system.n_constraints)) - set(info.redundant_rows)), dtype=np.intp)
+        self.redundant = [system.constraint_names[r] for r in info.redundant_rows]
+
+    def evaluate(self, t: float, q: F, v: F, inputs: dict[str, float]) -> Evaluation:
+        s, n, rows = self.system, self.n, self.rows
+        qb, vb, tb = q[None, :], v[None, :], np.array([t])
+        C, Cq, Ct = s.evaluate_batch(qb, tb)
+        assert Cq is not None
+        totals = s.forces_and_power(qb, vb, tb, inputs)
+        M = s.mass_matrix_batch(qb)[0]
+        gamma = s.gamma_batch(qb, vb, tb)[0]
+        if self.opts.drift == "baumgarte":
+            al, be = self.opts.baumgarte_alpha, self.opts.baumgarte_beta
+            gamma = gamma - 2.0 * al * (Cq[0] @ v + Ct[0]) - be**2 * C[0]
+        A = Cq[0][rows]
+        m = len(rows)
+        K = np.zeros((n + m, n + m))
+        K[:n, :n], K[:n, n:], K[n:, :n] = M, A.T, A
+        rhs = np.concatenate([totals.Q[0], gamma[rows]])
+        sol = np.linalg.solve(K, rhs)
+        lam = np.zeros(s.n_constraints)
+        lam[rows] = sol[n:]
+        return Evaluation(sol[:n], lam, Cq[0], totals)
+
+    def rhs(self, t: float, y: F, inputs: dict[str, float]) -> F:
+        n = self.n
+        q, v = y[:n], y[n:2 * n]
+        ev = self.evaluate(t, q, v, inputs)
+        dy = np.empty_like(y)
+        dy[:n], dy[n:2 * n] = v, ev.a
+        dy[2 * n] = ev.loads.dissipation[0]
+        dy[2 * n + 1] = ev.loads.input[0]
+        dy[2 * n + 2] = -ev.lam @ (ev.Cq @ v)
+        return dy
+
+    def project(self, t: float, q: F, v: F) -> tuple[F, F]:
+        """Minimum-norm projection of q onto C(q, t) = 0 and of v onto Cq·v + Ct = 0."""
+        s, rows = self.system, self.rows
+        tol = self.opts.projection_tol
+        for _ in range(8):
+            C, Cq, _ = s.evaluate_batch(q[None, :], np.array([t]))
+            c = C[0][rows]
+            if np.abs(c).max(initial=0.0) <= tol:
+                break
+            A = Cq[0][rows]  # type: ignore[index]
+            q = q - A.T @ np.linalg.solve(A @ A.T, c)
+        _, Cq, Ct = s.evaluate_batch(q[None, :], np.array([t]))
+        A = Cq[0][rows]  # type: ignore[index]
+        v = v - A.T @ np.linalg.solve(A @ A.T, A @ v + Ct[0][rows])
+        return q, v
+
+    def initial_state(self, t0: float = 0.0) -> F:
+        """Assembled q0, checked (or projected) v0, zero energy integrals."""
+        s = self.system
+        q = assemble(s, None, t0)
+        v = s.v0.copy()
+        _, Cq, Ct = s.evaluate_batch(q[None, :], np.array([t0]))
+        viol = float(np.abs(Cq[0] @ v + Ct[0]).max(initial=0.0))  # type: ignore[index]
+        if viol > self.opts.velocity_tol:
+            if self.opts.initial_velocity != "project":
+                raise ConsistencyError(
+                    f"{s.mechanism.source}: the initial velocities violate the velocity constraints "
+                    f"(max |Cq·v0 + Ct| = {viol:.3g}); give consistent body 'velocity'/'omega' values "
+                    "or set initial_velocity='project' to use the nearest consistent velocities",
+                    residual=viol)
+            q, v = self.project(t0, q, v)
+        return np.concatenate([q, v, np.zeros(3)])
+
+
+class Stepper:
+    """A scipy ODE solver kept alive across communication steps.
+
+    Inputs are held constant over each ``advance_to``; when they change, only the derivative at
+    the current point is re-evaluated (no restart, no new initial-step search).
+    """
+
+    def __init__(self, dyn: Dynamics, t0: float, y0: F, inputs: dict[str, float]) -> None:
+        self.dyn, self.opts = dyn, dyn.opts
+        self.inputs = dict(inputs)
+        cls = EXPLICIT.get(self.opts.method) or IMPLICIT[self.opts.method]
+        self.solver = cls(self._fun, t0, y0, t_bound=t0 + 1e9, rtol=self.opts.rtol, atol=self.opts.atol,
+                          max_step=self.opts.max_step)
+        self.steps = 0
+
+    def _fun(self, t: float, y: F) -> F:
+        return self.dyn.rhs(t, y, self.inputs)
+
+    @property
+    def t(self) -> float:
+        return float(self.solver.t)
+
+    @property
+    def y(self) -> F:
+        return np.asarray(self.solver.y)
+
+    def set_inputs(self, inputs: dict[str, float]) -> None:
+        if inputs != self.inputs:
+            self.inputs = dict(inputs)
+            self._refresh()
+
+    def _refresh(self) -> None:
+        if hasattr(self.solver, "f"):  # explicit RK: first stage of the next step
+            self.solver.f = self._fun(self.solver.t, self.solver.y)
+
+    def advance_to(self, t_end: float) -> None:
+        """Integrate to exactly ``t_end``; raises :class:`SolverFailure` on numerical failure."""
+        s = self.solver
+        if t_end <= s.t:
+            return
+        s.t_bound, s.status = t_end, "running"
+        n = self.dyn.n
+        while s.status == "running":
+            try:
+                msg = s.step()
+            except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
+                raise SolverFailure(f"integration failed at t={s.t:.9g} s: {exc}", time=float(s.t)) from exc
+            if s.status == "failed" or not np.isfinite(s.y).all():
+                raise SolverFailure(f"integration failed at t={s.t:.9g} s: {msg or 'non-finite state'}",
+                                    time=float(s.t))
+            self.steps += 1
+            if self.opts.drift == "projection":
+                q, v = self.dyn.project(float(s.t), s.y[:n], s.y[n:2 * n])
+                s.y = np.concatenate([q, v, s.y[2 * n:]])
+                self._refresh()
+
+    def export(self) -> dict[str, object]:
+        s = self.solver
+        return {"t": float(s.t), "y": [float(x) for x in s.y], "h_abs": float(getattr(s, "h_abs", 0.0) or 0.0),
+                "f": [float(x) for x in getattr(s, "f", [])], "steps": self.steps, "inputs": dict(self.inputs)}
+
+    def restore(self, data: dict[str, object]) -> None:
+        s = self.solver
+        s.t = float(data["t"])  # type: ignore[arg-type]
+        s.y = np.array(data["y"], dtype=float)
+        s.status = "running"
+        self.inputs = dict(data["inputs"])  # type: ignore[call-overload]
+        self.steps = int(data["steps"])  # type: ignore[call-overload]
+        if hasattr(s, "h_abs"):
+            s.h_abs = float(data["h_abs"])  # type: ignore[arg-type]
+        if hasattr(s, "f") and data["f"]:
+            s.f = np.array(data["f"], dtype=float)
