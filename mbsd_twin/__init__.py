@@ -6,6 +6,7 @@ Data flows one way: mechanism file → :class:`Mechanism` (plain data) → :clas
 
 from .analysis import CheckReport, RedundancyWarning, check, inverse_dynamics, kinematics
 from .builder import MechanismBuilder
+from .dynamics import SolverFailure, SolverOptions
 from .errors import (
     AssemblyError,
     ConsistencyError,
@@ -19,20 +20,20 @@ from .kinematics import KinematicsOptions, assemble
 from .model import Body, Driver, Joint, Load, Mechanism
 from .outputs import OutputSpec
 from .profiles import Constant, ConstantSpeed, FunctionProfile, Harmonic, Polynomial, Profile, Table
+from .ports import Parameter, Port
 from .results import Result
+from .simulate import Event, simulate
+from .simulator import Simulator
 from .system import System, compile_mechanism
 
-try:  # the loader is optional while it is being written
-    from .loader import load_mechanism, loads_mechanism
-except ImportError:  # pragma: no cover
-    pass
+from .loader import load_mechanism, loads_mechanism
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AssemblyError", "Body", "CheckReport", "ConsistencyError", "Constant", "ConstantSpeed", "DOFError",
-    "Driver", "FunctionProfile", "Harmonic", "Joint", "KinematicsOptions", "Load", "MbsdError",
-    "Mechanism", "MechanismBuilder", "MechanismError", "OutputSpec", "Polynomial", "PortError", "Problem",
-    "Profile", "RedundancyWarning", "Result", "System", "Table", "assemble", "check", "compile_mechanism",
-    "inverse_dynamics", "kinematics", "load_mechanism", "loads_mechanism", "__version__",
+    "Driver", "Event", "FunctionProfile", "Harmonic", "Joint", "KinematicsOptions", "Load", "MbsdError",
+    "Mechanism", "MechanismBuilder", "MechanismError", "OutputSpec", "Parameter", "Polynomial", "Port", "PortError", "Problem",
+    "Profile", "RedundancyWarning", "Result", "Simulator", "SolverFailure", "SolverOptions", "System", "Table", "assemble", "check", "compile_mechanism",
+    "inverse_dynamics", "kinematics", "load_mechanism", "loads_mechanism", "simulate", "__version__",
 ]

@@ -74,6 +74,54 @@ def _add_inverse(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-
     p.set_defaults(func=_cmd_inverse)
 
 
+def _parse_sets(items: Sequence[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise ValueError(f"--set expects NAME=VALUE with a number, got {item!r}")
+    return out
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from .dynamics import SolverOptions
+    from .simulate import simulate
+
+    mech = load_mechanism(args.file)
+    sets = _parse_sets(args.set)
+    opts = SolverOptions(method=args.method, rtol=args.rtol, drift=args.drift)
+    res = simulate(mech, args.t_end, args.output_interval, inputs=sets, options=opts,
+                   progress=Progress("simulate"))
+    res.to_csv(args.output)
+    if args.output != "-":
+        print(_summary(res, args.output))
+        final = {k: res[k][-1] for k in res.columns if k.startswith("energy.") or k.startswith("constraints.")}
+        for k, v in final.items():
+            print(f"  {k:<28} final {v:12.5g} [{res.units[k]}]")
+    if res.status < 0:
+        print(f"mbsd-twin simulate: {res.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _add_simulate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("simulate", help="forward dynamics with inputs held at given values")
+    p.add_argument("file", help="mechanism TOML file")
+    p.add_argument("--t-end", type=float, required=True, help="end time [s]")
+    p.add_argument("--output-interval", type=float, default=0.01, help="output interval [s] (default 0.01)")
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="hold input port NAME at VALUE (SI units); repeatable")
+    p.add_argument("--method", default="DOP853", help="DOP853 (default), RK45, RK23, Radau, BDF, LSODA")
+    p.add_argument("--rtol", type=float, default=1e-8, help="relative tolerance (default 1e-8)")
+    p.add_argument("--drift", default="projection", help="projection (default), baumgarte or none")
+    p.add_argument("-o", "--output", required=True, help="CSV file to write, or - for stdout")
+    p.set_defaults(func=_cmd_simulate)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mbsd-twin", description=__doc__)
     parser.add_argument("--version", action="version", version=f"mbsd-twin {__version__}")
@@ -82,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="mechanism TOML file")
     p.set_defaults(func=_cmd_check)
     _add_inverse(sub)
+    _add_simulate(sub)
     return parser
 
 

@@ -104,6 +104,7 @@ class Load:
       tension F = stiffness·(L − free_length) + damping·dL/dt [N].
     - ``rotational_spring_damper``: torque on ``bodies[1]`` of
       −stiffness·(θ1 − θ0 − free_angle) − damping·(ω1 − ω0) [N·m], opposite on ``bodies[0]``.
+      ``free_length`` / ``free_angle`` default (None) to the value in the initial guess.
     - ``generalized``: a Python callable Q(t, q, v) on ``coordinates`` (API only).
 
     The magnitude m(t) of ``force``/``torque`` is ``value`` (constant), ``profile`` (of time), or

@@ -22,7 +22,8 @@ ProfileValues = tuple[FloatArray, FloatArray, FloatArray]
 class Profile(Protocol):
     """Anything with ``evaluate(t) -> (f, f', f'')``; ``kind`` names it in files and errors."""
 
-    kind: str
+    @property
+    def kind(self) -> str: ...
 
     def evaluate(self, t: FloatArray) -> ProfileValues: ...
 

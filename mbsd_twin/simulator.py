@@ -1,0 +1,219 @@
+"""The co-simulation core: a mechanism with named, typed ports, a persistent stepper and a state.
+
+    sim = Simulator(mech, options=SolverOptions())
+    sim.set_input("motor_torque", 2.0)
+    sim.advance_to(0.001)
+    sim.get_output("main_bearing.fx")
+    blob = sim.get_state(); ...; sim.set_state(blob)
+
+Inputs are held constant between calls (zero-order hold). The integrator persists across calls;
+``get_state`` holds everything needed to continue bit-identically (JSON bytes, also in a new
+process); ``reset`` returns to the initial state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, replace
+
+import numpy as np
+from numpy.typing import NDArray
+
+from .dynamics import Dynamics, SolverOptions, Stepper
+from .errors import MechanismError, PortError, Problem
+from .model import Mechanism
+from .outputs import OutputSpec, kinematic_columns, reaction_columns
+from .ports import (
+    TUNABLE,
+    Parameter,
+    Port,
+    apply_parameters,
+    input_ports,
+    model_parameters,
+    output_specs,
+    solver_parameters,
+)
+from .system import compile_mechanism
+
+F = NDArray[np.float64]
+STATE_FORMAT = "mbsd-twin-state/1"
+
+
+class Simulator:
+    """A mechanism ready to be stepped. Build → (set parameters) → run."""
+
+    def __init__(self, mech: Mechanism, options: SolverOptions | None = None, t0: float = 0.0) -> None:
+        self._base = mech
+        self._overrides: dict[str, float] = {}
+        self._options = options or SolverOptions()
+        self._t0 = float(t0)
+        problems = self._options.problems()
+        if problems:
+            raise MechanismError([Problem("SolverOptions", p) for p in problems], source=mech.source)
+        self._build()
+
+    # ------------------------------------------------------------------ build
+    def _build(self) -> None:
+        mech = apply_parameters(self._base, self._overrides) if self._overrides else self._base
+        self.mechanism = mech
+        self.system = compile_mechanism(mech)
+        self._dyn = Dynamics(self.system, self._options)
+        self._inputs = {p.name: p.start for p in input_ports(mech)}
+        self._stepper = Stepper(self._dyn, self._t0, self._dyn.initial_state(self._t0), self._inputs)
+        self._specs = output_specs(self.system)
+        self._cache: tuple[float, bytes, dict[str, float]] | None = None
+        self._e0 = 0.0
+        self._e0 = self.outputs()["energy.total"]
+
+    @property
+    def options(self) -> SolverOptions:
+        return self._options
+
+    @property
+    def input_ports(self) -> list[Port]:
+        return [replace(p, start=self._inputs[p.name]) for p in input_ports(self.mechanism)]
+
+    @property
+    def output_ports(self) -> list[Port]:
+        return [Port(s.name, s.unit, s.description, "output") for s in self._specs]
+
+    @property
+    def output_specs(self) -> list[OutputSpec]:
+        return list(self._specs)
+
+    @property
+    def parameters(self) -> list[Parameter]:
+        fixed = [replace(p, value=self._overrides.get(p.name, p.value))
+                 for p, _ in model_parameters(self._base).values()]
+        return fixed + solver_parameters(self._options)
+
+    @property
+    def time(self) -> float:
+        return self._stepper.t
+
+    @property
+    def redundant_constraints(self) -> list[str]:
+        return list(self._dyn.redundant)
+
+    # ------------------------------------------------------------ inputs
+    def set_input(self, name: str, value: float) -> None:
+        if name not in self._inputs:
+            raise PortError(f"unknown input port {name!r}; inputs are: {', '.join(self._inputs) or 'none'}",
+                            name=name)
+        v = float(value)
+        if not math.isfinite(v):
+            raise PortError(f"input {name!r} must be finite, got {value!r}", name=name)
+        self._inputs[name] = v
+
+    def get_input(self, name: str) -> float:
+        if name not in self._inputs:
+            raise PortError(f"unknown input port {name!r}", name=name)
+        return self._inputs[name]
+
+    # ---------------------------------------------------------- parameters
+    def set_parameter(self, name: str, value: float) -> None:
+        """Change a parameter. A fixed one rebuilds the model and resets the simulation; a tunable
+        one (``solver.rtol``, ``solver.max_step``) keeps the state."""
+        if name in TUNABLE:
+            key = name.split(".")[1]
+            v = math.inf if key == "max_step" and float(value) <= 0 else float(value)
+            opts = replace(self._options, **{key: v})
+            problems = opts.problems()
+            if problems:
+                raise PortError(f"parameter {name}: {'; '.join(problems)}", name=name)
+            state = self.get_state()
+            self._options = opts
+            self._build()
+            self.set_state(state)
+            return
+        if name not in model_parameters(self._base):
+            raise PortError(f"unknown parameter {name!r}", name=name)
+        old = dict(self._overrides)
+        self._overrides[name] = float(value)
+        try:
+            self._build()
+        except Exception:
+            self._overrides = old
+            self._build()
+            raise
+
+    # ------------------------------------------------------------ stepping
+    def advance_to(self, t: float) -> None:
+        """Integrate to time ``t`` [s] with the current inputs held constant.
+
+        Raises :class:`~mbsd_twin.dynamics.SolverFailure` on numerical failure; the state is then
+        that of the last successful internal step."""
+        self._stepper.set_inputs(self._inputs)
+        self._stepper.advance_to(float(t))
+        self._cache = None
+
+    def step(self, h: float) -> None:
+        self.advance_to(self.time + float(h))
+
+    # ------------------------------------------------------------- outputs
+    def outputs(self) -> dict[str, float]:
+        """Every output at the current time."""
+        y = self._stepper.y
+        key = (self.time, y.tobytes())
+        if self._cache is not None and self._cache[:2] == key:
+            return self._cache[2]
+        n, s, t = self.system.n_coord, self.system, self.time
+        q, v = y[:n], y[n:2 * n]
+        ev = self._dyn.evaluate(t, q, v, self._inputs)
+        out = {**kinematic_columns(s, q[None], v[None], ev.a[None]),
+               **reaction_columns(s, q[None], ev.Cq[None], ev.lam[None])}
+        vals = {k: float(x[0]) for k, x in out.items()}
+        T = float(s.kinetic_energy_batch(q[None], v[None])[0])
+        Vg = float(s.gravitational_energy_batch(q[None])[0])
+        Ve = float(ev.loads.elastic[0])
+        e_diss, w_in, w_con = (float(x) for x in y[2 * n:2 * n + 3])
+        vals.update({"energy.kinetic": T, "energy.gravitational": Vg, "energy.elastic": Ve,
+                     "energy.total": T + Vg + Ve, "energy.dissipated": e_diss, "energy.input_work": w_in,
+                     "energy.constraint_work": w_con,
+                     "energy.balance_error": T + Vg + Ve + e_diss - w_in - w_con - self._e0,
+                     "constraints.position_residual":
+                         float(np.abs(s.constraints(q, t)).max(initial=0.0))})
+        self._cache = (key[0], key[1], vals)
+        return vals
+
+    def get_output(self, name: str) -> float:
+        out = self.outputs()
+        if name not in out:
+            raise PortError(f"unknown output port {name!r}", name=name)
+        return out[name]
+
+    # --------------------------------------------------------------- state
+    def _fingerprint(self) -> str:
+        return hashlib.sha256(repr(self._base).encode()).hexdigest()[:16]
+
+    def get_state(self) -> bytes:
+        """Everything needed to continue bit-identically, as UTF-8 JSON bytes."""
+        data = {"format": STATE_FORMAT, "model": self._fingerprint(), "overrides": self._overrides,
+                "options": {k: v for k, v in asdict(self._options).items()},
+                "e0": self._e0, "inputs": self._inputs, "stepper": self._stepper.export()}
+        return json.dumps(data).encode()
+
+    def set_state(self, blob: bytes) -> None:
+        try:
+            data = json.loads(blob.decode())
+            ok = data.get("format") == STATE_FORMAT
+        except (UnicodeDecodeError, ValueError, AttributeError):
+            ok = False
+        if not ok:
+            raise ValueError(f"not a {STATE_FORMAT} state")
+        if data["model"] != self._fingerprint():
+            raise ValueError("the state belongs to a different mechanism")
+        opts = SolverOptions(**data["options"])
+        if data["overrides"] != self._overrides or opts != self._options:
+            self._overrides, self._options = dict(data["overrides"]), opts
+            self._build()
+        self._e0 = float(data["e0"])
+        self._inputs = dict(data["inputs"])
+        self._stepper.restore(data["stepper"])
+        self._cache = None
+
+    def reset(self) -> None:
+        """Back to the initial state (parameters kept, inputs back to their start values)."""
+        self._build()
