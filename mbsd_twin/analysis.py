@@ -124,7 +124,7 @@ def _blocked_sweep(system: System, t: F, opts: KinematicsOptions, progress: Prog
                  warnings=[w for p in parts for w in p.warnings])
 
 
-_SWEEP_ARRAYS = ("t", "q", "v", "a", "jinv", "cond")
+_SWEEP_ARRAYS = ("t", "q", "v", "a", "jinv", "cond", "Cq")
 
 
 def kinematics(mech: Mechanism | System, t: F, opts: KinematicsOptions | None = None,
@@ -154,8 +154,7 @@ def inverse_dynamics(mech: Mechanism | System, t: F, opts: KinematicsOptions | N
     Q = system.forces_batch(sw.q, sw.v, sw.t)
     rhs = Q - np.einsum("bij,bj->bi", M, sw.a)
     lam = np.einsum("bji,bj->bi", sw.jinv, rhs)  # Cqᵀ·λ = Q − M·a
-    Cq = system.evaluate_batch(sw.q, sw.t)[1]
-    assert Cq is not None
+    Cq = sw.Cq
     cols = {"time": sw.t, **kinematic_columns(system, sw.q, sw.v, sw.a),
             **reaction_columns(system, sw.q, Cq, lam)}
     specs = [TIME_SPEC, *kinematic_specs(system), *reaction_specs(system)]

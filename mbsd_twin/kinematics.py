@@ -56,7 +56,8 @@ class RankInfo:
 @dataclass
 class Sweep:
     """q, v, a (N, n) at times t (N,); ``jinv`` (N, n, m) the (pseudo-)inverse Jacobian of every
-    point (for the multiplier solve), ``cond`` its condition number; warnings."""
+    point (for the multiplier solve), ``cond`` its condition number, ``Cq`` (N, m, n) the
+    Jacobians; warnings."""
 
     t: F
     q: F
@@ -64,6 +65,7 @@ class Sweep:
     a: F
     jinv: F
     cond: F
+    Cq: F
     warnings: list[str] = field(default_factory=list)
 
 
@@ -92,31 +94,32 @@ def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInf
 
 
 def solve_positions(system: System, q_guess: F, t: F, opts: KinematicsOptions,
-                    square: bool) -> tuple[F, F, int]:
-    """Damped Newton on a batch: returns q (B, n), max|C| per point (B,), iterations used."""
+                    square: bool) -> tuple[F, F, int, F, F]:
+    """Damped Newton on a batch: q (B, n), max|C| per point (B,), iterations used, and Cq, Ct at
+    the returned q."""
     q = np.array(q_guess, dtype=float)
     tol = opts.tol * max(1.0, length_scale(system))
-    C, Cq, _ = system.evaluate_batch(q, t)
+    C, Cq, Ct = system.evaluate_batch(q, t)
+    assert Cq is not None
     res = np.abs(C).max(axis=1) if C.shape[1] else np.zeros(len(q))
     it = 0
     while it < opts.max_iter and (res > tol).any():
         it += 1
         act = np.flatnonzero(res > tol)
-        assert Cq is not None
         dq = newton_step(Cq[act], C[act], square)
         qa, ta, ra = q[act], t[act], res[act]
         alpha = np.ones(len(qa))
         for _ in range(12):  # backtracking: accept where the residual decreased
             trial = qa + alpha[:, None] * dq
-            Ca, Cqa, _ = system.evaluate_batch(trial, ta)
+            Ca, Cqa, Cta = system.evaluate_batch(trial, ta)
             rt = np.abs(Ca).max(axis=1)
             ok = (rt < ra) | (rt <= tol)
             if ok.all():
                 break
             alpha = np.where(ok, alpha, 0.5 * alpha)
-        q[act], C[act], res[act] = trial, Ca, rt
+        q[act], C[act], res[act], Ct[act] = trial, Ca, rt, Cta
         Cq[act] = Cqa
-    return q, res, it
+    return q, res, it, Cq, Ct
 
 
 def assemble(system: System, q_guess: F | None = None, t: float = 0.0,
@@ -126,7 +129,7 @@ def assemble(system: System, q_guess: F | None = None, t: float = 0.0,
     guess = system.q0 if q_guess is None else np.asarray(q_guess, float)
     info = rank_info(system, guess, t, opts.rank_tol)
     square = system.n_constraints == system.n_coord and info.rank == system.n_coord
-    q, res, it = solve_positions(system, guess[None, :], np.array([t]), opts, square)
+    q, res, it, _, _ = solve_positions(system, guess[None, :], np.array([t]), opts, square)
     tol = opts.tol * max(1.0, length_scale(system))
     if res[0] > tol:
         raise _assembly_error(system, q[0], t, it, "the mechanism cannot be assembled")
@@ -143,14 +146,18 @@ def _assembly_error(system: System, q: F, t: float, iterations: int, what: str) 
                          iterations=iterations, time=t, worst=top)
 
 
-def velocity_acceleration(system: System, q: F, t: F, solver: JacobianSolver | None = None
-                          ) -> tuple[F, F, JacobianSolver]:
-    """v = Cq⁺·(−Ct), a = Cq⁺·γ for a DOF-0 batch."""
-    if solver is None:
-        _, Cq, _ = system.evaluate_batch(q, t)
+def velocity_acceleration(system: System, q: F, t: F, Cq: F | None = None, Ct: F | None = None,
+                          need_inverse: bool = True) -> tuple[F, F, JacobianSolver | None]:
+    """v = Cq⁺·(−Ct), a = Cq⁺·γ for a DOF-0 batch (Cq, Ct evaluated here if not given). Without
+    ``need_inverse`` a square system is solved by LU and no solver object is returned."""
+    if Cq is None or Ct is None:
+        _, Cq, Ct = system.evaluate_batch(q, t)
         assert Cq is not None
-        solver = JacobianSolver(Cq)
-    Ct = system.evaluate_batch(q, t, jacobian=False)[2]
+    if not need_inverse and Cq.shape[1] == Cq.shape[2]:
+        v = np.linalg.solve(Cq, -Ct[..., None])[..., 0]
+        a = np.linalg.solve(Cq, system.gamma_batch(q, v, t)[..., None])[..., 0]
+        return v, a, None
+    solver = JacobianSolver(Cq)
     v = solver.solve(-Ct)
     a = solver.solve(system.gamma_batch(q, v, t))
     return v, a, solver
@@ -173,17 +180,18 @@ def sweep(system: System, t: F, q_guess: F | None = None,
     if len(coarse) == len(t):
         return _finish(_chunked(system, t, q0, opts), opts)
     try:
-        cs = _chunked(system, t[coarse], q0, opts)
+        cs = _chunked(system, t[coarse], q0, opts, keep=False)
     except AssemblyError:  # coarse steps too long to follow: continue point by point instead
         return _finish(_chunked(system, t, q0, opts), opts)
     pred = _hermite(t, t[coarse], cs.q, cs.v, cs.a)
     square = system.n_constraints == system.n_coord
-    q, res, _ = solve_positions(system, pred, t, opts, square)
+    q, res, _, Cq, Ct = solve_positions(system, pred, t, opts, square)
     tol = opts.tol * max(1.0, length_scale(system))
     if (res > tol).any() or (np.abs((q - pred) * _scale(system)).max(axis=1) > opts.branch_jump).any():
         return _finish(_chunked(system, t, q0, opts), opts)
-    v, a, s = velocity_acceleration(system, q, t)
-    return _finish(Sweep(t, q, v, a, s.inv, s.cond), opts)
+    v, a, s = velocity_acceleration(system, q, t, Cq, Ct)
+    assert s is not None
+    return _finish(Sweep(t, q, v, a, s.inv, s.cond, Cq), opts)
 
 
 def _hermite(t: F, tc: F, qc: F, vc: F, ac: F) -> F:
@@ -203,15 +211,20 @@ def _hermite(t: F, tc: F, qc: F, vc: F, ac: F) -> F:
             + h01 * qc[k + 1] + h11 * h * vc[k + 1] + h21 * h * h * ac[k + 1])
 
 
-def _chunked(system: System, t: F, q0: F, opts: KinematicsOptions) -> Sweep:
-    """Continuation in chunks from the assembled ``q0`` at ``t[0]`` (see the module docstring)."""
+def _chunked(system: System, t: F, q0: F, opts: KinematicsOptions, keep: bool = True) -> Sweep:
+    """Continuation in chunks from the assembled ``q0`` at ``t[0]`` (see the module docstring).
+    Without ``keep`` only q, v, a are filled (no inverse Jacobians, Jacobians or conditions)."""
     N, n = len(t), system.n_coord
     square = system.n_constraints == n
     Q, V, A, cond = np.empty((N, n)), np.empty((N, n)), np.empty((N, n)), np.empty(N)
-    jinv = np.empty((N, n, system.n_constraints))
+    m = system.n_constraints
+    jinv, Jq = (np.empty((N, n, m)), np.empty((N, m, n))) if keep else (np.empty((0, n, m)), np.empty((0, m, n)))
     Q[0] = q0
-    V[:1], A[:1], s0 = velocity_acceleration(system, q0[None, :], t[:1])
-    cond[0], jinv[0] = s0.cond[0], s0.inv[0]
+    _, Cq0, Ct0 = system.evaluate_batch(q0[None, :], t[:1])
+    assert Cq0 is not None
+    V[:1], A[:1], s0 = velocity_acceleration(system, q0[None, :], t[:1], Cq0, Ct0, keep)
+    if keep and s0 is not None:
+        cond[0], jinv[0], Jq[0] = s0.cond[0], s0.inv[0], Cq0[0]
     scale = _scale(system)
     tol = opts.tol * max(1.0, length_scale(system))
     i, chunk = 1, opts.chunk
@@ -219,7 +232,7 @@ def _chunked(system: System, t: F, q0: F, opts: KinematicsOptions) -> Sweep:
         j = min(N, i + chunk)
         dt = (t[i:j] - t[i - 1])[:, None]
         pred = Q[i - 1] + V[i - 1] * dt + 0.5 * A[i - 1] * dt**2
-        q, res, it = solve_positions(system, pred, t[i:j], opts, square)
+        q, res, it, Cq, Ct = solve_positions(system, pred, t[i:j], opts, square)
         bad = (res > tol) | (np.abs((q - pred) * scale).max(axis=1) > opts.branch_jump)
         if bad.any():
             if chunk > 1:
@@ -230,10 +243,11 @@ def _chunked(system: System, t: F, q0: F, opts: KinematicsOptions) -> Sweep:
                 "the solution jumped away from the assembly branch (a singular configuration)"
             raise _assembly_error(system, q[0], float(t[i]), it, what)
         Q[i:j] = q
-        V[i:j], A[i:j], s = velocity_acceleration(system, q, t[i:j])
-        cond[i:j], jinv[i:j] = s.cond, s.inv
+        V[i:j], A[i:j], s = velocity_acceleration(system, q, t[i:j], Cq, Ct, keep)
+        if keep and s is not None:
+            cond[i:j], jinv[i:j], Jq[i:j] = s.cond, s.inv, Cq
         i, chunk = j, min(2 * chunk, opts.max_chunk)
-    return Sweep(t, Q, V, A, jinv, cond)
+    return Sweep(t, Q, V, A, jinv, cond, Jq)
 
 
 def _finish(sw: Sweep, opts: KinematicsOptions) -> Sweep:
