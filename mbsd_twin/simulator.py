@@ -66,6 +66,7 @@ class Simulator:
         self._cache: tuple[float, bytes, dict[str, float]] | None = None
         self._e0 = 0.0
         self._e0 = self.outputs()["energy.total"]
+        self._cache = None  # computed with e0 = 0
 
     @property
     def options(self) -> SolverOptions:
