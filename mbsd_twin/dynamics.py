@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.integrate as si
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from .errors import ConsistencyError, MbsdError
@@ -94,6 +96,22 @@ class Evaluation:
     loads: LoadTotals
 
 
+SPARSE_FROM = 60  # coordinates; larger systems use a sparse LU of the saddle-point matrix
+
+
+def _saddle_solve(M: F, A: F, rhs: F) -> F:
+    """Solve [[M, Aᵀ], [A, 0]]·x = rhs, densely for small systems, by sparse LU for large ones
+    (M is block diagonal and A has a few entries per row, so the sparse cost grows ~linearly)."""
+    n, m = M.shape[0], A.shape[0]
+    if n < SPARSE_FROM:
+        K = np.zeros((n + m, n + m))
+        K[:n, :n], K[:n, n:], K[n:, :n] = M, A.T, A
+        return np.linalg.solve(K, rhs)
+    Ms, As = sp.csr_array(M), sp.csr_array(A)
+    K = sp.block_array([[Ms, As.T], [As, None]], format="csc")
+    return np.asarray(spla.spsolve(K, rhs))
+
+
 class Dynamics:
     """The right-hand side of one compiled system under given options."""
 
@@ -117,11 +135,8 @@ class Dynamics:
             al, be = self.opts.baumgarte_alpha, self.opts.baumgarte_beta
             gamma = gamma - 2.0 * al * (Cq[0] @ v + Ct[0]) - be**2 * C[0]
         A = Cq[0][rows]
-        m = len(rows)
-        K = np.zeros((n + m, n + m))
-        K[:n, :n], K[:n, n:], K[n:, :n] = M, A.T, A
         rhs = np.concatenate([totals.Q[0], gamma[rows]])
-        sol = np.linalg.solve(K, rhs)
+        sol = _saddle_solve(M, A, rhs)
         lam = np.zeros(s.n_constraints)
         lam[rows] = sol[n:]
         return Evaluation(sol[:n], lam, Cq[0], totals)
