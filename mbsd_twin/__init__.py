@@ -17,23 +17,58 @@ from .errors import (
     Problem,
 )
 from .kinematics import KinematicsOptions, assemble
+from .loader import load_mechanism, loads_mechanism
 from .model import Body, Driver, Joint, Load, Mechanism
 from .outputs import OutputSpec
-from .profiles import Constant, ConstantSpeed, FunctionProfile, Harmonic, Polynomial, Profile, Table
 from .ports import Parameter, Port
+from .profiles import Constant, ConstantSpeed, FunctionProfile, Harmonic, Polynomial, Profile, Table
 from .results import Result
 from .simulate import Event, simulate
 from .simulator import Simulator
 from .system import System, compile_mechanism
 
-from .loader import load_mechanism, loads_mechanism
-
 __version__ = "0.1.0"
 
 __all__ = [
-    "AssemblyError", "Body", "CheckReport", "ConsistencyError", "Constant", "ConstantSpeed", "DOFError",
-    "Driver", "Event", "FunctionProfile", "Harmonic", "Joint", "KinematicsOptions", "Load", "MbsdError",
-    "Mechanism", "MechanismBuilder", "MechanismError", "OutputSpec", "Parameter", "Polynomial", "Port", "PortError", "Problem",
-    "Profile", "RedundancyWarning", "Result", "Simulator", "SolverFailure", "SolverOptions", "System", "Table", "assemble", "check", "compile_mechanism",
-    "inverse_dynamics", "kinematics", "load_mechanism", "loads_mechanism", "simulate", "__version__",
+    "AssemblyError",
+    "Body",
+    "CheckReport",
+    "ConsistencyError",
+    "Constant",
+    "ConstantSpeed",
+    "DOFError",
+    "Driver",
+    "Event",
+    "FunctionProfile",
+    "Harmonic",
+    "Joint",
+    "KinematicsOptions",
+    "Load",
+    "MbsdError",
+    "Mechanism",
+    "MechanismBuilder",
+    "MechanismError",
+    "OutputSpec",
+    "Parameter",
+    "Polynomial",
+    "Port",
+    "PortError",
+    "Problem",
+    "Profile",
+    "RedundancyWarning",
+    "Result",
+    "Simulator",
+    "SolverFailure",
+    "SolverOptions",
+    "System",
+    "Table",
+    "assemble",
+    "check",
+    "compile_mechanism",
+    "inverse_dynamics",
+    "kinematics",
+    "load_mechanism",
+    "loads_mechanism",
+    "simulate",
+    "__version__",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -16,7 +17,7 @@ from .outputs import kinematic_columns, kinematic_specs, reaction_columns, react
 from .results import TIME_SPEC, Result
 from .system import System, compile_mechanism
 
-F = NDArray[np.float64]
+F = NDArray[Any]
 
 
 class RedundancyWarning(UserWarning):
@@ -114,13 +115,13 @@ def _blocked_sweep(system: System, t: F, opts: KinematicsOptions, progress: Prog
         lo = max(start - 1, 0)
         part = sweep(system, t[lo:start + BLOCK], q_guess, opts)
         parts.append(part if start == 0 else
-                     Sweep(*(getattr(part, k)[1:] for k in _SWEEP_ARRAYS), warnings=part.warnings))
+                     Sweep(*(getattr(part, k)[1:] for k in _SWEEP_ARRAYS), warnings=part.warnings))  # type: ignore[misc]
         q_guess = part.q[-1]
         if progress is not None:
             progress(min(1.0, (start + BLOCK) / len(t)))
     if len(parts) == 1:
         return parts[0]
-    return Sweep(*(np.concatenate([getattr(p, k) for p in parts]) for k in _SWEEP_ARRAYS),
+    return Sweep(*(np.concatenate([getattr(p, k) for p in parts]) for k in _SWEEP_ARRAYS),  # type: ignore[misc, arg-type]
                  warnings=[w for p in parts for w in p.warnings])
 
 

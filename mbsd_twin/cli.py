@@ -6,6 +6,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import TextIO
 
 import numpy as np
 
@@ -21,7 +22,7 @@ Handler = Callable[[argparse.Namespace], int]
 class Progress:
     """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
 
-    def __init__(self, label: str, stream: object = None) -> None:
+    def __init__(self, label: str, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
         self.label, self.t0 = label, time.perf_counter()
@@ -30,11 +31,11 @@ class Progress:
         if not self.enabled:
             return
         n = int(30 * fraction)
-        self.stream.write(f"\r{self.label} [{'#' * n}{'.' * (30 - n)}] {100 * fraction:5.1f}% "  # type: ignore[attr-defined]
+        self.stream.write(f"\r{self.label} [{'#' * n}{'.' * (30 - n)}] {100 * fraction:5.1f}% "
                           f"{time.perf_counter() - self.t0:6.1f} s")
         if fraction >= 1.0:
-            self.stream.write("\n")  # type: ignore[attr-defined]
-        self.stream.flush()  # type: ignore[attr-defined]
+            self.stream.write("\n")
+        self.stream.flush()
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -64,7 +65,7 @@ def _cmd_inverse(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_inverse(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_inverse(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inverse", help="inverse dynamics of a driven (DOF 0) mechanism over time")
     p.add_argument("file", help="mechanism TOML file")
     p.add_argument("--t-end", type=float, required=True, help="end time [s]")
@@ -108,7 +109,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_simulate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="forward dynamics with inputs held at given values")
     p.add_argument("file", help="mechanism TOML file")
     p.add_argument("--t-end", type=float, required=True, help="end time [s]")

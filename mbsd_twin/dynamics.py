@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.integrate as si
@@ -26,7 +27,7 @@ from .kinematics import KinematicsOptions, assemble, rank_info
 from .loads import LoadTotals
 from .system import System
 
-F = NDArray[np.float64]
+F = NDArray[Any]
 
 EXPLICIT = {"RK45": si.RK45, "RK23": si.RK23, "DOP853": si.DOP853}
 IMPLICIT = {"Radau": si.Radau, "BDF": si.BDF, "LSODA": si.LSODA}

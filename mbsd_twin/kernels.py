@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .profiles import Profile
 
-F = NDArray[np.float64]
+F = NDArray[Any]
 Idx = NDArray[np.intp]
 
 

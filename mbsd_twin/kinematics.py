@@ -10,6 +10,7 @@ branch of the initial guess; a chunk whose solutions stray from the predictor by
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -19,7 +20,7 @@ from .errors import AssemblyError
 from .linsolve import JacobianSolver, newton_step
 from .system import System
 
-F = NDArray[np.float64]
+F = NDArray[Any]
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,12 @@ pinv(Cqᵀ) = pinv(Cq)ᵀ.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
-F = NDArray[np.float64]
+F = NDArray[Any]
 
 
 class JacobianSolver:

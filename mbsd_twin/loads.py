@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .errors import PortError
-from .model import GROUND, Load, Mechanism
+from .model import GROUND, Joint, Load, Mechanism
 
-F = NDArray[np.float64]
+F = NDArray[Any]
 Idx = NDArray[np.intp]
 
 
@@ -51,7 +52,7 @@ def _rot(c: F, s: F, p: F) -> tuple[F, F]:
 def _add(Q: F, col: Idx, fx: F, fy: F, mz: F) -> None:
     """Scatter-add body generalised forces (B, K) at extended columns ``col`` (repeats allowed)."""
     for off, val in ((0, fx), (1, fy), (2, mz)):
-        np.add.at(Q, (slice(None), col + off), val)
+        np.add.at(Q, (slice(None), col + off), val)  # type: ignore[arg-type]
 
 
 def two_point_geometry(ctx: LoadContext, ci: Idx, cj: Idx, pi: F, pj: F) -> tuple[F, ...]:
@@ -217,14 +218,14 @@ class PrismaticFriction(Group):
     """Viscous friction −c·ṡ along a prismatic joint's axis; s = u·(P_j − P_i), u the world axis,
     as the generalised force −c·ṡ·∂s/∂q (dissipates exactly c·ṡ²)."""
 
-    def __init__(self, col: dict[str, int], joints: Sequence[object]) -> None:
-        self.ci = np.array([col[j.bodies[0]] for j in joints], dtype=np.intp)  # type: ignore[attr-defined]
-        self.cj = np.array([col[j.bodies[1]] for j in joints], dtype=np.intp)  # type: ignore[attr-defined]
-        self.pi = np.array([j.points[0] for j in joints], float).reshape(-1, 2)  # type: ignore[attr-defined]
-        self.pj = np.array([j.points[1] for j in joints], float).reshape(-1, 2)  # type: ignore[attr-defined]
-        u = np.array([j.axis for j in joints], float).reshape(-1, 2)  # type: ignore[attr-defined]
+    def __init__(self, col: dict[str, int], joints: Sequence[Joint]) -> None:
+        self.ci = np.array([col[j.bodies[0]] for j in joints], dtype=np.intp)
+        self.cj = np.array([col[j.bodies[1]] for j in joints], dtype=np.intp)
+        self.pi = np.array([j.points[0] for j in joints], float).reshape(-1, 2)
+        self.pj = np.array([j.points[1] for j in joints], float).reshape(-1, 2)
+        u = np.array([j.axis for j in joints], float).reshape(-1, 2)
         self.u = u / np.linalg.norm(u, axis=1, keepdims=True)
-        self.c = np.array([j.viscous_friction for j in joints], float)  # type: ignore[attr-defined]
+        self.c = np.array([j.viscous_friction for j in joints], float)
 
     def apply(self, Q: F, ctx: LoadContext) -> tuple[F, F, F]:
         aix, aiy, ajx, ajy, dx, dy, ddx, ddy = two_point_geometry(ctx, self.ci, self.cj, self.pi, self.pj)

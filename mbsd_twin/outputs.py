@@ -15,13 +15,14 @@ Conventions
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .system import JointInfo, System
 
-F = NDArray[np.float64]
+F = NDArray[Any]
 
 _BODY_CHANNELS = (
     ("x", "m", "x of the reference point, world frame"),

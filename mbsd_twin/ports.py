@@ -8,8 +8,10 @@ Parameters map names such as ``crank.mass`` onto fields of the plain-data model;
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from .dynamics import SolverOptions
 from .errors import MechanismError, PortError
@@ -75,7 +77,8 @@ _Setter = Callable[[Mechanism, float], Mechanism]
 
 def _replace_item(mech: Mechanism, attr: str, name: str, **changes: object) -> Mechanism:
     items = tuple(dataclasses.replace(it, **changes) if it.name == name else it for it in getattr(mech, attr))
-    return dataclasses.replace(mech, **{attr: items})
+    fields: dict[str, Any] = {attr: items}
+    return dataclasses.replace(mech, **fields)
 
 
 def _body_params(b: Body) -> list[tuple[Parameter, _Setter]]:
@@ -117,8 +120,12 @@ def _load_params(ld: Load) -> list[tuple[Parameter, _Setter]]:
         rot = ld.type.startswith("rot")
         for fld, unit in (("stiffness", "N.m/rad" if rot else "N/m"), ("damping", "N.m.s/rad" if rot else "N.s/m")):
             out.append((Parameter(f"{ld.name}.{fld}", unit, f"{fld} of {ld.name}", getattr(ld, fld), "fixed"),
-                        lambda m, v, fld=fld: _replace_item(m, "loads", ld.name, **{fld: v})))
+                        functools.partial(_set_load_field, name=ld.name, field=fld)))
     return out
+
+
+def _set_load_field(m: Mechanism, v: float, *, name: str, field: str) -> Mechanism:
+    return _replace_item(m, "loads", name, **{field: v})
 
 
 def model_parameters(mech: Mechanism) -> dict[str, tuple[Parameter, _Setter]]:

@@ -14,13 +14,14 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .outputs import OutputSpec
 
-F = NDArray[np.float64]
+F = NDArray[Any]
 
 SIGN_CONVENTIONS = (
     "<body>.x/.y/.theta: reference point [m] and angle [rad, CCW from world +x]; v*, omega, a*, alpha "

@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, replace
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -37,7 +38,7 @@ from .ports import (
 )
 from .system import compile_mechanism
 
-F = NDArray[np.float64]
+F = NDArray[Any]
 STATE_FORMAT = "mbsd-twin-state/1"
 
 
@@ -120,7 +121,8 @@ class Simulator:
         if name in TUNABLE:
             key = name.split(".")[1]
             v = math.inf if key == "max_step" and float(value) <= 0 else float(value)
-            opts = replace(self._options, **{key: v})
+            change: dict[str, Any] = {key: v}
+            opts = replace(self._options, **change)
             problems = opts.problems()
             if problems:
                 raise PortError(f"parameter {name}: {'; '.join(problems)}", name=name)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from . import kernels as kn
 from .loads import LoadSet, LoadTotals
-from .model import GROUND, Mechanism
+from .model import GROUND, Joint, Mechanism
 
-F = NDArray[np.float64]
+F = NDArray[Any]
 
 
 @dataclass(frozen=True)
@@ -85,11 +86,11 @@ class System:
     def _angle0(self, name: str) -> float:
         return 0.0 if name == GROUND else self.mechanism.body(name).angle
 
-    def _arr(self, rows: Sequence[object], fn: Callable[[object], object]) -> F:
+    def _arr(self, rows: Sequence[Any], fn: Callable[[Any], Any]) -> F:
         return np.array([fn(r) for r in rows], dtype=float)
 
-    def _cols(self, items: Sequence[object], k: int) -> NDArray[np.intp]:
-        return np.array([self.col[it.bodies[k]] for it in items], dtype=np.intp)  # type: ignore[attr-defined]
+    def _cols(self, items: Sequence[Any], k: int) -> NDArray[np.intp]:
+        return np.array([self.col[it.bodies[k]] for it in items], dtype=np.intp)
 
     def _build_kernels(self) -> None:
         js = self.mechanism.joints
@@ -153,10 +154,9 @@ class System:
             self._scatter.append((slice(start, start + r), (rows * nx + k.cols).ravel()))
             start += r
 
-    def _joint_info(self, j: object) -> JointInfo:
-        return JointInfo(j.name, j.type, self.col[j.bodies[0]], self.col[j.bodies[1]],  # type: ignore[attr-defined]
-                         tuple(self._rows_of[j.name]), tuple(j.points[1]), tuple(j.points[0]),  # type: ignore[attr-defined]
-                         _JOINT_COMPONENTS[j.type])  # type: ignore[attr-defined]
+    def _joint_info(self, j: Joint) -> JointInfo:
+        return JointInfo(j.name, j.type, self.col[j.bodies[0]], self.col[j.bodies[1]],
+                         tuple(self._rows_of[j.name]), j.points[1], j.points[0], _JOINT_COMPONENTS[j.type])
 
     def rows_of(self, owner: str) -> list[int]:
         """Global constraint rows of a joint or driver."""
