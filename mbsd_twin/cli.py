@@ -65,13 +65,19 @@ def _cmd_inverse(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_inverse(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("inverse", help="inverse dynamics of a driven (DOF 0) mechanism over time")
+def _run_parser(sub: argparse._SubParsersAction, name: str, help: str) -> argparse.ArgumentParser:
+    """A sub-command over a mechanism file and a time span, writing a CSV."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help)
     p.add_argument("file", help="mechanism TOML file")
     p.add_argument("--t-end", type=float, required=True, help="end time [s]")
+    p.add_argument("-o", "--output", required=True, help="CSV file to write, or - for stdout")
+    return p
+
+
+def _add_inverse(sub: argparse._SubParsersAction) -> None:
+    p = _run_parser(sub, "inverse", "inverse dynamics of a driven (DOF 0) mechanism over time")
     p.add_argument("--t-start", type=float, default=0.0, help="start time [s] (default 0)")
     p.add_argument("--steps", type=int, default=1000, help="number of time steps (points = steps + 1)")
-    p.add_argument("-o", "--output", required=True, help="CSV file to write, or - for stdout")
     p.set_defaults(func=_cmd_inverse)
 
 
@@ -110,16 +116,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _add_simulate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("simulate", help="forward dynamics with inputs held at given values")
-    p.add_argument("file", help="mechanism TOML file")
-    p.add_argument("--t-end", type=float, required=True, help="end time [s]")
+    p = _run_parser(sub, "simulate", "forward dynamics with inputs held at given values")
     p.add_argument("--output-interval", type=float, default=0.01, help="output interval [s] (default 0.01)")
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="hold input port NAME at VALUE (SI units); repeatable")
     p.add_argument("--method", default="DOP853", help="DOP853 (default), RK45, RK23, Radau, BDF, LSODA")
     p.add_argument("--rtol", type=float, default=1e-8, help="relative tolerance (default 1e-8)")
     p.add_argument("--drift", default="projection", help="projection (default), baumgarte or none")
-    p.add_argument("-o", "--output", required=True, help="CSV file to write, or - for stdout")
     p.set_defaults(func=_cmd_simulate)
 
 

@@ -65,6 +65,23 @@ def _body_cols(col_i: Idx, col_j: Idx) -> Idx:
     return np.stack([col_i, col_i + 1, col_i + 2, col_j, col_j + 1, col_j + 2], axis=1)
 
 
+def _separation(fr: Frame, col_i: Idx, col_j: Idx, s_i: F, s_j: F) -> tuple[F, ...]:
+    """a_i, a_j (world attachment vectors) and d = P_j − P_i, as components (B, K)."""
+    xi, yi, _, ci, si = _pose(fr, col_i)
+    xj, yj, _, cj, sj = _pose(fr, col_j)
+    aix, aiy = _rotate(ci, si, s_i)
+    ajx, ajy = _rotate(cj, sj, s_j)
+    return aix, aiy, ajx, ajy, xj + ajx - xi - aix, yj + ajy - yi - aiy
+
+
+def _separation_rate(vx: F, col_i: Idx, col_j: Idx, a: tuple[F, ...]) -> tuple[F, F]:
+    """ḋ = ṙ_j + ω_j·R90·a_j − ṙ_i − ω_i·R90·a_i for a = (a_ix, a_iy, a_jx, a_jy)."""
+    aix, aiy, ajx, ajy = a[:4]
+    wi, wj = vx[:, col_i + 2], vx[:, col_j + 2]
+    return (vx[:, col_j] - wj * ajy - vx[:, col_i] + wi * aiy,
+            vx[:, col_j + 1] + wj * ajx - vx[:, col_i + 1] - wi * aix)
+
+
 class Kernel:
     rows: list[Row]
     cols: Idx
@@ -160,12 +177,9 @@ class PointOnLine(Kernel):
         self.cols = _body_cols(col_i, col_j)
 
     def _geometry(self, fr: Frame) -> tuple[F, ...]:
-        xi, yi, _, ci, si = _pose(fr, self.col_i)
-        xj, yj, _, cj, sj = _pose(fr, self.col_j)
-        aix, aiy = _rotate(ci, si, self.s_i)
-        ajx, ajy = _rotate(cj, sj, self.s_j)
-        nx, ny = _rotate(ci, si, self.nhat)
-        dx, dy = xj + ajx - xi - aix, yj + ajy - yi - aiy
+        aix, aiy, ajx, ajy, dx, dy = _separation(fr, self.col_i, self.col_j, self.s_i, self.s_j)
+        b = self.col_i // 3
+        nx, ny = _rotate(fr.c[:, b], fr.s[:, b], self.nhat)
         return aix, aiy, ajx, ajy, nx, ny, dx, dy
 
     def evaluate(self, fr: Frame, t: F) -> tuple[F, F, F]:
@@ -178,10 +192,10 @@ class PointOnLine(Kernel):
         return C, J, np.zeros_like(C)
 
     def gamma(self, fr: Frame, vx: F, t: F) -> F:
-        aix, aiy, ajx, ajy, nx, ny, dx, dy = self._geometry(fr)
+        g = self._geometry(fr)
+        aix, aiy, ajx, ajy, nx, ny, dx, dy = g
         wi, wj = vx[:, self.col_i + 2], vx[:, self.col_j + 2]
-        ddx = vx[:, self.col_j] - wj * ajy - vx[:, self.col_i] + wi * aiy
-        ddy = vx[:, self.col_j + 1] + wj * ajx - vx[:, self.col_i + 1] - wi * aix
+        ddx, ddy = _separation_rate(vx, self.col_i, self.col_j, g)
         # C'' (velocity part) = −ω_i² n·d + 2ω_i (R90 n)·ḋ + n·(ω_i² a_i − ω_j² a_j)
         cvv = (-(wi**2) * (nx * dx + ny * dy) + 2.0 * wi * (-ny * ddx + nx * ddy)
                + nx * (wi**2 * aix - wj**2 * ajx) + ny * (wi**2 * aiy - wj**2 * ajy))
@@ -237,13 +251,8 @@ class DistanceDriver(_ProfileRows):
         self.cols = _body_cols(col_i, col_j)
 
     def _geometry(self, fr: Frame) -> tuple[F, ...]:
-        xi, yi, _, ci, si = _pose(fr, self.col_i)
-        xj, yj, _, cj, sj = _pose(fr, self.col_j)
-        aix, aiy = _rotate(ci, si, self.s_i)
-        ajx, ajy = _rotate(cj, sj, self.s_j)
-        dx, dy = xj + ajx - xi - aix, yj + ajy - yi - aiy
-        L = np.hypot(dx, dy)
-        return aix, aiy, ajx, ajy, dx, dy, L
+        g = _separation(fr, self.col_i, self.col_j, self.s_i, self.s_j)
+        return (*g, np.hypot(g[4], g[5]))
 
     def evaluate(self, fr: Frame, t: F) -> tuple[F, F, F]:
         aix, aiy, ajx, ajy, dx, dy, L = self._geometry(fr)
@@ -253,10 +262,10 @@ class DistanceDriver(_ProfileRows):
         return L - f, J, -fd
 
     def gamma(self, fr: Frame, vx: F, t: F) -> F:
-        aix, aiy, ajx, ajy, dx, dy, L = self._geometry(fr)
+        g = self._geometry(fr)
+        aix, aiy, ajx, ajy, dx, dy, L = g
         wi, wj = vx[:, self.col_i + 2], vx[:, self.col_j + 2]
-        ddx = vx[:, self.col_j] - wj * ajy - vx[:, self.col_i] + wi * aiy
-        ddy = vx[:, self.col_j + 1] + wj * ajx - vx[:, self.col_i + 1] - wi * aix
+        ddx, ddy = _separation_rate(vx, self.col_i, self.col_j, g)
         d2x = wi**2 * aix - wj**2 * ajx
         d2y = wi**2 * aiy - wj**2 * ajy
         udd = (dx * ddx + dy * ddy) / L
