@@ -1,7 +1,7 @@
 """The result of an analysis or a simulation: named columns over time, with units.
 
-CSV layout: ``#`` comment lines (what produced the file, units and sign conventions), then one
-header row of column names, then one row per time point. ``numpy.genfromtxt(path,
+CSV layout: one header row of column names, then ``#`` comment lines (what produced the file,
+units and sign conventions, warnings), then one row per time point. ``numpy.genfromtxt(path,
 delimiter=",", names=True, comments="#")`` and ``pandas.read_csv(path, comment="#")`` read it.
 """
 
@@ -100,6 +100,7 @@ class Result:
         write_atomic(Path(path), buf.getvalue())
 
     def _write(self, out: io.StringIO) -> None:
+        out.write(",".join(self.columns) + "\n")
         out.write(f"# mbsd-twin {self.kind}" + (f" of {self.source}" if self.source else "") + "\n")
         for line in SIGN_CONVENTIONS:
             out.write(f"# {line}\n")
@@ -108,7 +109,6 @@ class Result:
             out.write(f"# status {self.status}: {self.message}\n")
         for w in self.warnings:
             out.write(f"# warning: {w}\n")
-        out.write(",".join(self.columns) + "\n")
         np.savetxt(out, self.data + 0.0, delimiter=",", fmt="%.17g")  # + 0.0 turns -0 into 0
 
 

@@ -1,0 +1,54 @@
+"""CLI faces of the engine core: progress bar only on a terminal, exit codes and messages."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mbsd_twin.cli import Progress, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_draws_on_a_terminal_only() -> None:
+    tty, pipe = _Tty(), io.StringIO()
+    for stream in (tty, pipe):
+        bar = Progress("inverse", stream)
+        bar(0.5)
+        bar(1.0)
+    assert "50.0%" in tty.getvalue() and "100.0%" in tty.getvalue() and tty.getvalue().endswith("\n")
+    assert pipe.getvalue() == ""
+
+
+def test_check_exits_nonzero_with_the_reason_when_the_mechanism_cannot_assemble(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "examples/mechanisms/slider_crank_driven.toml").read_text()
+    # With the crank at 90° its pin is 0.1 m above the guide line: a 0.05 m rod cannot reach it.
+    text = text.replace("points = [[0.3, 0.0], [0.0, 0.0]]", "points = [[0.05, 0.0], [0.0, 0.0]]")
+    text = text.replace("speed = 6.283185307179586, start = 0.0", "speed = 6.283185307179586, start = 1.5707963267948966")
+    bad = tmp_path / "short_rod.toml"
+    bad.write_text(text)
+    assert main(["check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be assembled" in err and "short_rod.toml" in err and "iterations" in err
+
+
+def test_inverse_writes_csv_whose_rows_match_the_api(tmp_path: Path) -> None:
+    out = tmp_path / "inv.csv"
+    assert main(["inverse", str(ROOT / "examples/mechanisms/slider_crank_driven.toml"),
+                 "--t-end", "0.5", "--steps", "90", "-o", str(out)]) == 0
+    data = np.genfromtxt(out, delimiter=",", names=True, comments="#", deletechars="")
+    # a quarter of a turn after the start: crank at 90°, piston at sqrt(l² − r²)
+    assert data["time"][-1] == pytest.approx(0.5)
+    k = 45  # t = 0.25 s
+    assert data["crank.theta"][k] == pytest.approx(np.pi / 2, abs=1e-12)
+    assert data["piston.x"][k] == pytest.approx(np.sqrt(0.3**2 - 0.1**2), abs=1e-12)
+    assert not list(tmp_path.glob(".inv.csv.*"))  # atomic write left no temporary file
