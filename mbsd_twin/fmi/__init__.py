@@ -1,0 +1,10 @@
+"""FMI 2.0 co-simulation export of mechanisms (PythonFMU) and its validation harness.
+
+- :mod:`mbsd_twin.fmi.build`: ``build_fmu(mechanism, dest)`` (needs pythonfmu);
+- :mod:`mbsd_twin.fmi.slave`: the slave class, a thin layer over :class:`mbsd_twin.Simulator`;
+- :mod:`mbsd_twin.fmi.validation`: fmpy checks and FMU-versus-native comparison (needs fmpy);
+- :mod:`mbsd_twin.fmi.variables`, :mod:`mbsd_twin.fmi.units`, :mod:`mbsd_twin.fmi.modeldescription`:
+  the variable table, SI units and the modelDescription post-processor.
+
+Nothing is imported here, so that importing the package needs neither pythonfmu nor fmpy.
+"""

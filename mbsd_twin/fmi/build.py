@@ -1,0 +1,145 @@
+"""Build an FMI 2.0 co-simulation FMU of a mechanism with PythonFMU, then post-process it.
+
+    from mbsd_twin.fmi.build import build_fmu
+    build_fmu(None, "dist/SliderCrank.fmu")            # the bundled slider crank
+    build_fmu("my_mechanism.toml", "dist/My.fmu")
+
+The FMU holds the entry script (:data:`ENTRY_SCRIPT`, the same text as ``fmu/mbsd_twin_fmu.py``),
+the mechanism file (``resources/mechanism.toml``), ``resources/mbsd_twin_fmu.json`` and the
+generated variable table (``documentation/``). It does not hold mbsd-twin: the importing process's
+interpreter must have it installed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+
+from .. import __version__
+from ..loader import load_mechanism
+from ..simulator import Simulator
+from .modeldescription import postprocess
+from .slave import META_FILE
+from .variables import GENERIC_OUTPUTS, SLIDER_CRANK_OUTPUTS, fmu_variables, markdown_table
+
+ENTRY_MODULE = "mbsd_twin_fmu"
+ENTRY_SCRIPT = '''"""PythonFMU entry script of every mbsd-twin FMU (copied into the FMU's resources).
+
+The slave is :class:`mbsd_twin.fmi.slave.MechanismSlave`; it runs in the importing process's Python
+interpreter, where mbsd-twin must be installed (see fmu/README.md). Build with
+``mbsd-twin fmu build [MECHANISM.toml] -o dist/Model.fmu``.
+
+PythonFMU 0.7.0 runs this file again at every instantiation and releases one reference to this
+module's globals each time without having taken it (``findClass`` decrefs the borrowed
+``PyModule_GetDict``): without the line below, the second instance in a process crashes. Each run
+keeps one reference, which balances that release.
+"""
+
+from mbsd_twin.fmi.slave import MechanismSlave
+
+globals().setdefault("_pythonfmu_refs", []).append(globals())
+
+
+class MbsdTwinFmu(MechanismSlave):
+    """The FMU's slave class: the mechanism comes from the FMU's resources."""
+'''
+FMU_OPTIONS = {"canHandleVariableCommunicationStepSize": True, "canGetAndSetFMUstate": True,
+               "canSerializeFMUstate": True, "canBeInstantiatedOnlyOncePerProcess": False,
+               "canInterpolateInputs": False, "needsExecutionTool": True}
+DEFAULT_EXPERIMENT = {"start": 0.0, "stop": 5.0, "step": 0.001}
+
+
+def bundled_slider_crank() -> Path:
+    """Path of the slider crank shipped as package data."""
+    return Path(str(resources.files("mbsd_twin") / "data" / "mechanisms" / "slider_crank.toml"))
+
+
+def model_identifier(name: str) -> str:
+    """``slider-crank`` → ``SliderCrank``: a C identifier for the FMU's model and binary."""
+    parts = [p for p in re.split(r"[^A-Za-z0-9]+", name) if p]
+    ident = "".join(p[:1].upper() + p[1:] for p in parts) or "Mechanism"
+    return ident if ident[0].isalpha() else "M" + ident
+
+
+def _stage(tmp: Path, mech_path: Path, meta: Mapping[str, object]) -> tuple[Path, list[Path]]:
+    script = tmp / f"{ENTRY_MODULE}.py"
+    script.write_text(ENTRY_SCRIPT, encoding="utf-8")
+    files = [tmp / "mechanism.toml", tmp / META_FILE]
+    shutil.copyfile(mech_path, files[0])
+    files[1].write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    return script, files
+
+
+def _documentation(folder: Path, title: str, table_md: str) -> None:
+    folder.mkdir()
+    (folder / "variables.md").write_text(f"# {title}: FMU variables\n\n{table_md}", encoding="utf-8")
+    rows = [line.strip("|").split(" | ") for line in table_md.splitlines()[2:]]
+    cells = "\n".join("<tr>" + "".join(f"<td>{html.escape(c.strip().strip('`'))}</td>" for c in r) + "</tr>"
+                      for r in rows)
+    (folder / "index.html").write_text(
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head><body>"
+        f"<h1>{html.escape(title)}</h1><p>Co-simulation FMU built by mbsd-twin {__version__}. It runs in the "
+        "importing process's Python interpreter, which must have mbsd-twin installed.</p>"
+        "<table border='1'><tr><th>name</th><th>causality</th><th>variability</th><th>unit</th><th>start</th>"
+        f"<th>description</th></tr>\n{cells}</table></body></html>\n", encoding="utf-8")
+
+
+def _rewrite_model_description(fmu: Path, xml: bytes) -> None:
+    tmp = fmu.with_suffix(".tmp")
+    with zipfile.ZipFile(fmu) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            data = xml if info.filename == "modelDescription.xml" else src.read(info.filename)
+            dst.writestr(info.filename, data)
+    tmp.replace(fmu)
+
+
+def build_fmu(mechanism: str | Path | None, dest: str | Path, outputs: Sequence[str] | None = None,
+              model_name: str | None = None, stop_time: float | None = None,
+              step_size: float | None = None) -> Path:
+    """Build the FMU of ``mechanism`` (``None``: the bundled slider crank) into ``dest`` (a ``.fmu``
+    file or a folder) and return its path. ``outputs``: glob patterns over the output names (see
+    :mod:`mbsd_twin.fmi.variables`)."""
+    from pythonfmu import FmuBuilder
+
+    mech_path = Path(mechanism) if mechanism is not None else bundled_slider_crank()
+    patterns = list(outputs or (SLIDER_CRANK_OUTPUTS if mechanism is None else GENERIC_OUTPUTS))
+    mech = load_mechanism(mech_path)
+    name = model_name or model_identifier(mech.name)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"model name {name!r} must be a C identifier")
+    table = fmu_variables(Simulator(mech), patterns)
+    experiment = {"start": DEFAULT_EXPERIMENT["start"], "stop": stop_time or DEFAULT_EXPERIMENT["stop"],
+                  "step": step_size or DEFAULT_EXPERIMENT["step"]}
+    meta = {"mechanism": "mechanism.toml", "model_name": name, "outputs": patterns,
+            "mbsd_twin_version": __version__, "default_experiment": experiment,
+            "description": f"{mech.name}: planar multibody co-simulation model (mbsd-twin {__version__})"}
+    dest = Path(dest)
+    target = dest if dest.suffix == ".fmu" else dest / f"{name}.fmu"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    saved_path, saved_module = list(sys.path), sys.modules.pop(ENTRY_MODULE, None)
+    with tempfile.TemporaryDirectory(prefix="mbsd_fmu_") as tmpd:
+        tmp = Path(tmpd)
+        (tmp / "src").mkdir()
+        script, files = _stage(tmp / "src", mech_path, meta)
+        _documentation(tmp / "doc", f"{name} ({mech.name})", markdown_table(table))
+        try:
+            built = FmuBuilder.build_FMU(script, dest=tmp / f"{name}.fmu", project_files=files,
+                                         documentation_folder=tmp / "doc", **FMU_OPTIONS)
+        finally:
+            sys.path[:] = saved_path
+            sys.modules.pop(ENTRY_MODULE, None)
+            if saved_module is not None:
+                sys.modules[ENTRY_MODULE] = saved_module
+        with zipfile.ZipFile(built) as zf:
+            xml = zf.read("modelDescription.xml")
+        _rewrite_model_description(Path(built), postprocess(xml, table))
+        shutil.copyfile(built, target)
+    return target
