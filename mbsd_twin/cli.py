@@ -126,6 +126,13 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_simulate)
 
 
+def _add_twin(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``twin serve|replay`` and ``rig`` (digital twin over MQTT; needs the ``twin`` extra)."""
+    from .twin.cli import add_twin  # handlers import paho/prometheus lazily
+
+    add_twin(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mbsd-twin", description=__doc__)
     parser.add_argument("--version", action="version", version=f"mbsd-twin {__version__}")
@@ -135,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_check)
     _add_inverse(sub)
     _add_simulate(sub)
+    _add_twin(sub)
     return parser
 
 

@@ -1,0 +1,10 @@
+"""Digital twin over MQTT: the contract (docs/mqtt-contract.md), a broker-free deterministic core,
+the service around it, a synthetic rig, recording and replay.
+
+Import the pieces from their modules (``mbsd_twin.twin.service`` needs paho-mqtt and
+prometheus-client, the ``twin`` extra); this package import is light.
+"""
+
+from .config import ConfigError, CoreConfig, TwinConfig, load_config
+
+__all__ = ["ConfigError", "CoreConfig", "TwinConfig", "load_config"]

@@ -1,0 +1,91 @@
+"""``mbsd-twin twin serve|replay`` and ``mbsd-twin rig`` (registered by mbsd_twin.cli)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+from typing import Any
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .service import TwinService
+
+    over: dict[str, dict[str, Any]] = {"broker": {"url": args.broker}, "core": {"asset": args.asset},
+                                       "service": {"mechanism": args.mechanism},
+                                       "record": {"path": args.record}, "metrics": {"port": args.metrics_port}}
+    cfg = load_config(args.config, overrides=over)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def run() -> None:
+        async with TwinService(cfg) as svc:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, svc.stopping.set)
+            logging.getLogger("mbsd_twin.twin").info("serving %s on %s (config %s)", cfg.core.base,
+                                                     cfg.broker.url, cfg.config_hash())
+            await svc.wait()
+
+    asyncio.run(run())
+    return 0
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from .recorder import replay
+
+    res = replay(args.recording)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            for topic, text in res.outputs:
+                fh.write(json.dumps({"t": topic, "p": text}) + "\n")
+    print(f"replayed {len(res.outputs)} outputs; recorded {res.recorded}; mismatches {res.mismatches}"
+          + (f" (first: {res.first_mismatch})" if res.first_mismatch else ""))
+    return 0 if res.identical else 1
+
+
+def _cmd_rig(args: argparse.Namespace) -> int:
+    from ..loader import load_mechanism
+    from .rig import RigConfig
+    from .rig_client import Rig, write_manifest
+
+    cfg = RigConfig(asset=args.asset, prefix=args.prefix, rate=args.rate, batch=args.batch, seed=args.seed)
+    rig = Rig(load_mechanism(args.mechanism), cfg, args.broker, window=args.window)
+    if args.precompute:
+        rig.precompute(args.duration)
+    write_manifest(rig.run(args.duration, args.faults), args.manifest)
+    return 0
+
+
+def add_twin(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("twin", help="digital-twin service over MQTT")
+    tsub = p.add_subparsers(dest="twin_command", required=True)
+    s = tsub.add_parser("serve", help="run the twin service (SIGTERM: graceful stop)")
+    s.add_argument("--config", help="twin TOML file (see docs/service-config.md)")
+    s.add_argument("--broker", help="mqtt://host:port or mqtts://host:port")
+    s.add_argument("--asset", help="asset id, e.g. sc-01")
+    s.add_argument("--mechanism", help="mechanism TOML file")
+    s.add_argument("--record", help="record to this JSON-lines file")
+    s.add_argument("--metrics-port", type=int, help="HTTP port for /metrics, /healthz, /readyz")
+    s.set_defaults(func=_cmd_serve)
+    r = tsub.add_parser("replay", help="re-run a recording without a broker and compare the outputs")
+    r.add_argument("recording")
+    r.add_argument("-o", "--output", help="write the replayed outputs as JSON lines")
+    r.set_defaults(func=_cmd_replay)
+
+    g = sub.add_parser("rig", help="synthetic slider-crank rig publishing sensor messages")
+    g.add_argument("--broker", default="mqtt://127.0.0.1:1883")
+    g.add_argument("--asset", default="sc-01")
+    g.add_argument("--prefix", default="dt/v1")
+    g.add_argument("--mechanism", default="examples/mechanisms/slider_crank.toml")
+    g.add_argument("--rate", type=float, default=1000.0, help="samples per second")
+    g.add_argument("--batch", type=int, default=20, help="samples per message")
+    g.add_argument("--faults", type=float, default=0.0, help="fault probability per message")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--duration", type=float, default=10.0, help="seconds to stream")
+    g.add_argument("--window", type=int, default=5, help="the twin's reorder window (spaces faults)")
+    g.add_argument("--precompute", action="store_true", help="compute the whole trajectory before streaming")
+    g.add_argument("--manifest", help="write the fault manifest here (default: stdout)")
+    g.set_defaults(func=_cmd_rig)

@@ -1,0 +1,278 @@
+"""Service configuration: typed frozen dataclasses, read from TOML plus environment overrides.
+
+Every field has a documented default (docs/service-config.md). ``load_config`` collects every
+problem before raising one :class:`ConfigError`; secrets (the password) never appear in reprs,
+logs or the config hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+ENV = {  # environment variable → (section, key)
+    "MBSD_TWIN_BROKER": ("broker", "url"),
+    "MBSD_TWIN_USERNAME": ("broker", "username"),
+    "MBSD_TWIN_PASSWORD": ("broker", "password"),
+    "MBSD_TWIN_TLS_CA": ("broker", "tls_ca"),
+    "MBSD_TWIN_ASSET": ("core", "asset"),
+    "MBSD_TWIN_PREFIX": ("core", "prefix"),
+    "MBSD_TWIN_MECHANISM": ("service", "mechanism"),
+    "MBSD_TWIN_RECORD": ("record", "path"),
+    "MBSD_TWIN_METRICS_PORT": ("metrics", "port"),
+}
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; ``problems`` lists every problem found."""
+
+    def __init__(self, problems: list[str], source: str = "<config>") -> None:
+        self.problems = problems
+        super().__init__(f"{source}: {len(problems)} configuration problem(s)\n"
+                         + "\n".join(f"  - {p}" for p in problems))
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    url: str = "mqtt://127.0.0.1:1883"
+    username: str = ""
+    password: str = field(default="", repr=False)
+    client_id: str = ""
+    keepalive: int = 30
+    protocol: int = 5  # 5 (MQTT 5, response topics) or 4 (MQTT 3.1.1)
+    tls_ca: str = ""
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_insecure: bool = False
+    reconnect_min: float = 1.0
+    reconnect_max: float = 10.0
+
+    @property
+    def host(self) -> str:
+        return urlparse(self.url).hostname or "127.0.0.1"
+
+    @property
+    def port(self) -> int:
+        u = urlparse(self.url)
+        return u.port or (8883 if u.scheme == "mqtts" else 1883)
+
+    @property
+    def tls(self) -> bool:
+        return urlparse(self.url).scheme == "mqtts" or bool(self.tls_ca)
+
+
+@dataclass(frozen=True)
+class AlarmConfig:
+    """Raised when |value| >= ``high`` for ``min_duration`` s of rig time, cleared when |value| <=
+    ``low`` for ``min_duration``. ``source``: residual, state, virtual or meas."""
+
+    name: str
+    channel: str
+    source: str = "residual"
+    high: float = 1.0
+    low: float = 0.5
+    min_duration: float = 0.1
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    """Everything that determines the twin's outputs from its inputs (stored in recordings)."""
+
+    asset: str = "sc-01"
+    prefix: str = "dt/v1"
+    inputs: dict[str, str] = field(default_factory=lambda: {"tau_m": "motor_torque"})
+    compare: dict[str, str] = field(default_factory=lambda: {
+        "theta": "crank.theta", "omega": "crank.omega", "f_x": "main_bearing.fx", "f_y": "main_bearing.fy"})
+    state_extra: tuple[str, ...] = ("piston.x", "piston.vx")
+    virtual: tuple[str, ...] = ()  # model outputs; empty: every joint reaction
+    resync_angle: str = "theta"
+    resync_speed: str = "omega"
+    resync_bounds: dict[str, float] = field(default_factory=lambda: {"theta": 0.1, "omega": 5.0})
+    alarms: tuple[AlarmConfig, ...] = ()
+    alarm_max_events_per_minute: int = 6
+    latest_interval: float = 0.5
+    solver_method: str = "RK45"
+    solver_rtol: float = 1e-6
+    solver_atol: float = 1e-8
+
+    @property
+    def base(self) -> str:
+        return f"{self.prefix}/{self.asset}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CoreConfig:
+        d = dict(data)
+        d["alarms"] = tuple(AlarmConfig(**a) for a in d.get("alarms", ()))
+        for k in ("state_extra", "virtual"):
+            d[k] = tuple(d.get(k, ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """Runtime settings around the core: mechanism file, limits, queues, timers."""
+
+    mechanism: str = "examples/mechanisms/slider_crank.toml"
+    max_message_bytes: int = 262144
+    reorder_window: int = 5  # messages held back waiting for a missing seq
+    reorder_timeout: float = 0.5  # s (wall) before a missing seq is given up
+    queue_size: int = 50  # batches waiting for the solver
+    hold_levels: tuple[int, ...] = (1, 5, 20)  # samples per solver step, finest first
+    start_level: int = 1
+    lag_high: float = 0.25  # s: coarser above
+    lag_low: float = 0.05  # s: finer after `lag_low_batches` batches below
+    lag_low_batches: int = 100
+    health_interval: float = 1.0
+
+
+@dataclass(frozen=True)
+class RecordConfig:
+    path: str = ""  # empty: no recording
+    max_bytes: int = 256 * 1024 * 1024  # per segment
+    keep: int = 0  # segments kept (0: all)
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: no HTTP endpoint
+
+
+@dataclass(frozen=True)
+class TwinConfig:
+    broker: BrokerConfig = BrokerConfig()
+    core: CoreConfig = CoreConfig()
+    service: ServiceConfig = ServiceConfig()
+    record: RecordConfig = RecordConfig()
+    metrics: MetricsConfig = MetricsConfig()
+
+    def config_hash(self) -> str:
+        """Hash of everything except secrets."""
+        d = dataclasses.asdict(self)
+        d["broker"].pop("password", None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+_SECTIONS = {"broker": BrokerConfig, "core": CoreConfig, "service": ServiceConfig, "record": RecordConfig,
+             "metrics": MetricsConfig}
+
+
+def _coerce(value: Any, default: Any, where: str, problems: list[str]) -> Any:
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+            return value.lower() in ("true", "1")
+    elif isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            return int(value)
+    elif isinstance(default, float):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    elif isinstance(default, str):
+        if isinstance(value, str):
+            return value
+    elif isinstance(default, tuple):
+        if isinstance(value, list | tuple):
+            return tuple(value)
+    elif isinstance(default, dict) and isinstance(value, dict):
+        return dict(value)
+    problems.append(f"{where}: expected {type(default).__name__}, got {value!r}"
+                    if "password" not in where else f"{where}: invalid value")
+    return default
+
+
+def _section(cls: type, table: dict[str, Any], name: str, problems: list[str]) -> Any:
+    defaults = cls()
+    names = {f.name for f in dataclasses.fields(cls)}
+    kw: dict[str, Any] = {}
+    for key, value in table.items():
+        if key not in names:
+            problems.append(f"[{name}] unknown key {key!r}; known: {', '.join(sorted(names))}")
+        elif key == "alarms":
+            kw[key] = _alarms(value, problems)
+        else:
+            kw[key] = _coerce(value, getattr(defaults, key), f"[{name}] {key}", problems)
+    return dataclasses.replace(defaults, **kw)
+
+
+def _alarms(items: Any, problems: list[str]) -> tuple[AlarmConfig, ...]:
+    out = []
+    for i, a in enumerate(items if isinstance(items, list) else []):
+        try:
+            out.append(AlarmConfig(**a))
+        except TypeError as exc:
+            problems.append(f"[[core.alarms]] #{i}: {exc}")
+    return tuple(out)
+
+
+def _check(cfg: TwinConfig, problems: list[str]) -> None:
+    b, c, s = cfg.broker, cfg.core, cfg.service
+    if not b.url.startswith(("mqtt://", "mqtts://")):
+        problems.append(f"[broker] url must start with mqtt:// or mqtts://, got {b.url!r}")
+    if b.protocol not in (4, 5):
+        problems.append(f"[broker] protocol must be 4 (MQTT 3.1.1) or 5, got {b.protocol}")
+    if not 0 < b.reconnect_min <= b.reconnect_max:
+        problems.append("[broker] need 0 < reconnect_min <= reconnect_max")
+    for name, v in (("asset", c.asset), ("prefix", c.prefix)):
+        if not v or any(ch in v for ch in "+#") or v.startswith("/") or v.endswith("/"):
+            problems.append(f"[core] {name} must be a non-empty topic level without + # or edge '/', got {v!r}")
+    if c.resync_angle not in c.compare or c.resync_speed not in c.compare:
+        problems.append("[core] resync_angle and resync_speed must be channels in [core.compare]")
+    elif c.compare[c.resync_angle].split(".")[0] != c.compare[c.resync_speed].split(".")[0]:
+        problems.append("[core] resync_angle and resync_speed must map to the same body")
+    for a in c.alarms:
+        if a.source not in ("residual", "state", "virtual", "meas") or not 0 <= a.low <= a.high:
+            problems.append(f"[[core.alarms]] {a.name}: need source residual/state/virtual/meas and 0 <= low <= high")
+    if not s.hold_levels or any(h < 1 for h in s.hold_levels) or list(s.hold_levels) != sorted(s.hold_levels):
+        problems.append("[service] hold_levels must be increasing positive integers")
+    if not 0 <= s.start_level < len(s.hold_levels):
+        problems.append("[service] start_level must index hold_levels")
+    if s.queue_size < 1 or s.reorder_window < 0 or s.max_message_bytes < 256:
+        problems.append("[service] need queue_size >= 1, reorder_window >= 0, max_message_bytes >= 256")
+
+
+def load_config(path: str | None = None, env: dict[str, str] | None = None,
+                overrides: dict[str, dict[str, Any]] | None = None) -> TwinConfig:
+    """TOML file (optional) ← environment (``MBSD_TWIN_*``) ← explicit overrides (CLI flags)."""
+    env = dict(os.environ) if env is None else env
+    data: dict[str, dict[str, Any]] = {}
+    source = path or "<defaults>"
+    problems: list[str] = []
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                data = tomllib.load(fh)
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError([str(exc)], source) from exc
+    for var, (sec, key) in ENV.items():
+        if env.get(var):
+            data.setdefault(sec, {})[key] = env[var]
+    for sec, kv in (overrides or {}).items():
+        data.setdefault(sec, {}).update({k: v for k, v in kv.items() if v is not None})
+    parts: dict[str, Any] = {}
+    for sec, table in data.items():
+        if sec not in _SECTIONS or not isinstance(table, dict):
+            problems.append(f"unknown section [{sec}]; known: {', '.join(_SECTIONS)}")
+            continue
+        parts[sec] = _section(_SECTIONS[sec], table, sec, problems)
+    cfg = TwinConfig(**parts)
+    _check(cfg, problems)
+    if problems:
+        raise ConfigError(problems, source)
+    return cfg

@@ -1,0 +1,140 @@
+"""The MQTT contract (docs/mqtt-contract.md): topics, sensor-message validation, output encoding.
+
+Validation never raises: :func:`parse_sensor` returns a :class:`SensorBatch` or an
+:class:`Invalid` with a reason from :data:`REASONS`. Message text is only ever parsed as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+VERSION = 1
+REASONS = ("oversize", "utf8", "json", "non_finite", "schema", "version", "asset", "length")
+
+
+@dataclass(frozen=True)
+class Topics:
+    base: str  # "{prefix}/{asset}"
+
+    @property
+    def sensors(self) -> str:
+        return f"{self.base}/meas/sensors"
+
+    @property
+    def rig_status(self) -> str:
+        return f"{self.base}/meas/status"
+
+    def twin(self, leaf: str) -> str:
+        return f"{self.base}/twin/{leaf}"
+
+    @property
+    def cmd_filter(self) -> str:
+        return f"{self.base}/twin/cmd/+"
+
+    def owns(self, topic: str) -> bool:
+        """True when ``topic`` is under the twin's own prefix (the only place it publishes)."""
+        return topic.startswith(f"{self.base}/twin/") and "+" not in topic and "#" not in topic
+
+
+@dataclass(frozen=True)
+class SensorBatch:
+    """A validated sensor message: sample k is at rig time t0 + k·dt."""
+
+    seq: int
+    t0: float
+    dt: float
+    n: int
+    ch: dict[str, tuple[float, ...]]
+    raw: str  # the message text (recorded, replayed)
+
+    def time(self, k: int) -> float:
+        return self.t0 + k * self.dt
+
+
+@dataclass(frozen=True)
+class Invalid:
+    reason: str
+    detail: str
+
+
+def _reject_constant(name: str) -> float:
+    raise _NonFinite(name)
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def parse_sensor(payload: bytes, asset: str, max_bytes: int) -> SensorBatch | Invalid:
+    """Validate one sensor message (see the contract); never raises."""
+    if len(payload) > max_bytes:
+        return Invalid("oversize", f"{len(payload)} bytes > {max_bytes}")
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return Invalid("utf8", str(exc))
+    try:
+        msg = json.loads(text, parse_constant=_reject_constant)
+    except _NonFinite as exc:
+        return Invalid("non_finite", f"literal {exc}")
+    except (ValueError, RecursionError) as exc:
+        return Invalid("json", str(exc)[:120])
+    return _check_fields(msg, asset, text)
+
+
+def _check_fields(msg: Any, asset: str, text: str) -> SensorBatch | Invalid:
+    if not isinstance(msg, dict):
+        return Invalid("schema", "not a JSON object")
+    if msg.get("v") != VERSION:
+        return Invalid("version", f"v={msg.get('v')!r}")
+    missing = [k for k in ("asset", "seq", "t0", "dt", "n", "ch") if k not in msg]
+    if missing:
+        return Invalid("schema", f"missing {', '.join(missing)}")
+    if msg["asset"] != asset:
+        return Invalid("asset", f"asset {msg['asset']!r}")
+    seq, n, ch = msg["seq"], msg["n"], msg["ch"]
+    if not (isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0):
+        return Invalid("schema", "seq must be a non-negative integer")
+    if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
+        return Invalid("schema", "n must be a positive integer")
+    if not (_number(msg["t0"]) and _number(msg["dt"]) and msg["dt"] > 0):
+        return Invalid("schema", "t0 and dt must be finite numbers, dt > 0")
+    if not isinstance(ch, dict) or not ch:
+        return Invalid("schema", "ch must be a non-empty object")
+    out: dict[str, tuple[float, ...]] = {}
+    for name, values in ch.items():
+        vals = [values] if n == 1 and not isinstance(values, list) else values
+        if not isinstance(vals, list):
+            return Invalid("schema", f"channel {name!r} is not an array")
+        if len(vals) != n:
+            return Invalid("length", f"channel {name!r} has {len(vals)} values, n={n}")
+        for v in vals:
+            if not (isinstance(v, int | float) and not isinstance(v, bool)):
+                return Invalid("schema", f"channel {name!r} holds a non-number")
+            if not math.isfinite(v):
+                return Invalid("non_finite", f"channel {name!r}")
+        out[str(name)] = tuple(float(v) for v in vals)
+    return SensorBatch(seq, float(msg["t0"]), float(msg["dt"]), n, out, text)
+
+
+def encode(obj: Any) -> str:
+    """Deterministic compact JSON (float repr round-trips; NaN is never produced)."""
+    return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+
+
+def parse_command(payload: bytes) -> dict[str, Any] | None:
+    """A command body: a JSON object, or empty (no arguments); None when unreadable."""
+    if not payload.strip():
+        return {}
+    try:
+        obj = json.loads(payload.decode("utf-8"), parse_constant=_reject_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None

@@ -1,0 +1,87 @@
+"""Sequence handling of sensor messages: duplicates, gaps, reordering and late arrivals.
+
+``push`` returns the messages now deliverable in sequence order. A message ahead of the expected
+seq waits in a buffer of at most ``window`` messages; when the buffer is full (or ``flush`` is
+called after a timeout) the missing seqs are given up and counted as ``gap``. A message older than
+the expected seq is a ``duplicate`` when it was already delivered or buffered, else ``late``
+(dropped). ``reordered`` counts messages delivered from the buffer after a missing one arrived.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Sequencer(Generic[T]):
+    def __init__(self, window: int, history: int = 4096) -> None:
+        self.window = window
+        self.expected: int | None = None
+        self.buffer: dict[int, tuple[T, float]] = {}
+        self.delivered: OrderedDict[int, None] = OrderedDict()
+        self._history = history
+        self.counts = {"duplicate": 0, "late": 0, "gap": 0, "reordered": 0, "restart": 0}
+        self._waited: deque[int] = deque()
+
+    def reset(self) -> None:
+        """Forget the sequence (a rig restart): the next message starts a new one."""
+        self.expected = None
+        self.buffer.clear()
+        self.delivered.clear()
+
+    def _deliver(self, seq: int, item: T, out: list[T]) -> None:
+        out.append(item)
+        self.delivered[seq] = None
+        if len(self.delivered) > self._history:
+            self.delivered.popitem(last=False)
+        self.expected = seq + 1
+
+    def _drain(self, out: list[T]) -> None:
+        while self.expected in self.buffer:
+            item, _ = self.buffer.pop(self.expected)
+            self.counts["reordered"] += 1
+            self._deliver(self.expected, item, out)
+
+    def push(self, seq: int, item: T, now: float = 0.0) -> list[T]:
+        out: list[T] = []
+        if self.expected is None:
+            self._deliver(seq, item, out)
+            return out
+        if seq == 0 and self.expected > self.window + 1 and 0 not in self.buffer:
+            self.counts["restart"] += 1  # rig restarted without (or before) its birth message
+            self.reset()
+            self._deliver(seq, item, out)
+            return out
+        if seq < self.expected:
+            self.counts["duplicate" if seq in self.delivered else "late"] += 1
+            return out
+        if seq in self.buffer:
+            self.counts["duplicate"] += 1
+            return out
+        if seq == self.expected:
+            self._deliver(seq, item, out)
+            self._drain(out)
+            return out
+        self.buffer[seq] = (item, now)
+        if len(self.buffer) > self.window:
+            self._skip(out)
+        return out
+
+    def _skip(self, out: list[T]) -> None:
+        """Give up the missing seqs before the oldest buffered message."""
+        assert self.expected is not None
+        first = min(self.buffer)
+        self.counts["gap"] += first - self.expected
+        self.expected = first
+        item, _ = self.buffer.pop(first)
+        self._deliver(first, item, out)
+        self._drain(out)
+
+    def flush(self, now: float, timeout: float) -> list[T]:
+        """Give up missing seqs that buffered messages have waited for longer than ``timeout``."""
+        out: list[T] = []
+        while self.buffer and min(t for _, t in self.buffer.values()) <= now - timeout:
+            self._skip(out)
+        return out

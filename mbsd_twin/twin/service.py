@@ -1,0 +1,335 @@
+"""The twin service: MQTT in, :class:`TwinCore` in a worker thread, MQTT out.
+
+Threads: paho-mqtt's network loop (``loop_start``; it also reconnects, with backoff doubling from
+``reconnect_min`` to ``reconnect_max``) validates and sequences sensor messages and queues them;
+one worker thread runs the solver, answers commands and publishes. Every (re)connect sets
+TCP_NODELAY, re-subscribes and re-publishes the retained birth (the will is registered once and
+reused by paho on every reconnect).
+
+Use as ``with TwinService(cfg) as svc: ...`` or ``async with TwinService(cfg) as svc: await
+svc.wait()`` (start/stop run in a thread so the event loop is never blocked).
+
+Degradation when the solver falls behind (documented in docs/mqtt-contract.md): (1) coarser
+solver steps — ``hold`` samples per step through ``hold_levels`` while the arrival-to-processing
+lag exceeds ``lag_high``; (2) the bounded queue drops its oldest batch (counted); the next batch
+is then not contiguous and the model is re-synchronised from it. Memory is bounded by the queue,
+the sequencer window and paho's outgoing queue (``max_queued_messages_set``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections import Counter, deque
+from typing import Any
+
+import numpy as np
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from ..loader import loads_mechanism
+from .config import TwinConfig
+from .core import Out, TwinCore
+from .metrics import Metrics, serve_http
+from .protocol import Invalid, SensorBatch, Topics, encode, parse_command, parse_sensor
+from .recorder import FORMAT, Recorder
+from .sequencer import Sequencer
+
+log = logging.getLogger("mbsd_twin.twin")
+
+
+class RateLimitedLog:
+    """Log each key at most once per ``period`` seconds."""
+
+    def __init__(self, period: float = 60.0) -> None:
+        self.period, self.last = period, {}
+
+    def warning(self, key: str, msg: str, *args: Any) -> None:
+        now = time.monotonic()
+        if now - self.last.get(key, -1e18) >= self.period:
+            self.last[key] = now
+            log.warning(msg, *args)
+
+
+class TwinService:
+    def __init__(self, cfg: TwinConfig) -> None:
+        self.cfg = cfg
+        self.topics = Topics(cfg.core.base)
+        with open(cfg.service.mechanism, encoding="utf-8") as fh:
+            self.mech_text = fh.read()
+        self.mech = loads_mechanism(self.mech_text, source=cfg.service.mechanism)
+        self.recorder = Recorder(cfg.record.path, cfg.record.max_bytes, cfg.record.keep) if cfg.record.path else None
+        self.core = TwinCore(cfg.core, self.mech, self.recorder)
+        if self.recorder:
+            self.recorder({"k": "header", "format": FORMAT, "core": cfg.core.to_dict(),
+                           "mechanism": cfg.service.mechanism, "mechanism_toml": self.mech_text})
+        self.seq: Sequencer[tuple[SensorBatch, float]] = Sequencer(cfg.service.reorder_window)
+        self.metrics = Metrics()
+        self.lock = threading.Condition()
+        self.batches: deque[tuple[SensorBatch, float]] = deque()
+        self.cmds: deque[tuple[str, dict[str, Any] | None, str, bytes | None]] = deque()
+        self.counts: Counter[str] = Counter()
+        self.invalid: Counter[str] = Counter()
+        self.level = cfg.service.start_level
+        self.low_batches = 0
+        self.lag = 0.0
+        self.latency_ms: deque[float] = deque(maxlen=1000)
+        self.connected = threading.Event()
+        self.connects = 0
+        self.outages: list[float] = []
+        self.t_disconnect: float | None = None
+        self.rig_session: Any = None
+        self.stopping = threading.Event()
+        self.rlog = RateLimitedLog()
+        self.instance = uuid.uuid4().hex[:8]
+        self.client = self._make_client()
+        self.worker = threading.Thread(target=self._work, name="twin-worker", daemon=True)
+        self.http: Any = None
+
+    # --------------------------------------------------------------- client
+    def _make_client(self) -> mqtt.Client:
+        b = self.cfg.broker
+        proto = mqtt.MQTTv5 if b.protocol == 5 else mqtt.MQTTv311
+        cid = b.client_id or f"mbsd-twin-{self.cfg.core.asset}-{self.instance}"
+        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=cid, protocol=proto)
+        if b.username:
+            c.username_pw_set(b.username, b.password or None)
+        if b.tls:
+            c.tls_set(ca_certs=b.tls_ca or None, certfile=b.tls_cert or None, keyfile=b.tls_key or None)
+            c.tls_insecure_set(b.tls_insecure)
+        c.reconnect_delay_set(int(max(1, b.reconnect_min)), int(max(1, b.reconnect_max)))
+        c.max_queued_messages_set(10000)
+        c.will_set(self.topics.twin("status"), encode({"state": "offline", "instance": self.instance}),
+                   qos=1, retain=True)
+        c.on_connect, c.on_disconnect, c.on_message = self._on_connect, self._on_disconnect, self._on_message
+        return c
+
+    def _birth(self) -> str:
+        return encode({"state": "online", "instance": self.instance, "session": self.connects,
+                       "model": self.mech.name, "config_hash": self.cfg.config_hash()})
+
+    def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, rc: Any, props: Any = None) -> None:
+        if rc.is_failure:
+            log.warning("broker refused the connection: %s", rc)
+            return
+        sock = client.socket()
+        if isinstance(sock, socket.socket):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.connects += 1
+        if self.t_disconnect is not None:
+            self.outages.append(time.monotonic() - self.t_disconnect)
+            self.t_disconnect = None
+        client.subscribe([(self.topics.sensors, 1), (self.topics.rig_status, 1), (self.topics.cmd_filter, 1)])
+        client.publish(self.topics.twin("status"), self._birth(), qos=1, retain=True)
+        self.connected.set()
+        self.metrics.connected.set(1)
+        self.metrics.reconnects.set(self.connects - 1)
+        log.info("connected to %s (session %d)", self.cfg.broker.url, self.connects)
+
+    def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, rc: Any, props: Any = None) -> None:
+        if self.connected.is_set():
+            self.t_disconnect = time.monotonic()
+        self.connected.clear()
+        self.metrics.connected.set(0)
+        if not self.stopping.is_set():
+            log.warning("disconnected from the broker (%s); reconnecting", rc)
+
+    # -------------------------------------------------------------- ingress
+    def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        try:
+            if msg.topic == self.topics.sensors:
+                self._ingest(msg.payload, time.monotonic())
+            elif msg.topic == self.topics.rig_status:
+                self._rig_status(msg.payload)
+            elif msg.topic.startswith(self.topics.twin("cmd/")):
+                self._command_in(msg)
+        except Exception:  # never let one message stop the network thread
+            log.exception("unexpected error handling a message on %s", msg.topic)
+            self.counts["internal_error"] += 1
+
+    def _ingest(self, payload: bytes, now: float) -> None:
+        self.counts["received"] += 1
+        got = parse_sensor(payload, self.cfg.core.asset, self.cfg.service.max_message_bytes)
+        if isinstance(got, Invalid):
+            self.invalid[got.reason] += 1
+            self.metrics.invalid.labels(got.reason).inc()
+            self.rlog.warning(got.reason, "invalid sensor message (%s): %s", got.reason, got.detail)
+            return
+        self.metrics.messages.labels("valid").inc()
+        with self.lock:
+            self._enqueue(self.seq.push(got.seq, (got, now), now))
+
+    def _enqueue(self, items: list[tuple[SensorBatch, float]]) -> None:
+        for it in items:
+            self.batches.append(it)
+            if len(self.batches) > self.cfg.service.queue_size:
+                self.batches.popleft()
+                self.counts["dropped_overload"] += 1
+        if items:
+            self.lock.notify()
+
+    def _rig_status(self, payload: bytes) -> None:
+        st = parse_command(payload) or {"state": payload.decode("utf-8", "replace").strip()}
+        if st.get("state") == "online":
+            session = st.get("session")
+            if self.rig_session is not None and session != self.rig_session:
+                with self.lock:
+                    self.seq.reset()
+                    self.counts["rig_restart"] += 1
+            self.rig_session = session
+        self.counts[f"rig_{st.get('state', 'unknown')}"] += 1
+
+    def _command_in(self, msg: mqtt.MQTTMessage) -> None:
+        name = msg.topic.rsplit("/", 1)[1]
+        props = getattr(msg, "properties", None)
+        resp = getattr(props, "ResponseTopic", "") or ""
+        corr = getattr(props, "CorrelationData", None)
+        with self.lock:
+            self.cmds.append((name, parse_command(msg.payload), resp, corr))
+            self.lock.notify()
+
+    # --------------------------------------------------------------- worker
+    def _work(self) -> None:
+        next_health = time.monotonic()
+        while not self.stopping.is_set():
+            with self.lock:
+                if not self.batches and not self.cmds:
+                    self.lock.wait(0.05)
+                cmd = self.cmds.popleft() if self.cmds else None
+                now = time.monotonic()
+                self._enqueue(self.seq.flush(now, self.cfg.service.reorder_timeout))
+                item = self.batches.popleft() if self.batches and cmd is None else None
+                depth = len(self.batches)
+            try:
+                if cmd is not None:
+                    self._run_command(*cmd)
+                if item is not None:
+                    self._process(*item, depth)
+            except Exception:
+                log.exception("unexpected error in the twin worker")
+                self.counts["internal_error"] += 1
+            if time.monotonic() >= next_health:
+                next_health = time.monotonic() + self.cfg.service.health_interval
+                self.publish(Out(self.topics.twin("health"), encode(self.health())))
+
+    def _adapt(self, lag: float) -> int:
+        s = self.cfg.service
+        if lag > s.lag_high and self.level < len(s.hold_levels) - 1:
+            self.level += 1
+            self.low_batches = 0
+            self.counts["degrade"] += 1
+        elif lag < s.lag_low and self.level > 0:
+            self.low_batches += 1
+            if self.low_batches >= s.lag_low_batches:
+                self.level -= 1
+                self.low_batches = 0
+        return s.hold_levels[self.level]
+
+    def _process(self, batch: SensorBatch, t_arrival: float, depth: int) -> None:
+        self.lag = time.monotonic() - t_arrival
+        outs = self.core.step(batch, self._adapt(self.lag))
+        for o in outs:
+            self.publish(o)
+        if outs:
+            self.latency_ms.append(1e3 * (time.monotonic() - t_arrival))
+        if self.recorder:
+            self.recorder.flush()
+        m = self.metrics
+        m.lag.set(self.lag)
+        m.queue.set(depth)
+        m.hold.set(self.cfg.service.hold_levels[self.level])
+        m.resyncs.set(sum(self.core.stats["resync"].values()))
+        m.dropped.set(self.counts["dropped_overload"])
+
+    def _run_command(self, name: str, args: dict[str, Any] | None, resp: str, corr: bytes | None) -> None:
+        reply = self.core.command(name, args) if args is not None else \
+            {"cmd": name, "ok": False, "detail": "the command body must be a JSON object"}
+        if isinstance(args, dict) and "id" in args:
+            reply["id"] = args["id"]
+        props = None
+        topic = self.topics.twin("reply")
+        if resp and self.topics.owns(resp) and self.cfg.broker.protocol == 5:
+            topic = resp
+            props = Properties(PacketTypes.PUBLISH)
+            if corr is not None:
+                props.CorrelationData = corr
+        elif resp:
+            reply["note"] = "response topic outside the twin's prefix; answered on twin/reply"
+        self.publish(Out(topic, encode(reply), qos=1), props)
+
+    def publish(self, out: Out, props: Properties | None = None) -> None:
+        if not self.topics.owns(out.topic):  # the service only publishes under its own prefix
+            raise ValueError(f"refusing to publish outside {self.topics.twin('')}: {out.topic}")
+        info = self.client.publish(out.topic, out.payload, qos=out.qos, retain=out.retain, properties=props)
+        if info.rc != mqtt.MQTT_ERR_SUCCESS:
+            self.counts["publish_failed"] += 1
+
+    # --------------------------------------------------------------- health
+    def health(self) -> dict[str, Any]:
+        st = self.core.stats
+        ms = np.array(self.core.step_ms or [0.0])
+        lat = np.array(self.latency_ms or [0.0])
+        down = [] if self.t_disconnect is None else [time.monotonic() - self.t_disconnect]
+        return {"v": 1, "asset": self.cfg.core.asset, "connected": self.connected.is_set(),
+                "lag_s": self.lag, "queue_depth": len(self.batches), "queue_size": self.cfg.service.queue_size,
+                "hold": self.cfg.service.hold_levels[self.level], "paused": self.core.paused,
+                "counters": {**dict(self.counts), **self.seq.counts, "invalid": dict(self.invalid),
+                             "resync": dict(st["resync"]), "solver_failure": st["solver_failure"],
+                             "batches": st["batches"], "samples": st["samples"],
+                             "missing_channels": st["missing_channels"],
+                             "alarm_suppressed": self.core.alarms.suppressed},
+                "solver_ms_per_batch": {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99))},
+                "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99))},
+                "connection": {"connects": self.connects, "outages": len(self.outages) + len(down),
+                               "last_outage_s": (down or self.outages or [0.0])[-1],
+                               "outage_total_s": float(sum(self.outages) + sum(down))}}
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        b = self.cfg.broker
+        if self.cfg.metrics.port:
+            self.http = serve_http(self.cfg.metrics.host, self.cfg.metrics.port, self.metrics, self.health,
+                                   lambda: self.connected.is_set() and not self.stopping.is_set())
+        self.client.connect_async(b.host, b.port, keepalive=b.keepalive)
+        self.client.loop_start()
+        self.worker.start()
+
+    def stop(self, timeout: float = 3.0) -> None:
+        """Graceful: publish ``offline`` (retained), flush, disconnect."""
+        self.stopping.set()
+        self.worker.join(timeout)
+        if self.connected.is_set():
+            info = self.client.publish(self.topics.twin("status"),
+                                       encode({"state": "offline", "instance": self.instance}), qos=1, retain=True)
+            info.wait_for_publish(timeout)
+        self.client.disconnect()
+        self.client.loop_stop()
+        if self.recorder:
+            self.recorder.close()
+        if self.http:
+            self.http.shutdown()
+
+    def __enter__(self) -> TwinService:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> TwinService:
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.stop)
+
+    async def wait(self) -> None:
+        """Until ``stop`` is called (e.g. from a SIGTERM handler)."""
+        while not self.stopping.is_set():
+            await asyncio.sleep(0.2)
