@@ -8,6 +8,8 @@ angle and speed, speed from speed and acceleration, forces linearly).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import math
 import random
@@ -73,6 +75,12 @@ class Trajectory:
             self.sim.advance_to(t)
             self.knots.append(self._knot(t))
 
+    def with_rate(self, rate: float, batch: int) -> Trajectory:
+        """The same motion (shared knots) sampled at another rate and batch size."""
+        other = copy.copy(self)
+        other.cfg = dataclasses.replace(self.cfg, rate=rate, batch=batch)
+        return other
+
     def samples(self, k0: int, n: int) -> dict[str, np.ndarray]:
         """True values of samples k0 .. k0+n−1 (computing knots as needed)."""
         c = self.cfg
@@ -116,7 +124,8 @@ def _invalid(kind: str, msg: dict[str, Any]) -> bytes:
     if kind == "types":
         m["ch"]["theta"][0] = "0.1"
     elif kind == "nan":
-        return json.dumps(m).replace(str(m["ch"]["omega"][1]), "NaN", 1).encode()
+        m["ch"]["omega"][1] = math.nan
+        return json.dumps(m).encode()  # allow_nan: the literal NaN
     elif kind == "missing":
         del m["t0"]
     elif kind == "oversize":

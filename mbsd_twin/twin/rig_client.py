@@ -34,10 +34,11 @@ def connect(url: str, client_id: str, will: tuple[str, str] | None = None) -> mq
 
 
 class Rig:
-    def __init__(self, mech: Mechanism, cfg: RigConfig, url: str, window: int = 5) -> None:
+    def __init__(self, mech: Mechanism, cfg: RigConfig, url: str, window: int = 5,
+                 traj: Trajectory | None = None) -> None:
         self.cfg, self.url, self.window = cfg, url, window
         self.topics = Topics(f"{cfg.prefix}/{cfg.asset}")
-        self.traj = Trajectory(mech, cfg)
+        self.traj = traj.with_rate(cfg.rate, cfg.batch) if traj else Trajectory(mech, cfg)
         self.session = uuid.uuid4().hex[:8]
         self.sent_at: dict[int, float] = {}  # seq → wall time sent (for latency measurements)
 

@@ -1,0 +1,77 @@
+"""A real MQTT broker for the twin tests: mosquitto on a free loopback port, started and stopped by
+the fixture (restartable on the same port). Where mosquitto is absent the amqtt broker (MQTT 3.1.1
+only) runs in a subprocess instead — never a silent skip."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+MOSQUITTO = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Broker:
+    """``url``, ``start()``, ``stop()``, ``kind`` ("mosquitto" or "amqtt"), ``mqtt5``."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.url = f"mqtt://127.0.0.1:{self.port}"
+        self.kind = "mosquitto" if MOSQUITTO else "amqtt"
+        self.mqtt5 = self.kind == "mosquitto"
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _command(self) -> list[str]:
+        if self.kind == "mosquitto":
+            conf = self.workdir / "mosquitto.conf"
+            conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+            return [str(MOSQUITTO), "-c", str(conf)]
+        conf = self.workdir / "amqtt.yaml"
+        conf.write_text(f"listeners:\n  default:\n    type: tcp\n    bind: 127.0.0.1:{self.port}\n"
+                        "plugins:\n  amqtt.plugins.authentication.AnonymousAuthPlugin:\n"
+                        "    allow_anonymous: true\n")
+        return [sys.executable, "-m", "amqtt.scripts.broker_script", "-c", str(conf)]
+
+    def start(self) -> None:
+        log = open(self.workdir / f"{self.kind}.log", "ab")  # noqa: SIM115 - owned by the process
+        self.proc = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT)
+        t_end = time.monotonic() + 10
+        while time.monotonic() < t_end:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        raise RuntimeError(f"{self.kind} did not start on port {self.port}; see {self.workdir}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.proc = None
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = Broker(tmp_path)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
