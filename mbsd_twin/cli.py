@@ -133,6 +133,13 @@ def _add_twin(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     add_twin(sub)
 
 
+def _add_fmu(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``fmu build|validate`` (FMI 2.0 co-simulation FMU; needs the ``fmu`` extra)."""
+    from .fmi.cli import add_parsers  # handlers import pythonfmu/fmpy lazily
+
+    add_parsers(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mbsd-twin", description=__doc__)
     parser.add_argument("--version", action="version", version=f"mbsd-twin {__version__}")
@@ -143,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inverse(sub)
     _add_simulate(sub)
     _add_twin(sub)
+    _add_fmu(sub)
     return parser
 
 

@@ -21,10 +21,11 @@ from typing import Any
 from pythonfmu import DefaultExperiment, Fmi2Causality, Fmi2Initial, Fmi2Slave, Fmi2Variability, Real
 from pythonfmu.enums import Fmi2Status
 
-from ..dynamics import SolverFailure, SolverOptions
+from ..dynamics import SolverFailure
 from ..errors import MbsdError, PortError
 from ..loader import load_mechanism
 from ..simulator import Simulator
+from .native import build_simulator, refresh_outputs
 from .variables import FmuVariable, fmu_variables
 
 META_FILE = "mbsd_twin_fmu.json"
@@ -33,25 +34,6 @@ _CAUSALITY = {"input": Fmi2Causality.input, "output": Fmi2Causality.output, "par
 _INITIAL = {"output": Fmi2Initial.calculated, "parameter": Fmi2Initial.exact}  # inputs: none allowed
 _VARIABILITY = {"continuous": Fmi2Variability.continuous, "fixed": Fmi2Variability.fixed,
                 "tunable": Fmi2Variability.tunable}
-
-
-class FmuInitError(MbsdError, RuntimeError):
-    """The FMU could not be initialised (invalid parameter, unassemblable mechanism…)."""
-
-
-def refresh_outputs(sim: Simulator) -> None:
-    """Make the next ``sim.outputs()`` use the current inputs.
-
-    ``Simulator.set_input`` keeps the output cache of the current (t, y), so outputs that depend
-    directly on the inputs (accelerations, reactions) would be stale until the next step; a state
-    round trip (exact, public API) clears that cache."""
-    sim.set_state(sim.get_state())
-
-
-def solver_options(tunable: dict[str, float]) -> SolverOptions:
-    """Engine options from the FMU's tunable parameters (``solver.max_step`` 0 → no limit)."""
-    max_step = tunable["solver.max_step"]
-    return SolverOptions(rtol=tunable["solver.rtol"], max_step=math.inf if max_step <= 0 else max_step)
 
 
 class MechanismSlave(Fmi2Slave):
@@ -142,41 +124,15 @@ class MechanismSlave(Fmi2Slave):
         self._start_time = float(start_time)
 
     def exit_initialization_mode(self) -> None:
+        changed = {n: v for n, v in self._fixed.items() if v != self._defaults[n]}
         try:
-            self._sim = self._build_simulator()
+            self._sim = build_simulator(self._mech, changed, self._tunable, self._start_time, self._inputs,
+                                        base=self._sim)
         except MbsdError as exc:
             self.log(str(exc), Fmi2Status.error)
             raise
         self._initialized = True
         self._dirty = True
-
-    def _build_simulator(self) -> Simulator:
-        changed = {n: v for n, v in self._fixed.items() if v != self._defaults[n]}
-        try:
-            opts = solver_options(self._tunable)
-        except ValueError as exc:
-            raise FmuInitError(f"solver parameters {self._tunable}: {exc}") from exc
-        bad = opts.problems()
-        if bad:
-            raise FmuInitError(f"solver parameters (solver.rtol, solver.max_step) rejected: {'; '.join(bad)}")
-        if not changed and self._start_time == 0.0 and opts == self._sim.options:
-            sim = self._sim
-        else:
-            try:
-                sim = Simulator(self._mech, opts, t0=self._start_time)
-            except MbsdError as exc:
-                raise FmuInitError(f"mechanism {self._mech.name!r} at t={self._start_time}: {exc}") from exc
-        for name, value in changed.items():
-            try:
-                sim.set_parameter(name, value)
-            except MbsdError as exc:
-                raise FmuInitError(f"parameter {name} = {value!r} rejected: {exc}") from exc
-        for name, value in self._inputs.items():
-            try:
-                sim.set_input(name, value)
-            except PortError as exc:
-                raise FmuInitError(f"input {name} = {value!r} rejected: {exc}") from exc
-        return sim
 
     def do_step(self, current_time: float, step_size: float) -> bool:
         if not self._initialized:

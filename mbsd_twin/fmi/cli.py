@@ -1,0 +1,95 @@
+"""``mbsd-twin fmu build`` and ``mbsd-twin fmu validate``.
+
+Only argparse is imported here; pythonfmu, fmpy and the engine are imported by the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+PROFILE_HELP = ("input profile: a number (constant), step:T:V0:V1, pwc:V0:T1:V1:T2:V2..., ramp:T0:T1:V0:V1 "
+                "or sine:A:F[:OFFSET[:PHASE]] (SI units, seconds, Hz, rad); repeatable")
+
+
+def _parse_params(items: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise ValueError(f"--param expects NAME=VALUE with a number, got {item!r}")
+    return out
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .build import build_fmu
+
+    outputs = [p.strip() for p in args.outputs.split(",") if p.strip()] if args.outputs else None
+    path = build_fmu(args.mechanism, args.output, outputs=outputs, model_name=args.model_name,
+                     stop_time=args.stop_time, step_size=args.step)
+    print(f"FMU written: {path}")
+    if args.check:
+        from .validation import check_fmu
+
+        problems = check_fmu(path)
+        for p in problems:
+            print(f"  problem: {p}")
+        verdict = f"{len(problems)} problem(s)" if problems else "fmpy validate and fmutool -check passed"
+        print(f"checks: {verdict}")
+        return 1 if problems else 0
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .inputs import parse_assignment
+    from .validation import validate
+
+    inputs = dict(parse_assignment(i) for i in args.input)
+    rep = validate(args.fmu, mechanism=args.mechanism, stop_time=args.stop_time, step=args.step, inputs=inputs,
+                   parameters=_parse_params(args.param), rtol=args.rtol, atol=args.atol, checks=not args.no_checks)
+    print(rep.table())
+    if args.csv:
+        for path in rep.write_csv(args.csv):
+            print(f"written: {path}")
+    if args.plot and rep.fmu_result and rep.native_result:
+        try:
+            print(f"written: {rep.plot(args.plot)}")
+        except ImportError:
+            print("plot skipped: matplotlib is not installed (pip install 'mbsd-twin[plot]')")
+    return 0 if rep.ok else 1
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Register ``fmu build`` and ``fmu validate`` under the ``fmu`` sub-command."""
+    fmu = sub.add_parser("fmu", help="build and validate FMI 2.0 co-simulation FMUs")
+    cmds = fmu.add_subparsers(dest="fmu_command", required=True)
+    b = cmds.add_parser("build", help="build a co-simulation FMU of a mechanism (PythonFMU, FMI 2.0)")
+    b.add_argument("mechanism", nargs="?", type=Path, default=None,
+                   help="mechanism TOML file (default: the bundled slider crank)")
+    b.add_argument("-o", "--output", type=Path, default=Path("dist"), help="FMU file or folder (default dist/)")
+    b.add_argument("--outputs", default=None, metavar="PATTERNS",
+                   help="comma-separated glob patterns of the outputs to expose, or 'all' "
+                        "(default: every body's x, vx, theta, omega, reactions, energy, residual)")
+    b.add_argument("--model-name", default=None, help="model identifier (default: from the mechanism name)")
+    b.add_argument("--stop-time", type=float, default=None, help="DefaultExperiment stop time [s] (default 5)")
+    b.add_argument("--step", type=float, default=None, help="DefaultExperiment step [s] (default 0.001)")
+    b.add_argument("--check", action="store_true", help="run fmpy validate and fmutool -check afterwards")
+    b.set_defaults(func=cmd_build)
+    v = cmds.add_parser("validate", help="check an FMU and compare it with the native Simulator")
+    v.add_argument("fmu", type=Path, help="FMU file")
+    v.add_argument("--mechanism", type=Path, default=None, help="mechanism file (default: the one in the FMU)")
+    v.add_argument("--stop-time", type=float, default=None, help="stop time [s] (default: DefaultExperiment)")
+    v.add_argument("--step", type=float, default=None, help="communication step [s] (default: DefaultExperiment)")
+    v.add_argument("--input", action="append", default=[], metavar="NAME=PROFILE", help=PROFILE_HELP)
+    v.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="parameter value for both runs; repeatable")
+    v.add_argument("--rtol", type=float, default=1e-9, help="relative band (default 1e-9 of max |native|)")
+    v.add_argument("--atol", type=float, default=1e-12, help="absolute band in the output's unit (default 1e-12)")
+    v.add_argument("--no-checks", action="store_true", help="skip fmpy validate and fmutool -check")
+    v.add_argument("--csv", type=Path, default=None, metavar="DIR", help="write fmu.csv, native.csv, errors.csv")
+    v.add_argument("--plot", type=Path, default=None, metavar="PNG", help="plot FMU vs native (needs matplotlib)")
+    v.set_defaults(func=cmd_validate)
