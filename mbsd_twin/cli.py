@@ -133,7 +133,7 @@ def _add_twin(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     add_twin(sub)
 
 
-def _add_fmu(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_fmu(sub: argparse._SubParsersAction) -> None:
     """``fmu build|validate`` (FMI 2.0 co-simulation FMU; needs the ``fmu`` extra)."""
     from .fmi.cli import add_parsers  # handlers import pythonfmu/fmpy lazily
 

@@ -63,7 +63,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0 if rep.ok else 1
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register ``fmu build`` and ``fmu validate`` under the ``fmu`` sub-command."""
     fmu = sub.add_parser("fmu", help="build and validate FMI 2.0 co-simulation FMUs")
     cmds = fmu.add_subparsers(dest="fmu_command", required=True)

@@ -82,8 +82,9 @@ def split_parameters(sim: Simulator, values: Mapping[str, float]) -> tuple[dict[
     return fixed, tunable
 
 
-def run_native(mech: Mechanism, times: Sequence[float], inputs: Mapping[str, Callable[[float], float]],
-               outputs: Sequence[str], parameters: Mapping[str, float] | None = None) -> dict[str, NDArray[np.float64]]:
+def run_native(mech: Mechanism, times: Sequence[float] | NDArray[np.float64],
+               inputs: Mapping[str, Callable[[float], float]], outputs: Sequence[str],
+               parameters: Mapping[str, float] | None = None) -> dict[str, NDArray[np.float64]]:
     """The mechanism stepped natively through the communication points ``times`` exactly as an FMI
     master drives the FMU: inputs sampled at the start of each step and held, the step ending at
     ``t + (t_next − t)``, outputs read after each step (and at ``times[0]``).
