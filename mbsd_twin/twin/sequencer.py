@@ -4,7 +4,7 @@
 seq waits in a buffer of at most ``window`` messages; when the buffer is full (or ``flush`` is
 called after a timeout) the missing seqs are given up and counted as ``gap``. A message older than
 the expected seq is a ``duplicate`` when it was already delivered or buffered, else ``late``
-(dropped). ``reordered`` counts messages delivered from the buffer after a missing one arrived.
+(dropped). ``reordered`` counts messages that arrived after a later one and were put back in order.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ class Sequencer(Generic[T]):
     def _drain(self, out: list[T]) -> None:
         while self.expected in self.buffer:
             item, _ = self.buffer.pop(self.expected)
-            self.counts["reordered"] += 1
             self._deliver(self.expected, item, out)
 
     def push(self, seq: int, item: T, now: float = 0.0) -> list[T]:
@@ -61,6 +60,8 @@ class Sequencer(Generic[T]):
             self.counts["duplicate"] += 1
             return out
         if seq == self.expected:
+            if self.buffer:
+                self.counts["reordered"] += 1  # it arrived after a later message
             self._deliver(seq, item, out)
             self._drain(out)
             return out

@@ -1,0 +1,234 @@
+"""The twin service against a real broker (tests/conftest.py): clean stream, faults, broker
+restart, SIGKILL will, overload, command round trip and replay of the recording."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import paho.mqtt.client as mqtt
+import pytest
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from mbsd_twin import load_mechanism
+from mbsd_twin.twin.config import AlarmConfig, load_config
+from mbsd_twin.twin.recorder import replay
+from mbsd_twin.twin.rig import RigConfig, Trajectory
+from mbsd_twin.twin.rig_client import Rig
+from mbsd_twin.twin.service import TwinService
+
+MECH = "examples/mechanisms/slider_crank.toml"
+BASE = "dt/v1/sc-01"
+
+
+@pytest.fixture(scope="module")
+def trajectory() -> Trajectory:
+    tr = Trajectory(load_mechanism(MECH), RigConfig())
+    tr.samples(0, 11000)  # 11 s precomputed once (the engine is slower than real time here)
+    return tr
+
+
+class Collector:
+    """Subscribes to everything under the asset; keeps (receive time, payload) per topic."""
+
+    def __init__(self, url: str, mqtt5: bool = True) -> None:
+        self.msgs: dict[str, list[tuple[float, Any]]] = defaultdict(list)
+        self.lock = threading.Lock()
+        proto = mqtt.MQTTv5 if mqtt5 else mqtt.MQTTv311
+        self.c = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=proto)
+        self.c.on_connect = lambda c, *a: c.subscribe(f"{BASE}/twin/#", qos=1)
+        self.c.on_message = self._on
+        self.c.reconnect_delay_set(1, 2)
+        host, port = url.removeprefix("mqtt://").split(":")
+        self.c.connect(host, int(port))
+        self.c.loop_start()
+        _wait(self.c.is_connected, 5)
+
+    def _on(self, c: Any, u: Any, m: mqtt.MQTTMessage) -> None:
+        body = json.loads(m.payload) if m.payload else None
+        with self.lock:
+            self.msgs[m.topic.removeprefix(BASE + "/")].append((time.monotonic(), body))
+
+    def get(self, leaf: str) -> list[Any]:
+        with self.lock:
+            return [b for _, b in self.msgs.get(leaf, [])]
+
+    def close(self) -> None:
+        self.c.disconnect()
+        self.c.loop_stop()
+
+
+def _wait(cond: Any, timeout: float) -> bool:
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return bool(cond())
+
+
+def _config(broker: Any, tmp_path: Any, **over: dict[str, Any]) -> Any:
+    sections: dict[str, dict[str, Any]] = {
+        "broker": {"url": broker.url, "protocol": 5 if broker.mqtt5 else 4},
+        "service": {"mechanism": MECH},
+        "core": {"resync_bounds": {"theta": 0.01}},
+    }
+    for k, v in over.items():
+        sections.setdefault(k, {}).update(v)
+    return load_config(None, env={}, overrides=sections)
+
+
+def test_clean_stream(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
+    col = Collector(broker.url, broker.mqtt5)
+    with TwinService(_config(broker, tmp_path)) as svc:
+        assert _wait(svc.connected.is_set, 5)
+        manifest = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory).run(10.0)
+        _wait(lambda: not svc.batches, 10)
+        time.sleep(0.5)
+        health = svc.health()
+    col.close()
+    res = col.get("twin/residuals")
+    theta = np.concatenate([r["ch"]["theta"] for r in res])
+    rms = float(np.sqrt(np.mean(theta**2)))
+    print(f"theta residual rms {rms:.4g} rad over {theta.size} samples; health {health}")
+    assert rms < 3 * manifest["noise"]["theta"]
+    for leaf in ("twin/state", "twin/residuals", "twin/virtual"):
+        msgs = col.get(leaf)
+        seqs = [m["seq"] for m in msgs]
+        assert len(msgs) > 100 and all(b > a for a, b in zip(seqs, seqs[1:], strict=False)), leaf
+        assert all(math.isfinite(x) for m in msgs for v in m["ch"].values() for x in v), leaf
+    assert "crank_pin.fx" in col.get("twin/virtual")[-1]["ch"] and col.get("twin/latest")
+    assert col.get("twin/status")[0]["state"] == "online" and col.get("twin/health")
+
+
+def test_faults_counted_exactly(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
+    col = Collector(broker.url, broker.mqtt5)
+    cfg = _config(broker, tmp_path, service={"start_level": 2})
+    with TwinService(cfg) as svc:
+        assert _wait(svc.connected.is_set, 5)
+        rig = Rig(svc.mech, RigConfig(seed=7), broker.url, traj=trajectory)
+        manifest = rig.run(8.0, faults=0.04)
+        assert _wait(lambda: not svc.batches and not svc.seq.buffer, 10)
+        time.sleep(0.3)
+        h = svc.health()["counters"]
+        n_state = len(col.get("twin/state"))
+        rig.run(1.0, seq0=manifest["messages"] + 10)  # alive and tracking afterwards
+        assert _wait(lambda: len(col.get("twin/state")) >= n_state + 40, 10)
+    col.close()
+    exp = manifest["expected"]
+    print("manifest", manifest["faults"], exp, "counted", h)
+    assert len(manifest["faults"]) >= 10 and set(manifest["faults"].values()) >= {"drop", "late", "nan"}
+    for key in ("gap", "late", "duplicate", "reordered"):
+        assert h[key] == exp[key], key
+    assert h["invalid"] == exp["invalid"] and h["dropped_overload"] == 0
+    last = col.get("twin/residuals")[-1]["ch"]["theta"]
+    assert max(abs(x) for x in last) < 0.01
+
+
+def test_broker_restart_reconnects(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
+    col = Collector(broker.url, broker.mqtt5)
+    with TwinService(_config(broker, tmp_path, service={"start_level": 2})) as svc:
+        assert _wait(svc.connected.is_set, 5)
+        rig = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory)
+        th = threading.Thread(target=rig.run, args=(7.0,))
+        th.start()
+        time.sleep(2.0)
+        broker.stop()
+        time.sleep(1.5)
+        broker.start()
+        th.join()
+        time.sleep(0.5)
+        health = svc.health()
+    col.close()
+    births = [m for m in col.get("twin/status") if m["state"] == "online"]
+    assert [b["session"] for b in births][-1] == 2 and svc.connects == 2
+    t_state = [t for t, _ in col.msgs["twin/state"]]
+    assert t_state and t_state[-1] - t_state[0] > 3.0  # output resumed after the outage
+    assert health["connection"]["outages"] == 1 and health["connection"]["last_outage_s"] > 1.0
+
+
+def _serve(broker: Any) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "mbsd_twin.cli", "twin", "serve", "--broker", broker.url,
+                             "--asset", "sc-01", "--mechanism", MECH],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "MBSD_TWIN_BROKER": ""})
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_offline_on_kill_and_term(broker: Any, sig: int) -> None:
+    col = Collector(broker.url, broker.mqtt5)
+    proc = _serve(broker)
+    try:
+        assert _wait(lambda: any(m["state"] == "online" for m in col.get("twin/status")), 20)
+        proc.send_signal(sig)
+        assert _wait(lambda: col.get("twin/status")[-1]["state"] == "offline", 5)
+        assert proc.wait(10) in (0, -signal.SIGKILL)
+    finally:
+        proc.kill()
+        col.close()
+
+
+def test_overload_bounded(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
+    alarm = AlarmConfig("theta", "theta", "residual", high=0.003, low=0.002, min_duration=0.0)
+    cfg = _config(broker, tmp_path, service={"queue_size": 20, "lag_high": 0.05},
+                  core={"alarms": (alarm,), "alarm_max_events_per_minute": 4})
+    col = Collector(broker.url, broker.mqtt5)
+    with TwinService(cfg) as svc:
+        assert _wait(svc.connected.is_set, 5)
+        rig = Rig(svc.mech, RigConfig(rate=10000.0, batch=10), broker.url, traj=trajectory)
+        rig.precompute(6.0)
+        rss0 = _rss_mb()
+        rig.run(6.0)
+        h = svc.health()
+        rss1 = _rss_mb()
+    col.close()
+    print("overload health", h, f"rss {rss0:.0f} -> {rss1:.0f} MB")
+    c = h["counters"]
+    assert c["dropped_overload"] > 0 and h["hold"] == cfg.service.hold_levels[-1] and h["lag_s"] > 0
+    assert h["queue_depth"] <= cfg.service.queue_size and rss1 - rss0 < 100
+    assert len(col.get("twin/alarms")) <= 4 and c["resync"].get("gap", 0) > 0
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("VmRSS")) / 1024
+
+
+def test_command_round_trip_and_replay(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
+    rec = str(tmp_path / "rec.jsonl")
+    col = Collector(broker.url, broker.mqtt5)
+    with TwinService(_config(broker, tmp_path, record={"path": rec})) as svc:
+        assert _wait(svc.connected.is_set, 5)
+        rig = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory)
+        th = threading.Thread(target=rig.run, args=(3.0,))
+        th.start()
+        time.sleep(1.5)
+        reply_topic = f"{BASE}/twin/reply/test"
+        props = Properties(PacketTypes.PUBLISH)
+        props.ResponseTopic, props.CorrelationData = reply_topic, b"abc"
+        t0 = time.monotonic()
+        col.c.publish(f"{BASE}/twin/cmd/reset", b"{}", qos=1, properties=props if broker.mqtt5 else None)
+        leaf = "twin/reply/test" if broker.mqtt5 else "twin/reply"
+        assert _wait(lambda: col.get(leaf), 1.0), "no reply within 1 s"
+        dt = [t for t, _ in col.msgs[leaf]][0] - t0
+        th.join()
+        _wait(lambda: not svc.batches, 10)
+    col.close()
+    print(f"reset answered in {1e3 * dt:.1f} ms: {col.get(leaf)[0]}")
+    assert col.get(leaf)[0]["ok"] and svc.core.stats["resync"]["reset"] == 1
+    res = replay(rec)
+    assert res.identical and res.recorded > 100
+    live = [json.dumps(m, sort_keys=True) for m in col.get("twin/state")]
+    replayed = [json.dumps(json.loads(p), sort_keys=True) for t, p in res.outputs if t.endswith("/state")]
+    assert live == replayed
