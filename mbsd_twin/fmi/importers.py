@@ -5,12 +5,19 @@ Each importer loads the FMU into the current process (PythonFMU FMUs run in the 
 Python interpreter). To keep a crash in an importer away from the caller, run it in a subprocess:
 
     python -m mbsd_twin.fmi.importers fmpy FMU --stop 1 --step 0.001 --input motor_torque=2 --out r.npz
+
+PythonFMU 0.7.0 can abort the process at interpreter exit once its library was loaded
+("corrupted double-linked list", NTNU-IHB/PythonFMU#228), after all FMU calls returned; the
+command line therefore ends with ``os._exit`` once the results are written and flushed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -112,5 +119,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def run_isolated(importer: str, fmu: str | Path, stop: float, step: float, start: float = 0.0,
+                 inputs: Mapping[str, InputProfile] | None = None, parameters: Mapping[str, float] | None = None,
+                 timeout: float | None = None) -> Arrays:
+    """:func:`run_fmpy` or :func:`run_libcosim` in a fresh ``python -m mbsd_twin.fmi.importers``
+    process; raises RuntimeError with the child's output when it wrote no result."""
+    with tempfile.TemporaryDirectory(prefix="mbsd_importer_") as tmp:
+        out = Path(tmp) / "result.npz"
+        cmd = [sys.executable, "-m", "mbsd_twin.fmi.importers", importer, str(fmu), "--start", repr(start),
+               "--stop", repr(stop), "--step", repr(step), "--out", str(out)]
+        cmd += [f"--input={n}={p.spec}" for n, p in (inputs or {}).items()]
+        cmd += [f"--param={n}={v!r}" for n, v in (parameters or {}).items()]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0 or not out.exists():
+            raise RuntimeError(f"{importer} run failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+        with np.load(out) as data:
+            return {k: np.array(data[k]) for k in data.files}
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

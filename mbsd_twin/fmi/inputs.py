@@ -38,6 +38,12 @@ class InputProfile:
     args: tuple[float, ...]
     text: str = ""
 
+    @property
+    def spec(self) -> str:
+        """The PROFILE text that parses back to this profile (numbers written exactly)."""
+        nums = ":".join(repr(float(a)) for a in self.args)
+        return nums if self.kind == "constant" else f"{self.kind}:{nums}"
+
     def __call__(self, t: float) -> float:
         a = self.args
         if self.kind == "constant":

@@ -31,7 +31,7 @@ import numpy as np
 from ..dynamics import SolverFailure
 from ..loader import load_mechanism, loads_mechanism
 from ..model import Mechanism
-from .importers import Arrays, run_fmpy
+from .importers import Arrays, run_fmpy, run_isolated
 from .inputs import InputProfile, communication_points, parse_profile
 from .native import run_native
 
@@ -191,8 +191,11 @@ def compare(fmu_res: Arrays, native: Arrays, units: Mapping[str, str], rtol: flo
 def validate(fmu: str | Path, mechanism: str | Path | None = None, stop_time: float | None = None,
              step: float | None = None, inputs: Mapping[str, str | InputProfile] | None = None,
              parameters: Mapping[str, float] | None = None, rtol: float = 1e-9, atol: float = 1e-12,
-             checks: bool = True) -> ValidationReport:
-    """Check ``fmu`` and compare it with the native Simulator (see the module docstring)."""
+             checks: bool = True, isolate: bool = True) -> ValidationReport:
+    """Check ``fmu`` and compare it with the native Simulator (see the module docstring).
+
+    ``isolate``: run fmpy in a subprocess (see :mod:`mbsd_twin.fmi.importers`), so that the FMU's
+    library is never loaded into this process."""
     from fmpy import read_model_description
 
     rep = ValidationReport(str(fmu))
@@ -206,8 +209,11 @@ def validate(fmu: str | Path, mechanism: str | Path | None = None, stop_time: fl
     units = {v.name: v.unit or "" for v in md.modelVariables if v.causality == "output"}
     t0 = time.perf_counter()
     try:
-        rep.fmu_result = run_fmpy(fmu, start, stop, h, profiles, parameters)
-    except Exception as exc:  # the importer reports FMU failures as plain exceptions
+        if isolate:
+            rep.fmu_result = run_isolated("fmpy", fmu, stop, h, start, profiles, parameters)
+        else:
+            rep.fmu_result = run_fmpy(fmu, start, stop, h, profiles, parameters)
+    except Exception as exc:  # the importers report FMU failures as plain exceptions
         rep.message = f"fmpy simulation failed: {exc}"
         return rep
     t1 = time.perf_counter()
