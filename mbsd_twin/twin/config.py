@@ -131,6 +131,7 @@ class ServiceConfig:
     lag_high: float = 0.25  # s: coarser above
     lag_low: float = 0.05  # s: finer after `lag_low_batches` batches below
     lag_low_batches: int = 100
+    max_lag: float = 0.5  # s: at the coarsest hold, a batch this late flushes the backlog (newest kept)
     health_interval: float = 1.0
 
 

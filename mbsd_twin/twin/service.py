@@ -12,7 +12,8 @@ svc.wait()`` (start/stop run in a thread so the event loop is never blocked).
 Degradation when the solver falls behind (documented in docs/mqtt-contract.md): (1) coarser
 solver steps — ``hold`` samples per step through ``hold_levels`` while the arrival-to-processing
 lag exceeds ``lag_high``; (2) the bounded queue drops its oldest batch (counted); the next batch
-is then not contiguous and the model is re-synchronised from it. Memory is bounded by the queue,
+is then not contiguous and the model is re-synchronised from it; (3) at the coarsest hold, a batch
+older than ``max_lag`` flushes the backlog except the newest batch (counted as drops). Memory is bounded by the queue,
 the sequencer window and paho's outgoing queue (``max_queued_messages_set``).
 """
 
@@ -233,6 +234,16 @@ class TwinService:
 
     def _process(self, batch: SensorBatch, t_arrival: float, depth: int) -> None:
         self.lag = time.monotonic() - t_arrival
+        s = self.cfg.service
+        if self.lag > s.max_lag and self.level == len(s.hold_levels) - 1:
+            with self.lock:  # step 3 of the degradation: skip to the newest batch
+                n = len(self.batches)
+                newest = [self.batches.pop()] if n else []
+                self.batches.clear()
+                self.batches.extend(newest)
+                self.counts["dropped_overload"] += n if n else 1
+            if n:
+                return
         outs = self.core.step(batch, self._adapt(self.lag))
         for o in outs:
             self.publish(o)
