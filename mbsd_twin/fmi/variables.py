@@ -77,10 +77,8 @@ def fmu_variables(sim: Simulator, output_patterns: Sequence[str] = GENERIC_OUTPU
         raise ValueError(f"no output matches {', '.join(output_patterns)}; outputs are: {', '.join(ports)}")
     out += [FmuVariable(n, "output", "continuous", ports[n].unit, ports[n].description) for n in chosen]
     for p in sim.parameters:
-        desc = p.description
-        if p.name == "solver.max_step":
-            desc += "; 0 means no limit"
-        out.append(FmuVariable(p.name, "parameter", p.variability, p.unit, desc, to_fmu_value(p.name, p.value)))
+        out.append(FmuVariable(p.name, "parameter", p.variability, p.unit, p.description,
+                               to_fmu_value(p.name, p.value)))
     seen: set[str] = set()
     for v in out:
         if v.name in seen:
