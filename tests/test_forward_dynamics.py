@@ -187,7 +187,7 @@ def test_energy_is_conserved_over_10_s(name: str) -> None:
 
 def test_free_frictionless_slider_crank_conserves_energy_over_10_s() -> None:
     mech = without_friction(load("slider_crank.toml"))
-    check_conservative(mech, mt.simulate(mech, 10.0, 0.05, inputs={"motor_torque": 0.0,
+    check_conservative(mech, mt.simulate(mech, 10.0, 0.1, inputs={"motor_torque": 0.0,
                                                                      "piston_force": 0.0}))
 
 
@@ -297,7 +297,7 @@ def seed_minimal_ode(t_eval: np.ndarray) -> np.ndarray:
 
 def test_seed_four_bar_projection_holds_the_constraints_for_30_s() -> None:
     mech = seed_four_bar()
-    res = mt.simulate(mech, 30.0, 0.05)
+    res = mt.simulate(mech, 30.0, 0.1)
     assert res.status == 0, res.message
     assert res["constraints.position_residual"].max() < 1e-9
     # the links are exact: distances recomputed from the particle positions
@@ -312,7 +312,7 @@ def test_seed_four_bar_projection_holds_the_constraints_for_30_s() -> None:
     # the particle spins are untouched
     assert np.abs(res["p2.omega"]).max() < 1e-9 and np.abs(res["p3.omega"]).max() < 1e-9
     # the motion is that of the minimal-coordinate equation (first 3 s)
-    n = int(round(3.0 / 0.05)) + 1
+    n = int(round(3.0 / 0.1)) + 1
     theta2 = np.unwrap(np.arctan2(res["p2.y"][:n], res["p2.x"][:n]))
     np.testing.assert_allclose(theta2, seed_minimal_ode(res.time[:n]), rtol=0, atol=1e-6)
 
@@ -320,8 +320,8 @@ def test_seed_four_bar_projection_holds_the_constraints_for_30_s() -> None:
 def test_seed_four_bar_drifts_without_stabilisation() -> None:
     mech = seed_four_bar()
     loose = mt.SolverOptions(rtol=1e-3, atol=1e-6)          # the seed's solve_ivp tolerances
-    projected = mt.simulate(mech, 30.0, 0.05, options=loose)
-    free = mt.simulate(mech, 30.0, 0.05, options=dataclasses.replace(loose, drift="none"))
+    projected = mt.simulate(mech, 30.0, 0.5, options=loose)
+    free = mt.simulate(mech, 30.0, 0.5, options=dataclasses.replace(loose, drift="none"))
     assert projected.status == 0 and free.status == 0
     r_proj = float(projected["constraints.position_residual"][-1])
     r_free = float(free["constraints.position_residual"][-1])
@@ -329,7 +329,7 @@ def test_seed_four_bar_drifts_without_stabilisation() -> None:
     assert r_free > 1e-9                       # visible drift
     assert r_free >= 1000.0 * max(r_proj, 1e-15), (r_free, r_proj)
     # the drift grows: the end is worse than the first second
-    assert r_free > 10 * float(free["constraints.position_residual"][: 21].max())
+    assert r_free > 10 * float(free["constraints.position_residual"][:3].max())
 
 
 # --------------------------------------------------------------------------- method cross-check
