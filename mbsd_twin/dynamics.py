@@ -48,6 +48,9 @@ class SolverOptions:
     projection_tol: position residual the projection drives max|C| below [m or rad].
     initial_velocity: "check" (error if Cq·v0 + Ct ≠ 0 beyond velocity_tol) or "project"
     (replace v0 by the nearest consistent velocity).
+    backend: "auto" (default: the compiled numba path when the mechanism and options allow it —
+    DOP853, no table/callable profiles or callable loads — else numpy), "compiled" (error if not
+    possible) or "numpy".
     """
 
     method: str = "DOP853"
@@ -60,6 +63,7 @@ class SolverOptions:
     projection_tol: float = 1e-12
     initial_velocity: str = "check"
     velocity_tol: float = 1e-8
+    backend: str = "auto"
 
     def problems(self) -> list[str]:
         out = []
@@ -74,6 +78,8 @@ class SolverOptions:
             v = getattr(self, name)
             if not (isinstance(v, int | float) and v > 0 and not math.isnan(v)):
                 out.append(f"{name} must be a positive number, got {v!r}")
+        if self.backend not in ("auto", "compiled", "numpy"):
+            out.append(f"backend must be 'auto', 'compiled' or 'numpy', got {self.backend!r}")
         if self.initial_velocity not in ("check", "project"):
             out.append(f"initial_velocity must be 'check' or 'project', got {self.initial_velocity!r}")
         return out
@@ -168,6 +174,20 @@ class Dynamics:
         A = Cq[0][rows]  # type: ignore[index]
         v = v - A.T @ np.linalg.solve(A @ A.T, A @ v + Ct[0][rows])
         return q, v
+
+    def make_stepper(self, t0: float, y0: F, inputs: dict[str, float]) -> Stepper:
+        """The compiled stepper when the options and mechanism allow it, else the numpy one."""
+        if self.opts.backend != "numpy":
+            from .compiled_model import Unsupported
+            from .fastpath import CompiledStepper
+
+            try:
+                return CompiledStepper(self, t0, y0, inputs)  # type: ignore[return-value]
+            except Unsupported as exc:
+                if self.opts.backend == "compiled":
+                    raise MbsdError(f"{self.system.mechanism.source}: the compiled backend does not "
+                                    f"support {exc}; use backend='auto' or 'numpy'") from exc
+        return Stepper(self, t0, y0, inputs)
 
     def initial_state(self, t0: float = 0.0) -> F:
         """Assembled q0, checked (or projected) v0, zero energy integrals."""

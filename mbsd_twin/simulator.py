@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .dynamics import Dynamics, SolverOptions, Stepper
+from .dynamics import Dynamics, SolverOptions
+from .fastpath import CompiledStepper
 from .errors import MechanismError, PortError, Problem
 from .model import Mechanism
 from .outputs import OutputSpec, kinematic_columns, reaction_columns
@@ -62,7 +63,7 @@ class Simulator:
         self.system = compile_mechanism(mech)
         self._dyn = Dynamics(self.system, self._options)
         self._inputs = {p.name: p.start for p in input_ports(mech)}
-        self._stepper = Stepper(self._dyn, self._t0, self._dyn.initial_state(self._t0), self._inputs)
+        self._stepper = self._dyn.make_stepper(self._t0, self._dyn.initial_state(self._t0), self._inputs)
         self._specs = output_specs(self.system)
         self._cache: tuple[float, bytes, dict[str, float]] | None = None
         self._e0 = 0.0
@@ -126,10 +127,12 @@ class Simulator:
             problems = opts.problems()
             if problems:
                 raise PortError(f"parameter {name}: {'; '.join(problems)}", name=name)
-            state = self.get_state()
+            saved, e0, inputs = self._stepper.export(), self._e0, dict(self._inputs)
             self._options = opts
             self._build()
-            self.set_state(state)
+            self._e0, self._inputs = e0, inputs
+            self._stepper.restore(saved)
+            self._cache = None
             return
         if name not in model_parameters(self._base):
             raise PortError(f"unknown parameter {name!r}", name=name)
@@ -164,13 +167,22 @@ class Simulator:
             return self._cache[2]
         n, s, t = self.system.n_coord, self.system, self.time
         q, v = y[:n], y[n:2 * n]
-        ev = self._dyn.evaluate(t, q, v, self._inputs)
-        out = {**kinematic_columns(s, q[None], v[None], ev.a[None]),
-               **reaction_columns(s, q[None], ev.Cq[None], ev.lam[None])}
-        vals = {k: float(x[0]) for k, x in out.items()}
+        if isinstance(self._stepper, CompiledStepper):
+            a, lam, react, Ve = self._stepper.evaluate()
+            vals = {k: float(x[0]) for k, x in kinematic_columns(s, q[None], v[None], a[None]).items()}
+            for k, j in enumerate(s.joints):
+                for c in j.components:
+                    vals[f"{j.name}.{c}"] = float(react[k, "xyz".index(c[1])])
+            for d in s.drivers:
+                vals[f"{d.name}.effort"] = float(-lam[d.row])
+        else:
+            ev = self._dyn.evaluate(t, q, v, self._inputs)
+            out = {**kinematic_columns(s, q[None], v[None], ev.a[None]),
+                   **reaction_columns(s, q[None], ev.Cq[None], ev.lam[None])}
+            vals = {k: float(x[0]) for k, x in out.items()}
+            Ve = float(ev.loads.elastic[0])
         T = float(s.kinetic_energy_batch(q[None], v[None])[0])
         Vg = float(s.gravitational_energy_batch(q[None])[0])
-        Ve = float(ev.loads.elastic[0])
         e_diss, w_in, w_con = (float(x) for x in y[2 * n:2 * n + 3])
         vals.update({"energy.kinetic": T, "energy.gravitational": Vg, "energy.elastic": Ve,
                      "energy.total": T + Vg + Ve, "energy.dissipated": e_diss, "energy.input_work": w_in,

@@ -1,0 +1,151 @@
+"""A compiled Dormand–Prince 8(5,3) integrator over the compiled right-hand side.
+
+Step-size control follows the standard scheme (Hairer, Nørsett & Wanner): error norm from the
+5th- and 3rd-order embedded estimates, safety factor 0.9, step factor bounded to [0.2, 10], no
+increase right after a rejected step. The Butcher tableau is taken from scipy's DOP853 tables, so
+both integrators use the same method. Positions and velocities are projected onto the constraints
+after every accepted step when asked.
+
+State y = [q (n), v (n), E_diss, W_in, W_con]; see ``dynamics.py``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+from scipy.integrate._ivp import dop853_coefficients as _tab
+
+from .nb_solve import accelerations, project
+
+TAB_A = np.ascontiguousarray(_tab.A[:_tab.N_STAGES, :_tab.N_STAGES])
+TAB_B = np.ascontiguousarray(_tab.B)
+TAB_C = np.ascontiguousarray(_tab.C[:_tab.N_STAGES])
+TAB_E3 = np.ascontiguousarray(_tab.E3)
+TAB_E5 = np.ascontiguousarray(_tab.E5)
+N_STAGES = _tab.N_STAGES
+
+OK, FAIL_STEP, FAIL_SOLVE, FAIL_PROJECT = 0, -1, -2, -3
+
+
+@njit(cache=True)
+def rhs(t, y, inputs, model):  # noqa: ANN001
+    n = model[0]
+    Jc = model[3]
+    q, v = y[:n], y[n:2 * n]
+    a, lam, el, di, pin, C, Jv, Ct, ok = accelerations(t, q, v, inputs, model)
+    dy = np.empty_like(y)
+    dy[:n], dy[n:2 * n] = v, a
+    dy[2 * n], dy[2 * n + 1] = di, pin
+    pc = 0.0
+    for r in range(lam.shape[0]):
+        cqv = 0.0
+        for k in range(Jc.shape[1]):
+            if Jc[r, k] >= 0:
+                cqv += Jv[r, k] * v[Jc[r, k]]
+        pc -= lam[r] * cqv
+    dy[2 * n + 2] = pc
+    finite = ok
+    for k in range(dy.shape[0]):
+        if not math.isfinite(dy[k]):
+            finite = False
+    return dy, finite
+
+
+@njit(cache=True)
+def _rms(x, scale):  # noqa: ANN001
+    s = 0.0
+    for k in range(x.shape[0]):
+        s += (x[k] / scale[k]) ** 2
+    return math.sqrt(s / x.shape[0])
+
+
+@njit(cache=True)
+def initial_step(t, y, f, inputs, model, rtol, atol, max_step):  # noqa: ANN001
+    scale = atol + np.abs(y) * rtol
+    d0, d1 = _rms(y, scale), _rms(f, scale)
+    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
+    h0 = min(h0, max_step)
+    f1, _ = rhs(t + h0, y + h0 * f, inputs, model)
+    d2 = _rms(f1 - f, scale) / h0
+    if d1 <= 1e-15 and d2 <= 1e-15:
+        h1 = max(1e-6, h0 * 1e-3)
+    else:
+        h1 = (0.01 / max(d1, d2)) ** (1.0 / 8.0)
+    return min(100.0 * h0, h1, max_step)
+
+
+@njit(cache=True)
+def _stages(t, y, f, h, inputs, model, K):  # noqa: ANN001
+    K[0] = f
+    ok = True
+    for s in range(1, N_STAGES):
+        dy = np.zeros(y.shape[0])
+        for j in range(s):
+            if TAB_A[s, j] != 0.0:
+                dy += TAB_A[s, j] * K[j]
+        K[s], fine = rhs(t + TAB_C[s] * h, y + h * dy, inputs, model)
+        ok = ok and fine
+    y_new = y.copy()
+    for j in range(N_STAGES):
+        y_new += h * TAB_B[j] * K[j]
+    f_new, fine = rhs(t + h, y_new, inputs, model)
+    K[N_STAGES] = f_new
+    return y_new, f_new, ok and fine
+
+
+@njit(cache=True)
+def _error_norm(K, h, scale):  # noqa: ANN001
+    e5 = np.zeros(K.shape[1])
+    e3 = np.zeros(K.shape[1])
+    for j in range(K.shape[0]):
+        e5 += TAB_E5[j] * K[j]
+        e3 += TAB_E3[j] * K[j]
+    n5, n3 = 0.0, 0.0
+    for k in range(K.shape[1]):
+        n5 += (e5[k] / scale[k]) ** 2
+        n3 += (e3[k] / scale[k]) ** 2
+    if n5 == 0.0 and n3 == 0.0:
+        return 0.0
+    return abs(h) * n5 / math.sqrt((n5 + 0.01 * n3) * K.shape[1])
+
+
+@njit(cache=True)
+def advance(t, y, f, h_abs, t_end, inputs, model, rtol, atol, max_step, proj, ptol):  # noqa: ANN001
+    """Integrate from t to exactly t_end. Returns (t, y, f, h_abs, steps, status)."""
+    n = model[0]
+    K = np.empty((N_STAGES + 1, y.shape[0]))
+    steps = 0
+    while t < t_end:
+        min_step = 10.0 * (np.nextafter(t, np.inf) - t)
+        h_abs = min(max(h_abs, min_step), max_step)
+        rejected = False
+        while True:
+            if h_abs < min_step:
+                return t, y, f, h_abs, steps, FAIL_STEP
+            t_new = min(t + h_abs, t_end)
+            h = t_new - t
+            y_new, f_new, fine = _stages(t, y, f, h, inputs, model, K)
+            scale = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
+            err = _error_norm(K, h, scale) if fine else np.inf
+            if err < 1.0:
+                factor = 10.0 if err == 0.0 else min(10.0, 0.9 * err ** (-1.0 / 8.0))
+                if rejected:
+                    factor = min(1.0, factor)
+                h_abs = h * factor
+                break
+            h_abs = h * max(0.2, 0.9 * err ** (-1.0 / 8.0)) if math.isfinite(err) else 0.5 * h
+            rejected = True
+        t, y, f = t_new, y_new, f_new
+        steps += 1
+        if proj:
+            q, v, ok = project(t, y[:n], y[n:2 * n], model, ptol)
+            if not ok:
+                return t, y, f, h_abs, steps, FAIL_PROJECT
+            y = y.copy()
+            y[:n], y[n:2 * n] = q, v
+            f, fine = rhs(t, y, inputs, model)
+            if not fine:
+                return t, y, f, h_abs, steps, FAIL_SOLVE
+    return t, y, f, h_abs, steps, OK

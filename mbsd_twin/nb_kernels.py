@@ -1,0 +1,247 @@
+"""Compiled (numba) evaluation of one configuration: constraint rows, γ, mass matrix blocks and
+generalised forces. The same physics as ``kernels.py`` / ``system.py`` / ``loads.py`` (which the
+tests compare against), written as scalar loops so that a right-hand side costs microseconds.
+
+Data layout (see ``compiled_model.py``): ``qx``/``vx`` are q/v with the ground's three zeros
+appended; the Jacobian is row-structured: row r has up to six entries ``Jv[r, k]`` at columns
+``Jc[r, k]`` (−1: unused or a ground column). Each constraint kind is a tuple of arrays.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+# profile codes: 0 constant(p0), 1 constant speed(speed p0, start p1), 2 polynomial(p0..),
+# 3 harmonic(amplitude p0, frequency p1 [Hz], phase p2, offset p3)
+
+
+@njit(cache=True)
+def profile(code: int, p: np.ndarray, t: float) -> tuple[float, float, float]:
+    if code == 0:
+        return p[0], 0.0, 0.0
+    if code == 1:
+        return p[1] + p[0] * t, p[0], 0.0
+    if code == 2:
+        f, d1, d2 = 0.0, 0.0, 0.0
+        for k in range(p.shape[0] - 1, -1, -1):  # Horner with derivatives
+            d2 = d2 * t + 2.0 * d1
+            d1 = d1 * t + f
+            f = f * t + p[k]
+        return f, d1, d2
+    w = 2.0 * math.pi * p[1]
+    s, c = math.sin(w * t + p[2]), math.cos(w * t + p[2])
+    return p[3] + p[0] * s, p[0] * w * c, -p[0] * w * w * s
+
+
+@njit(cache=True)
+def _att(qx: np.ndarray, col: int, sx: float, sy: float) -> tuple[float, float]:
+    """World attachment vector A(θ)·s of a body-fixed point."""
+    c, s = math.cos(qx[col + 2]), math.sin(qx[col + 2])
+    return c * sx - s * sy, s * sx + c * sy
+
+
+@njit(cache=True)
+def _coincident(qx, vx, co, C, Jv, Ct, G, gam):  # noqa: ANN001
+    off, ci, cj, si, sj = co
+    for k in range(ci.shape[0]):
+        i, j, r = ci[k], cj[k], off + 2 * k
+        aix, aiy = _att(qx, i, si[k, 0], si[k, 1])
+        ajx, ajy = _att(qx, j, sj[k, 0], sj[k, 1])
+        C[r] = qx[i] + aix - qx[j] - ajx
+        C[r + 1] = qx[i + 1] + aiy - qx[j + 1] - ajy
+        Jv[r, 0], Jv[r, 1], Jv[r, 2], Jv[r, 3], Jv[r, 4], Jv[r, 5] = 1.0, 0.0, -aiy, -1.0, 0.0, ajy
+        Jv[r + 1, 0], Jv[r + 1, 1], Jv[r + 1, 2] = 0.0, 1.0, aix
+        Jv[r + 1, 3], Jv[r + 1, 4], Jv[r + 1, 5] = 0.0, -1.0, -ajx
+        Ct[r] = Ct[r + 1] = 0.0
+        if gam:
+            wi2, wj2 = vx[i + 2] ** 2, vx[j + 2] ** 2
+            G[r] = aix * wi2 - ajx * wj2
+            G[r + 1] = aiy * wi2 - ajy * wj2
+
+
+@njit(cache=True)
+def _angles(qx, ra, gr, C, Jv, Ct, G):  # noqa: ANN001
+    off, ci, cj, phi0 = ra
+    for k in range(ci.shape[0]):
+        r = off + k
+        C[r] = qx[cj[k] + 2] - qx[ci[k] + 2] - phi0[k]
+        Jv[r, 0], Jv[r, 1] = -1.0, 1.0
+        Ct[r] = G[r] = 0.0
+    off, ci, cj, ratio, c0 = gr
+    for k in range(ci.shape[0]):
+        r = off + k
+        C[r] = qx[ci[k] + 2] - ratio[k] * qx[cj[k] + 2] - c0[k]
+        Jv[r, 0], Jv[r, 1] = 1.0, -ratio[k]
+        Ct[r] = G[r] = 0.0
+
+
+@njit(cache=True)
+def _sep(qx, vx, i, j, sx_i, sy_i, sx_j, sy_j):  # noqa: ANN001
+    aix, aiy = _att(qx, i, sx_i, sy_i)
+    ajx, ajy = _att(qx, j, sx_j, sy_j)
+    dx, dy = qx[j] + ajx - qx[i] - aix, qx[j + 1] + ajy - qx[i + 1] - aiy
+    wi, wj = vx[i + 2], vx[j + 2]
+    ddx = vx[j] - wj * ajy - vx[i] + wi * aiy
+    ddy = vx[j + 1] + wj * ajx - vx[i + 1] - wi * aix
+    return aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj
+
+
+@njit(cache=True)
+def _point_on_line(qx, vx, pl, C, Jv, Ct, G, gam):  # noqa: ANN001
+    off, ci, cj, si, sj, nh = pl
+    for k in range(ci.shape[0]):
+        i, j, r = ci[k], cj[k], off + k
+        aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, vx, i, j, si[k, 0], si[k, 1], sj[k, 0], sj[k, 1])
+        nx, ny = _att(qx, i, nh[k, 0], nh[k, 1])
+        C[r] = nx * dx + ny * dy
+        Jv[r, 0], Jv[r, 1] = -nx, -ny
+        Jv[r, 2] = (-ny * dx + nx * dy) - (-nx * aiy + ny * aix)
+        Jv[r, 3], Jv[r, 4], Jv[r, 5] = nx, ny, -nx * ajy + ny * ajx
+        Ct[r] = 0.0
+        if gam:
+            G[r] = -(-(wi * wi) * (nx * dx + ny * dy) + 2.0 * wi * (-ny * ddx + nx * ddy)
+                     + nx * (wi * wi * aix - wj * wj * ajx) + ny * (wi * wi * aiy - wj * wj * ajy))
+
+
+@njit(cache=True)
+def _drivers(qx, vx, t, cd, dd, C, Jv, Ct, G, gam):  # noqa: ANN001
+    off, ci, axis, s, pk, pp = cd
+    for k in range(ci.shape[0]):
+        i, r = ci[k], off + k
+        ax, ay = _att(qx, i, s[k, 0], s[k, 1])
+        f, fd, fdd = profile(pk[k], pp[k], t)
+        w2 = vx[i + 2] ** 2
+        if axis[k] == 0:
+            C[r], Jv[r, 0], Jv[r, 1], Jv[r, 2], gvv = qx[i] + ax - f, 1.0, 0.0, -ay, -ax * w2
+        elif axis[k] == 1:
+            C[r], Jv[r, 0], Jv[r, 1], Jv[r, 2], gvv = qx[i + 1] + ay - f, 0.0, 1.0, ax, -ay * w2
+        else:
+            C[r], Jv[r, 0], Jv[r, 1], Jv[r, 2], gvv = qx[i + 2] - f, 0.0, 0.0, 1.0, 0.0
+        Ct[r] = -fd
+        if gam:
+            G[r] = fdd - gvv
+    off, ci, cj, si, sj, pk, pp = dd
+    for k in range(ci.shape[0]):
+        i, j, r = ci[k], cj[k], off + k
+        aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, vx, i, j, si[k, 0], si[k, 1], sj[k, 0], sj[k, 1])
+        L = math.hypot(dx, dy)
+        ux, uy = dx / L, dy / L
+        f, fd, fdd = profile(pk[k], pp[k], t)
+        C[r] = L - f
+        Jv[r, 0], Jv[r, 1], Jv[r, 2] = -ux, -uy, -(-ux * aiy + uy * aix)
+        Jv[r, 3], Jv[r, 4], Jv[r, 5] = ux, uy, -ux * ajy + uy * ajx
+        Ct[r] = -fd
+        if gam:
+            udd = (dx * ddx + dy * ddy) / L
+            d2x, d2y = wi * wi * aix - wj * wj * ajx, wi * wi * aiy - wj * wj * ajy
+            lvv = (ddx * ddx + ddy * ddy + dx * d2x + dy * d2y) / L - udd * udd / L
+            G[r] = fdd - lvv
+
+
+@njit(cache=True)
+def constraint_rows(qx, vx, t, cons, C, Jv, Ct, G, gam):  # noqa: ANN001
+    """Fill C, Jv, Ct (and γ when ``gam``) for every constraint row."""
+    co, ra, pl, gr, cd, dd = cons
+    _coincident(qx, vx, co, C, Jv, Ct, G, gam)
+    _angles(qx, ra, gr, C, Jv, Ct, G)
+    _point_on_line(qx, vx, pl, C, Jv, Ct, G, gam)
+    _drivers(qx, vx, t, cd, dd, C, Jv, Ct, G, gam)
+
+
+@njit(cache=True)
+def body_blocks(qx, vx, bodies, Mb, Q):  # noqa: ANN001
+    """Per-body 3×3 mass blocks Mb (nb, 3, 3) and gravity + velocity-product forces into Q."""
+    mass, inertia, cg, g = bodies
+    for b in range(mass.shape[0]):
+        col = 3 * b
+        gx, gy = _att(qx, col, cg[b, 0], cg[b, 1])
+        bx, by = -gy, gx
+        m = mass[b]
+        Mb[b, 0, 0] = Mb[b, 1, 1] = m
+        Mb[b, 0, 1] = Mb[b, 1, 0] = 0.0
+        Mb[b, 0, 2] = Mb[b, 2, 0] = m * bx
+        Mb[b, 1, 2] = Mb[b, 2, 1] = m * by
+        Mb[b, 2, 2] = inertia[b] + m * (cg[b, 0] ** 2 + cg[b, 1] ** 2)
+        w2 = vx[col + 2] ** 2
+        Q[col] += m * g[0] + m * gx * w2
+        Q[col + 1] += m * g[1] + m * gy * w2
+        Q[col + 2] += m * (bx * g[0] + by * g[1])
+
+
+@njit(cache=True)
+def _apply(Q, col, n, fx, fy, mz):  # noqa: ANN001
+    if col < n:
+        Q[col] += fx
+        Q[col + 1] += fy
+        Q[col + 2] += mz
+
+
+@njit(cache=True)
+def _magnitude(kind: int, value: float, idx: int, pk: int, pp: np.ndarray, inputs: np.ndarray, t: float) -> float:
+    if kind == 1:
+        return inputs[idx]
+    if kind == 2:
+        return profile(pk, pp, t)[0]
+    return value
+
+
+@njit(cache=True)
+def applied_loads(qx, vx, t, inputs, loads, Q, n):  # noqa: ANN001
+    """Add every applied load into Q; return (elastic energy, dissipated power, input power)."""
+    fo, to, sd, rs, pf = loads
+    el, di, pin = 0.0, 0.0, 0.0
+    ci, p, d, bodyf, kind, val, idx, pk, pp = fo
+    for k in range(ci.shape[0]):
+        i = ci[k]
+        m = _magnitude(kind[k], val[k], idx[k], pk[k], pp[k], inputs, t)
+        dx, dy = d[k, 0], d[k, 1]
+        if bodyf[k]:
+            dx, dy = _att(qx, i, dx, dy)
+        fx, fy = dx * m, dy * m
+        ax, ay = _att(qx, i, p[k, 0], p[k, 1])
+        _apply(Q, i, n, fx, fy, ax * fy - ay * fx)
+        w = vx[i + 2]
+        pin += fx * (vx[i] - w * ay) + fy * (vx[i + 1] + w * ax)
+    ci, cj, kind, val, idx, pk, pp = to
+    for k in range(ci.shape[0]):
+        m = _magnitude(kind[k], val[k], idx[k], pk[k], pp[k], inputs, t)
+        _apply(Q, ci[k], n, 0.0, 0.0, m)
+        _apply(Q, cj[k], n, 0.0, 0.0, -m)
+        pin += m * (vx[ci[k] + 2] - vx[cj[k] + 2])
+    ci, cj, pi, pj, kk, cc, L0 = sd
+    for k in range(ci.shape[0]):
+        i, j = ci[k], cj[k]
+        aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, vx, i, j, pi[k, 0], pi[k, 1], pj[k, 0], pj[k, 1])
+        L = max(math.hypot(dx, dy), 1e-12)
+        ux, uy = dx / L, dy / L
+        Ld = ux * ddx + uy * ddy
+        T = kk[k] * (L - L0[k]) + cc[k] * Ld
+        fx, fy = T * ux, T * uy
+        _apply(Q, i, n, fx, fy, aix * fy - aiy * fx)
+        _apply(Q, j, n, -fx, -fy, -(ajx * fy - ajy * fx))
+        el += 0.5 * kk[k] * (L - L0[k]) ** 2
+        di += cc[k] * Ld * Ld
+    ci, cj, kk, cc, phi0 = rs
+    for k in range(ci.shape[0]):
+        i, j = ci[k], cj[k]
+        dphi = qx[j + 2] - qx[i + 2] - phi0[k]
+        dw = vx[j + 2] - vx[i + 2]
+        tau = -kk[k] * dphi - cc[k] * dw
+        _apply(Q, j, n, 0.0, 0.0, tau)
+        _apply(Q, i, n, 0.0, 0.0, -tau)
+        el += 0.5 * kk[k] * dphi * dphi
+        di += cc[k] * dw * dw
+    ci, cj, pi, pj, u, cc = pf
+    for k in range(ci.shape[0]):
+        i, j = ci[k], cj[k]
+        aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, vx, i, j, pi[k, 0], pi[k, 1], pj[k, 0], pj[k, 1])
+        ux, uy = _att(qx, i, u[k, 0], u[k, 1])
+        sdot = wi * (-uy * dx + ux * dy) + ux * ddx + uy * ddy
+        f = -cc[k] * sdot
+        _apply(Q, i, n, -f * ux, -f * uy, f * ((-uy * dx + ux * dy) - (-ux * aiy + uy * aix)))
+        _apply(Q, j, n, f * ux, f * uy, f * (-ux * ajy + uy * ajx))
+        di += cc[k] * sdot * sdot
+    return el, di, pin
