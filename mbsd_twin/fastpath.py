@@ -65,12 +65,12 @@ class CompiledStepper:
         if status != nd.OK:
             raise SolverFailure(f"integration failed at t={self.t:.9g} s: {_FAILURES[status]}", time=self.t)
 
-    def evaluate(self) -> tuple[F, F, F, float]:
-        """a, λ, joint reactions (n_joints, 3) and elastic energy at the current point."""
+    def evaluate(self) -> tuple[F, F, F, float, F]:
+        """a, λ, joint reactions (n_joints, 3), elastic energy and C at the current point."""
         n = self.model[0]
         q, v = self.y[:n], self.y[n:2 * n]
-        a, lam, el, _, _, _, Jv, _, _ = accelerations(self.t, q, v, self._u, self.model)
-        return a, lam, reactions(q, lam, Jv, self.model[3], self.joints, n), float(el)
+        a, lam, el, _, _, C, Jv, _, _ = accelerations(self.t, q, v, self._u, self.model)
+        return a, lam, reactions(q, lam, Jv, self.model[3], self.joints, n), float(el), C
 
     def export(self) -> dict[str, object]:
         return {"t": self.t, "y": [float(x) for x in self.y], "f": [float(x) for x in self.f],

@@ -80,32 +80,38 @@ def initial_step(t, y, f, inputs, model, rtol, atol, max_step):  # noqa: ANN001
 def _stages(t, y, f, h, inputs, model, K):  # noqa: ANN001
     K[0] = f
     ok = True
+    ny = y.shape[0]
+    ys = np.empty(ny)
     for s in range(1, N_STAGES):
-        dy = np.zeros(y.shape[0])
-        for j in range(s):
-            if TAB_A[s, j] != 0.0:
-                dy += TAB_A[s, j] * K[j]
-        K[s], fine = rhs(t + TAB_C[s] * h, y + h * dy, inputs, model)
+        for i in range(ny):
+            acc = 0.0
+            for j in range(s):
+                acc += TAB_A[s, j] * K[j, i]
+            ys[i] = y[i] + h * acc
+        K[s], fine = rhs(t + TAB_C[s] * h, ys, inputs, model)
         ok = ok and fine
-    y_new = y.copy()
-    for j in range(N_STAGES):
-        y_new += h * TAB_B[j] * K[j]
+    y_new = np.empty(ny)
+    for i in range(ny):
+        acc = 0.0
+        for j in range(N_STAGES):
+            acc += TAB_B[j] * K[j, i]
+        y_new[i] = y[i] + h * acc
     f_new, fine = rhs(t + h, y_new, inputs, model)
     K[N_STAGES] = f_new
     return y_new, f_new, ok and fine
 
 
 @njit(cache=True)
-def _error_norm(K, h, scale):  # noqa: ANN001
-    e5 = np.zeros(K.shape[1])
-    e3 = np.zeros(K.shape[1])
-    for j in range(K.shape[0]):
-        e5 += TAB_E5[j] * K[j]
-        e3 += TAB_E3[j] * K[j]
+def _error_norm(K, h, y, y_new, rtol, atol):  # noqa: ANN001
     n5, n3 = 0.0, 0.0
-    for k in range(K.shape[1]):
-        n5 += (e5[k] / scale[k]) ** 2
-        n3 += (e3[k] / scale[k]) ** 2
+    for i in range(K.shape[1]):
+        e5, e3 = 0.0, 0.0
+        for j in range(K.shape[0]):
+            e5 += TAB_E5[j] * K[j, i]
+            e3 += TAB_E3[j] * K[j, i]
+        sc = atol + max(abs(y[i]), abs(y_new[i])) * rtol
+        n5 += (e5 / sc) ** 2
+        n3 += (e3 / sc) ** 2
     if n5 == 0.0 and n3 == 0.0:
         return 0.0
     return abs(h) * n5 / math.sqrt((n5 + 0.01 * n3) * K.shape[1])
@@ -127,8 +133,7 @@ def advance(t, y, f, h_abs, t_end, inputs, model, rtol, atol, max_step, proj, pt
             t_new = min(t + h_abs, t_end)
             h = t_new - t
             y_new, f_new, fine = _stages(t, y, f, h, inputs, model, K)
-            scale = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
-            err = _error_norm(K, h, scale) if fine else np.inf
+            err = _error_norm(K, h, y, y_new, rtol, atol) if fine else np.inf
             if err < 1.0:
                 factor = 10.0 if err == 0.0 else min(10.0, 0.9 * err ** (-1.0 / 8.0))
                 if rejected:

@@ -45,20 +45,23 @@ def _schur(Jv, Minv, sd, m_act):  # noqa: ANN001
     for b in range(ptr.shape[0] - 1):
         for e1 in range(ptr[b], ptr[b + 1]):
             p1, r1 = pos[e1], perm[pos[e1]]
-            u = np.zeros(3)  # M_b⁻¹ · A[p1, b-columns]ᵀ
+            x = np.empty(3)  # A[p1, b-columns]
             for al in range(3):
-                if slot[e1, al] >= 0:
-                    x = Jv[r1, slot[e1, al]]
-                    for be in range(3):
-                        u[be] += Minv[b, be, al] * x
+                x[al] = Jv[r1, slot[e1, al]] if slot[e1, al] >= 0 else 0.0
+            u0 = Minv[b, 0, 0] * x[0] + Minv[b, 0, 1] * x[1] + Minv[b, 0, 2] * x[2]
+            u1 = Minv[b, 1, 0] * x[0] + Minv[b, 1, 1] * x[1] + Minv[b, 1, 2] * x[2]
+            u2 = Minv[b, 2, 0] * x[0] + Minv[b, 2, 1] * x[1] + Minv[b, 2, 2] * x[2]
             for e2 in range(ptr[b], ptr[b + 1]):
                 p2, r2 = pos[e2], perm[pos[e2]]
                 if p2 > p1:
                     continue
                 acc = 0.0
-                for be in range(3):
-                    if slot[e2, be] >= 0:
-                        acc += Jv[r2, slot[e2, be]] * u[be]
+                if slot[e2, 0] >= 0:
+                    acc += Jv[r2, slot[e2, 0]] * u0
+                if slot[e2, 1] >= 0:
+                    acc += Jv[r2, slot[e2, 1]] * u1
+                if slot[e2, 2] >= 0:
+                    acc += Jv[r2, slot[e2, 2]] * u2
                 Sb[p1, p1 - p2] += acc
     return Sb
 

@@ -26,7 +26,7 @@ from .dynamics import Dynamics, SolverOptions
 from .fastpath import CompiledStepper
 from .errors import MechanismError, PortError, Problem
 from .model import Mechanism
-from .outputs import OutputSpec, kinematic_columns, reaction_columns
+from .outputs import OutputSpec, reaction_columns
 from .ports import (
     TUNABLE,
     Parameter,
@@ -65,7 +65,8 @@ class Simulator:
         self._inputs = {p.name: p.start for p in input_ports(mech)}
         self._stepper = self._dyn.make_stepper(self._t0, self._dyn.initial_state(self._t0), self._inputs)
         self._specs = output_specs(self.system)
-        self._cache: tuple[float, bytes, dict[str, float]] | None = None
+        self._prepare_outputs()
+        self._cache: tuple[float, bytes, F] | None = None
         self._e0 = 0.0
         self._e0 = self.outputs()["energy.total"]
         self._cache = None  # computed with e0 = 0
@@ -159,8 +160,25 @@ class Simulator:
         self.advance_to(self.time + float(h))
 
     # ------------------------------------------------------------- outputs
-    def outputs(self) -> dict[str, float]:
-        """Every output at the current time."""
+    def _prepare_outputs(self) -> None:
+        s = self.system
+        self._names = [sp.name for sp in self._specs]
+        self._index = {name: k for k, name in enumerate(self._names)}
+        n_kin = 9 * s.n_body
+        self._react_idx = np.array([(k, "xyz".index(c[1])) for k, j in enumerate(s.joints)
+                                    for c in j.components], dtype=np.intp).reshape(-1, 2)
+        self._effort_rows = np.array([d.row for d in s.drivers], dtype=np.intp)
+        self._n_kin = n_kin
+        # state-only outputs (positions and velocities) need no solve
+        self._state_only = {f"{b}.{c}": (3 * k + i, off) for k, b in enumerate(s.body_names)
+                            for off, chans in ((0, ("x", "y", "theta")), (1, ("vx", "vy", "omega")))
+                            for i, c in enumerate(chans)}
+
+    def output_names(self) -> list[str]:
+        return list(self._names)
+
+    def output_vector(self) -> F:
+        """Every output at the current time, in ``output_ports`` order."""
         y = self._stepper.y
         key = (self.time, y.tobytes())
         if self._cache is not None and self._cache[:2] == key:
@@ -168,36 +186,34 @@ class Simulator:
         n, s, t = self.system.n_coord, self.system, self.time
         q, v = y[:n], y[n:2 * n]
         if isinstance(self._stepper, CompiledStepper):
-            a, lam, react, Ve = self._stepper.evaluate()
-            vals = {k: float(x[0]) for k, x in kinematic_columns(s, q[None], v[None], a[None]).items()}
-            for k, j in enumerate(s.joints):
-                for c in j.components:
-                    vals[f"{j.name}.{c}"] = float(react[k, "xyz".index(c[1])])
-            for d in s.drivers:
-                vals[f"{d.name}.effort"] = float(-lam[d.row])
+            a, lam, react, Ve, C = self._stepper.evaluate()
+            forces = np.concatenate([react[self._react_idx[:, 0], self._react_idx[:, 1]], -lam[self._effort_rows]])
         else:
             ev = self._dyn.evaluate(t, q, v, self._inputs)
-            out = {**kinematic_columns(s, q[None], v[None], ev.a[None]),
-                   **reaction_columns(s, q[None], ev.Cq[None], ev.lam[None])}
-            vals = {k: float(x[0]) for k, x in out.items()}
-            Ve = float(ev.loads.elastic[0])
+            a, Ve, C = ev.a, float(ev.loads.elastic[0]), s.constraints(q, t)
+            cols = reaction_columns(s, q[None], ev.Cq[None], ev.lam[None])
+            forces = np.array([cols[name][0] for name in self._names[self._n_kin:self._n_kin + len(cols)]])
+        kin = np.concatenate([q.reshape(-1, 3), v.reshape(-1, 3), a.reshape(-1, 3)], axis=1).ravel()
         T = float(s.kinetic_energy_batch(q[None], v[None])[0])
         Vg = float(s.gravitational_energy_batch(q[None])[0])
         e_diss, w_in, w_con = (float(x) for x in y[2 * n:2 * n + 3])
-        vals.update({"energy.kinetic": T, "energy.gravitational": Vg, "energy.elastic": Ve,
-                     "energy.total": T + Vg + Ve, "energy.dissipated": e_diss, "energy.input_work": w_in,
-                     "energy.constraint_work": w_con,
-                     "energy.balance_error": T + Vg + Ve + e_diss - w_in - w_con - self._e0,
-                     "constraints.position_residual":
-                         float(np.abs(s.constraints(q, t)).max(initial=0.0))})
-        self._cache = (key[0], key[1], vals)
-        return vals
+        energy = [T, Vg, Ve, T + Vg + Ve, e_diss, w_in, w_con, T + Vg + Ve + e_diss - w_in - w_con - self._e0,
+                  float(np.abs(C).max(initial=0.0))]
+        vec = np.concatenate([kin, forces, energy])
+        self._cache = (key[0], key[1], vec)
+        return vec
+
+    def outputs(self) -> dict[str, float]:
+        """Every output at the current time, by name."""
+        return dict(zip(self._names, self.output_vector().tolist(), strict=True))
 
     def get_output(self, name: str) -> float:
-        out = self.outputs()
-        if name not in out:
+        if name in self._state_only:
+            k, off = self._state_only[name]
+            return float(self._stepper.y[off * self.system.n_coord + k])
+        if name not in self._index:
             raise PortError(f"unknown output port {name!r}", name=name)
-        return out[name]
+        return float(self.output_vector()[self._index[name]])
 
     # --------------------------------------------------------------- state
     def _fingerprint(self) -> str:
