@@ -193,7 +193,9 @@ class Simulator:
             a, Ve, C = ev.a, float(ev.loads.elastic[0]), s.constraints(q, t)
             cols = reaction_columns(s, q[None], ev.Cq[None], ev.lam[None])
             forces = np.array([cols[name][0] for name in self._names[self._n_kin:self._n_kin + len(cols)]])
-        kin = np.concatenate([q.reshape(-1, 3), v.reshape(-1, 3), a.reshape(-1, 3)], axis=1).ravel()
+        nb3 = 3 * s.n_body  # body coordinates first; any extra coordinates (cam parameters) follow
+        kin = np.concatenate([q[:nb3].reshape(-1, 3), v[:nb3].reshape(-1, 3), a[:nb3].reshape(-1, 3)],
+                             axis=1).ravel()
         T = float(s.kinetic_energy_batch(q[None], v[None])[0])
         Vg = float(s.gravitational_energy_batch(q[None])[0])
         e_diss, w_in, w_con = (float(x) for x in y[2 * n:2 * n + 3])
