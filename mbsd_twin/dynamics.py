@@ -159,6 +159,30 @@ class Dynamics:
         dy[2 * n + 2] = -ev.lam @ (ev.Cq @ v)
         return dy
 
+    def constrained_state(self, t: float, q: F, v: F, fixed_q: NDArray[np.intp], fixed_v: NDArray[np.intp],
+                          tol: float = 1e-12) -> tuple[F, F, float]:
+        """q, v nearest to the given ones that satisfy the position and velocity constraints with
+        the coordinates ``fixed_q`` and velocities ``fixed_v`` held; returns the largest residual
+        left (non-zero when the held values contradict the constraints)."""
+        s, rows, n = self.system, self.rows, self.n
+        free_q = np.setdiff1d(np.arange(n), fixed_q)
+        free_v = np.setdiff1d(np.arange(n), fixed_v)
+        q, v = q.copy(), v.copy()
+        for _ in range(30):
+            C, Cq, _ = s.evaluate_batch(q[None, :], np.array([t]))
+            c = C[0][rows]
+            if np.abs(c).max(initial=0.0) <= tol:
+                break
+            A = Cq[0][rows][:, free_q]  # type: ignore[index]
+            q[free_q] -= np.linalg.lstsq(A, c, rcond=None)[0]
+        C, Cq, Ct = s.evaluate_batch(q[None, :], np.array([t]))
+        A = Cq[0][rows]  # type: ignore[index]
+        r = A @ v + Ct[0][rows]
+        v[free_v] -= np.linalg.lstsq(A[:, free_v], r, rcond=None)[0]
+        left = max(float(np.abs(C[0][rows]).max(initial=0.0)),
+                   float(np.abs(A @ v + Ct[0][rows]).max(initial=0.0)))
+        return q, v, left
+
     def project(self, t: float, q: F, v: F) -> tuple[F, F]:
         """Minimum-norm projection of q onto C(q, t) = 0 and of v onto Cq·v + Ct = 0."""
         s, rows = self.system, self.rows
@@ -262,6 +286,10 @@ class Stepper:
                 q, v = self.dyn.project(float(s.t), s.y[:n], s.y[n:2 * n])
                 s.y = np.concatenate([q, v, s.y[2 * n:]])
                 self._refresh()
+
+    def reset_state(self, t: float, y: F) -> None:
+        """Restart the integrator from (t, y)."""
+        self.__init__(self.dyn, t, y, self.inputs)  # type: ignore[misc]
 
     def export(self) -> dict[str, object]:
         s = self.solver

@@ -81,3 +81,10 @@ class CompiledStepper:
         self.f, self.h_abs = np.array(data["f"], dtype=float), float(data["h_abs"])
         self.steps, self.inputs = int(data["steps"]), dict(data["inputs"])
         self._u = self._input_array()
+
+    def reset_state(self, t: float, y: F) -> None:
+        """Restart from (t, y) with a fresh initial step (the model stays packed)."""
+        o = self.opts
+        self.t, self.y = float(t), np.array(y, dtype=float)
+        self.f = self._rhs()
+        self.h_abs = float(nd.initial_step(self.t, self.y, self.f, self._u, self.model, o.rtol, o.atol, o.max_step))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -23,8 +24,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .dynamics import Dynamics, SolverOptions
+from .errors import AssemblyError, MechanismError, PortError, Problem
 from .fastpath import CompiledStepper
-from .errors import MechanismError, PortError, Problem
 from .model import Mechanism
 from .outputs import OutputSpec, reaction_columns
 from .ports import (
@@ -245,6 +246,39 @@ class Simulator:
         self._e0 = float(data["e0"])
         self._inputs = dict(data["inputs"])
         self._stepper.restore(data["stepper"])
+        self._cache = None
+
+    def set_configuration(self, positions: Mapping[str, float] | None = None,
+                          velocities: Mapping[str, float] | None = None, time: float | None = None) -> None:
+        """Re-initialise the state from measured values (digital-twin re-synchronisation).
+
+        ``positions`` holds coordinate outputs (``crank.theta``, ``piston.x``, …) and ``velocities``
+        velocity outputs (``crank.omega``, ``piston.vx``, …) to impose exactly; every other
+        coordinate and velocity is moved as little as possible (least squares) from the current
+        state to satisfy the constraints. ``time`` [s] sets the simulation time (default: kept).
+        The energy integrals restart at zero and the balance from the new state. Raises
+        :class:`PortError` for an unknown name and :class:`AssemblyError` if the imposed values
+        contradict the constraints."""
+        n = self.system.n_coord
+        y = self._stepper.y.copy()
+        q, v = y[:n], y[n:2 * n]
+        fq, fv = [], []
+        for values, off, kind in ((positions or {}, 0, "position"), (velocities or {}, 1, "velocity")):
+            for name, val in values.items():
+                if self._state_only.get(name, (0, 1 - off))[1] != off:
+                    raise PortError(f"{name!r} is not a {kind} output", name=name)
+                k = self._state_only[name][0]
+                (q if off == 0 else v)[k] = float(val)
+                (fq if off == 0 else fv).append(k)
+        t = self.time if time is None else float(time)
+        q, v, left = self._dyn.constrained_state(t, q, v, np.array(fq, dtype=np.intp), np.array(fv, dtype=np.intp))
+        if left > 1e-8:
+            raise AssemblyError(f"{self.mechanism.source}: the imposed values contradict the constraints",
+                                residual=left, iterations=30, time=t, worst=[])
+        self._stepper.reset_state(t, np.concatenate([q, v, np.zeros(3)]))
+        self._cache = None
+        self._e0 = 0.0
+        self._e0 = float(self.output_vector()[self._index["energy.total"]])
         self._cache = None
 
     def reset(self) -> None:
