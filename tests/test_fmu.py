@@ -245,8 +245,13 @@ a, b, c = new("a"), new("b", mass=3.0), new("c")
 res = run([(a, 2.0), (b, 2.0), (c, -1.0)])
 for s in (a, b, c):
     s.terminate(); s.freeInstance()
-again = new("again"); ref2 = run([(again, 2.0)])[0]; again.terminate(); again.freeInstance()
-print(json.dumps(dict(ref=ref, res=res, ref2=ref2)))
+again = new("again"); ref2 = run([(again, 2.0)])[0]
+reactions = [vr["main_bearing.fx"], vr["main_bearing.fy"], vr["crank.theta"]]
+r0 = again.getReal(reactions)
+again.setReal([vr["motor_torque"]], [50.0])
+r1 = again.getReal(reactions)   # same instant, new input: reactions change, the angle does not
+again.terminate(); again.freeInstance()
+print(json.dumps(dict(ref=ref, res=res, ref2=ref2, r0=r0, r1=r1)))
 os._exit(0)
 """
 
@@ -255,3 +260,5 @@ def test_instances_are_independent_and_reinstantiable(fmu: Path, tmp_path: Path)
     r = _script(tmp_path, INSTANCES_SCRIPT, fmu=str(fmu))
     assert r["res"][0] == r["ref"] == r["ref2"]  # interleaved instances do not disturb each other
     assert r["res"][1] != r["ref"] and r["res"][2] != r["ref"]
+    (fx0, fy0, th0), (fx1, fy1, th1) = r["r0"], r["r1"]
+    assert th1 == th0 and (fx1, fy1) != (fx0, fy0)  # direct feedthrough, as the ModelStructure says

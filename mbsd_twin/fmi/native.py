@@ -25,12 +25,14 @@ class FmuInitError(MbsdError, RuntimeError):
 
 
 def refresh_outputs(sim: Simulator) -> None:
-    """Make the next ``sim.outputs()`` use the current inputs.
+    """Make the next ``sim.outputs()`` use the current inputs (direct feedthrough).
 
-    ``Simulator.set_input`` keeps the output cache of the current (t, y), so outputs that depend
-    directly on the inputs (accelerations, reactions) would be stale until the next step; a state
-    round trip (exact, public API) clears that cache."""
-    sim.set_state(sim.get_state())
+    ``Simulator.set_input`` only records the value: the numpy backend keeps its output cache of
+    the current (t, y) and the compiled backend evaluates with the inputs of the last step, so
+    accelerations and reactions would show the previous inputs until the next step. Advancing to
+    the current time hands the inputs to the stepper and clears the cache without integrating; the
+    next real step does exactly what it would have done anyway."""
+    sim.advance_to(sim.time)
 
 
 def solver_options(tunable: Mapping[str, float]) -> SolverOptions:
