@@ -54,7 +54,9 @@ ENERGY_SPECS = [
     OutputSpec("energy.balance_error", "J",
                "total + dissipated − input_work − constraint_work − initial total: zero up to solver error"),
 ]
-RESIDUAL_SPEC = OutputSpec("constraints.position_residual", "m", "max |C(q, t)| over all constraints")
+RESIDUAL_SPEC = OutputSpec("constraints.position_residual", "m",
+                           "max |C(q, t)| over all constraint equations (m for point equations; angle "
+                           "equations contribute their value in rad)")
 
 
 def output_specs(system: System) -> list[OutputSpec]:

@@ -111,6 +111,7 @@ class Simulator:
         if not math.isfinite(v):
             raise PortError(f"input {name!r} must be finite, got {value!r}", name=name)
         self._inputs[name] = v
+        self._cache = None  # accelerations and reactions feel the input at once (direct feedthrough)
 
     def get_input(self, name: str) -> float:
         if name not in self._inputs:
@@ -187,6 +188,7 @@ class Simulator:
         n, s, t = self.system.n_coord, self.system, self.time
         q, v = y[:n], y[n:2 * n]
         if isinstance(self._stepper, CompiledStepper):
+            self._stepper.set_inputs(self._inputs)
             a, lam, react, Ve, C = self._stepper.evaluate()
             forces = np.concatenate([react[self._react_idx[:, 0], self._react_idx[:, 1]], -lam[self._effort_rows]])
         else:

@@ -43,3 +43,21 @@ def test_contradicting_values_and_unknown_names_are_rejected() -> None:
         sim.set_configuration({"crank.omega": 1.0})
     with pytest.raises(mt.PortError, match="nope"):
         sim.set_configuration(velocities={"nope": 1.0})
+
+
+@pytest.mark.parametrize("backend", ["compiled", "numpy"])
+def test_outputs_feel_a_new_input_at_once(backend: str) -> None:
+    """Direct feedthrough: the crank's angular acceleration changes with the motor torque without
+    a step. At rest at θ = 0 the piston is momentarily stationary, the crank pin moves at r·ω
+    upwards and the rod turns about the wrist pin at φ' = −r·ω/l, its centre (mid-rod) moving at
+    r·ω/2. Kinetic energy ½·J·ω² with J = I_c + m_c·rG² + m_rod·(r/2)² + I_rod·(r/l)², so a torque
+    step Δτ changes α by Δτ / J (friction is zero at rest, gravity does not change)."""
+    sim = mt.Simulator(mt.load_mechanism(FREE), mt.SolverOptions(backend=backend))
+    a0 = sim.get_output("crank.alpha")
+    sim.set_input("motor_torque", 1.0)
+    a1 = sim.get_output("crank.alpha")
+    sim.set_input("motor_torque", 2.0)
+    a2 = sim.get_output("crank.alpha")
+    J = 8.333e-4 + 1.0 * 0.05**2 + 2.0 * (R / 2) ** 2 + 0.015 * (R / L) ** 2
+    assert a1 - a0 == pytest.approx(1.0 / J, rel=1e-9)
+    assert a2 - a1 == pytest.approx(1.0 / J, rel=1e-9)
