@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from .profiles import Profile
 Vec2 = tuple[float, float]
 GROUND = "ground"
 
-JOINT_TYPES = ("revolute", "prismatic", "point_on_line", "gear", "fixed")
+JOINT_TYPES = ("revolute", "prismatic", "point_on_line", "gear", "fixed", "cam")
 DRIVER_TYPES = ("angle", "coordinate", "distance")
 LOAD_TYPES = ("force", "torque", "spring_damper", "rotational_spring_damper", "generalized")
 
@@ -55,6 +56,10 @@ class Joint:
     - ``point_on_line``: ``points[1]`` stays on the line through ``points[0]`` along ``axis``.
     - ``gear``: θ1 − ratio·θ2 = ``offset`` (default: its value in the initial guess).
     - ``fixed``: revolute plus fixed relative angle ``angle`` (default from the initial guess).
+    - ``cam``: curve ``surfaces[0]`` on the first body and ``surfaces[1]`` on the second (see
+      ``mbsd_twin.surfaces``) stay in tangent contact; their parameters are two extra coordinates
+      ``<name>.s1``, ``<name>.s2`` with initial guesses ``parameters`` (default: the closest pair
+      of points at the initial poses).
 
     ``viscous_friction`` adds a dissipative load in revolute (N·m·s/rad, on the relative angular
     speed) and prismatic joints (N·s/m, on the sliding speed).
@@ -69,6 +74,8 @@ class Joint:
     offset: float | None = None
     angle: float | None = None
     viscous_friction: float = 0.0
+    surfaces: tuple[Any, ...] = ()
+    parameters: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
