@@ -40,12 +40,20 @@ class Row:
 
 class Frame:
     """Extended coordinates ``qx`` (B, n + 3) with cos/sin of every body angle, computed once per
-    evaluation and shared by all kernels."""
+    evaluation and shared by all kernels; body b (column 3b) reads slot b, ground (column n) slot
+    n // 3.
+
+    ``n_body``: give it when extra (non-body) coordinates sit between the bodies and the ground
+    columns; the ground's slot then holds angle 0 explicitly."""
 
     __slots__ = ("qx", "c", "s")
 
-    def __init__(self, qx: F) -> None:
-        th = qx[:, 2::3]
+    def __init__(self, qx: F, n_body: int | None = None) -> None:
+        if n_body is None:
+            th = qx[:, 2::3]
+        else:
+            th = np.zeros((qx.shape[0], (qx.shape[1] - 3) // 3 + 1))
+            th[:, :n_body] = qx[:, 2:3 * n_body:3]
         self.qx, self.c, self.s = qx, np.cos(th), np.sin(th)
 
 
