@@ -3,7 +3,10 @@
 ``compile_mechanism(mech)`` is the only step that looks at names; everything after works on
 arrays. All evaluators accept a single configuration (q of shape (n,), t a float) or a batch
 (q of shape (B, n), t of shape (B,)) and return arrays with the matching leading shape.
-Coordinates are ordered body by body: x, y, θ of each non-ground body, in file order.
+Coordinates are ordered body by body: x, y, θ of each non-ground body, in file order; then the
+extra coordinates of joints that have them (a cam joint's two surface parameters ``<joint>.s1``,
+``<joint>.s2``), which carry no mass. Ground's three zero columns follow all of them in the
+extended coordinates.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from . import cam
 from . import kernels as kn
 from .loads import LoadSet, LoadTotals
 from .model import GROUND, Joint, Mechanism
@@ -45,7 +49,8 @@ class DriverInfo:
 
 
 _JOINT_COMPONENTS = {"revolute": ("fx", "fy"), "point_on_line": ("fx", "fy"),
-                     "prismatic": ("fx", "fy", "mz"), "fixed": ("fx", "fy", "mz"), "gear": ("mz",)}
+                     "prismatic": ("fx", "fy", "mz"), "fixed": ("fx", "fy", "mz"), "gear": ("mz",),
+                     "cam": ("fx", "fy")}
 _DRIVER_UNITS = {"angle": "N·m", "distance": "N"}
 
 
@@ -58,12 +63,16 @@ class System:
         self.body_names = [b.name for b in mech.bodies]
         nb = len(self.bodies)
         self.n_body = nb
-        self.n_coord = 3 * nb
+        extra_names, extra_q0 = cam.extra_coordinates(mech)
+        self.n_coord = 3 * nb + len(extra_names)
         self.col = {b.name: 3 * k for k, b in enumerate(mech.bodies)}
         self.col[GROUND] = self.n_coord  # ground's zero coordinates sit after q in the extended q
+        self._frame_nb = nb if extra_names else None
         self.coordinate_names = [f"{b}.{c}" for b in self.body_names for c in ("x", "y", "theta")]
-        self.q0 = np.array([v for b in mech.bodies for v in (*b.position, b.angle)], dtype=float)
-        self.v0 = np.array([v for b in mech.bodies for v in (*b.velocity, b.omega)], dtype=float)
+        self.coordinate_names += extra_names
+        self.q0 = np.array([v for b in mech.bodies for v in (*b.position, b.angle)] + extra_q0, dtype=float)
+        self.v0 = np.array([v for b in mech.bodies for v in (*b.velocity, b.omega)] + [0.0] * len(extra_names),
+                           dtype=float)
         self.mass = np.array([b.mass for b in mech.bodies], dtype=float)
         self.inertia = np.array([b.inertia for b in mech.bodies], dtype=float)
         self.cg = np.array([b.cg for b in mech.bodies], dtype=float).reshape(nb, 2)
@@ -119,6 +128,9 @@ class System:
                            else self._angle0(j.bodies[0]) - j.ratio * self._angle0(j.bodies[1]))
             self._add(kn.GearRatio([j.name for j in gears], self._cols(gears, 0), self._cols(gears, 1),
                                    ratio, c0))
+        cam_kernel = cam.cam_kernel(self.mechanism, self.col, 3 * self.n_body)
+        if cam_kernel is not None:
+            self._add(cam_kernel)
         self._build_driver_kernels()
 
     def _build_driver_kernels(self) -> None:
@@ -169,7 +181,7 @@ class System:
 
     def evaluate_batch(self, q: F, t: F, jacobian: bool = True) -> tuple[F, F | None, F]:
         """C (B, m), Cq (B, m, n) or None, Ct (B, m) for q (B, n) and t (B,)."""
-        fr = kn.Frame(self.extend(q))
+        fr = kn.Frame(self.extend(q), self._frame_nb)
         B, m, nx = q.shape[0], self.n_constraints, self.n_coord + 3
         C = np.empty((B, m))
         Ct = np.empty((B, m))
@@ -183,7 +195,7 @@ class System:
         return C, Cq, Ct
 
     def gamma_batch(self, q: F, v: F, t: F) -> F:
-        fr, vx = kn.Frame(self.extend(q)), self.extend(v)
+        fr, vx = kn.Frame(self.extend(q), self._frame_nb), self.extend(v)
         return np.concatenate([k.gamma(fr, vx, t) for k in self.kernels], axis=1) if self.kernels \
             else np.zeros((q.shape[0], 0))
 
@@ -220,9 +232,10 @@ class System:
         w2 = v[:, 2::3][:, : self.n_body] ** 2
         Q = np.zeros((B, self.n_coord))
         m = self.mass
-        Q[:, 0::3] = m * self.gravity[0] + m * gx * w2
-        Q[:, 1::3] = m * self.gravity[1] + m * gy * w2
-        Q[:, 2::3] = m * (bx * self.gravity[0] + by * self.gravity[1])
+        nb3 = 3 * self.n_body
+        Q[:, 0:nb3:3] = m * self.gravity[0] + m * gx * w2
+        Q[:, 1:nb3:3] = m * self.gravity[1] + m * gy * w2
+        Q[:, 2:nb3:3] = m * (bx * self.gravity[0] + by * self.gravity[1])
         return self.loads.evaluate(Q, q, v, t, inputs or {})
 
     def kinetic_energy_batch(self, q: F, v: F) -> F:
