@@ -78,8 +78,11 @@ def length_scale(system: System) -> float:
 
 
 def _scale(system: System) -> F:
+    """Per-coordinate scale: 1/L for body positions, 1 for angles and extra coordinates."""
     L = length_scale(system)
-    return np.tile([1.0 / L, 1.0 / L, 1.0], system.n_body)
+    scale = np.ones(system.n_coord)
+    scale[: 3 * system.n_body] = np.tile([1.0 / L, 1.0 / L, 1.0], system.n_body)
+    return scale
 
 
 def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInfo:
