@@ -223,11 +223,26 @@ class _Checker:
         for key in ("offset", "angle"):
             if getattr(j, key) is not None:
                 self.number(loc, key, getattr(j, key))
+        if j.type == "cam":
+            self._cam(loc, j)
         self.number(loc, "viscous_friction", j.viscous_friction, minimum=0.0)
         if j.type not in FRICTION_JOINTS and j.viscous_friction != 0.0:
             self.add(f"{loc}.viscous_friction",
                      f"viscous_friction applies only to {' and '.join(FRICTION_JOINTS)} joints, "
                      f"not {j.type}")
+
+    def _cam(self, loc: str, j: Joint) -> None:
+        from .surface_io import surface_problems  # imports this module: import late
+
+        surfs = j.surfaces
+        if not isinstance(surfs, tuple | list) or len(surfs) != 2:
+            self.add(f"{loc}.surfaces", f"a cam joint needs 2 surfaces (one per body), got {fmt(surfs)}")
+            return
+        for k, surf in enumerate(surfs):
+            for key, msg in surface_problems(surf):
+                self.add(f"{loc}.surfaces[{k}]" + (f".{key}" if key else ""), msg)
+        if j.parameters is not None:
+            self.vector(loc, "parameters", j.parameters)
 
     def driver(self, i: int, d: Driver) -> None:
         loc = label("drivers", i, d.name)
