@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 from . import nb_dop853 as nd
 from .compiled_model import Unsupported, pack
-from .nb_solve import accelerations, reactions
+from .nb_solve import accelerations, output_vector, reactions
 
 F = NDArray[Any]
 _FAILURES = {nd.FAIL_STEP: "required step size became too small",
@@ -71,6 +71,12 @@ class CompiledStepper:
         q, v = self.y[:n], self.y[n:2 * n]
         a, lam, el, _, _, C, Jv, _, _ = accelerations(self.t, q, v, self._u, self.model)
         return a, lam, reactions(q, lam, Jv, self.model[3], self.joints, n), float(el), C
+
+    def output_vector(self, react_idx: NDArray[np.intp], effort_rows: NDArray[np.intp], e0: float) -> F:
+        """Every Simulator output at the current point, in port order (see nb_solve.output_vector)."""
+        return np.asarray(output_vector(self.t, self.y, self._u, self.model, self.joints,
+                                        np.asarray(react_idx, dtype=np.int64),
+                                        np.asarray(effort_rows, dtype=np.int64), float(e0)))
 
     def export(self) -> dict[str, object]:
         return {"t": self.t, "y": [float(x) for x in self.y], "f": [float(x) for x in self.f],

@@ -250,3 +250,51 @@ def reactions(q, lam, Jv, Jc, joints, n):  # noqa: ANN001
         sign = 1.0 if second else -1.0
         out[k, 0], out[k, 1], out[k, 2] = sign * g[0], sign * g[1], sign * mz
     return out
+
+
+@njit(cache=True)
+def energies(q, v, bodies):  # noqa: ANN001
+    """Kinetic energy ½·vᵀ·M·v and gravitational energy −Σ m·g·R_G."""
+    mass, inertia, cg, g = bodies
+    T, Vg = 0.0, 0.0
+    for b in range(mass.shape[0]):
+        c, s = math.cos(q[3 * b + 2]), math.sin(q[3 * b + 2])
+        gx, gy = c * cg[b, 0] - s * cg[b, 1], s * cg[b, 0] + c * cg[b, 1]
+        w = v[3 * b + 2]
+        vgx, vgy = v[3 * b] - w * gy, v[3 * b + 1] + w * gx  # velocity of the centre of mass
+        T += 0.5 * mass[b] * (vgx * vgx + vgy * vgy) + 0.5 * inertia[b] * w * w
+        Vg -= mass[b] * (g[0] * (q[3 * b] + gx) + g[1] * (q[3 * b + 1] + gy))
+    return T, Vg
+
+
+@njit(cache=True)
+def output_vector(t, y, inputs, model, joints, react_idx, effort_rows, e0):  # noqa: ANN001
+    """Every Simulator output in port order: per body x, y, θ, vx, vy, ω, ax, ay, α; reactions;
+    driver efforts; energy terms; position residual."""
+    n = model[0]
+    q, v = y[:n], y[n:2 * n]
+    a, lam, el, _, _, C, Jv, _, _ = accelerations(t, q, v, inputs, model)
+    react = reactions(q, lam, Jv, model[3], joints, n)
+    nb = n // 3
+    out = np.empty(9 * nb + react_idx.shape[0] + effort_rows.shape[0] + 9)
+    for b in range(nb):
+        for i in range(3):
+            out[9 * b + i], out[9 * b + 3 + i], out[9 * b + 6 + i] = q[3 * b + i], v[3 * b + i], a[3 * b + i]
+    k = 9 * nb
+    for e in range(react_idx.shape[0]):
+        out[k] = react[react_idx[e, 0], react_idx[e, 1]]
+        k += 1
+    for e in range(effort_rows.shape[0]):
+        out[k] = -lam[effort_rows[e]]
+        k += 1
+    T, Vg = energies(q, v, model[4])
+    e_diss, w_in, w_con = y[2 * n], y[2 * n + 1], y[2 * n + 2]
+    res = 0.0
+    for r in range(C.shape[0]):
+        res = max(res, abs(C[r]))
+    tot = T + Vg + el
+    vals = (T, Vg, el, tot, e_diss, w_in, w_con, tot + e_diss - w_in - w_con - e0, res)
+    for x in vals:
+        out[k] = x
+        k += 1
+    return out

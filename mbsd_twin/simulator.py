@@ -189,13 +189,13 @@ class Simulator:
         q, v = y[:n], y[n:2 * n]
         if isinstance(self._stepper, CompiledStepper):
             self._stepper.set_inputs(self._inputs)
-            a, lam, react, Ve, C = self._stepper.evaluate()
-            forces = np.concatenate([react[self._react_idx[:, 0], self._react_idx[:, 1]], -lam[self._effort_rows]])
-        else:
-            ev = self._dyn.evaluate(t, q, v, self._inputs)
-            a, Ve, C = ev.a, float(ev.loads.elastic[0]), s.constraints(q, t)
-            cols = reaction_columns(s, q[None], ev.Cq[None], ev.lam[None])
-            forces = np.array([cols[name][0] for name in self._names[self._n_kin:self._n_kin + len(cols)]])
+            vec = self._stepper.output_vector(self._react_idx, self._effort_rows, self._e0)
+            self._cache = (key[0], key[1], vec)
+            return vec
+        ev = self._dyn.evaluate(t, q, v, self._inputs)
+        a, Ve, C = ev.a, float(ev.loads.elastic[0]), s.constraints(q, t)
+        cols = reaction_columns(s, q[None], ev.Cq[None], ev.lam[None])
+        forces = np.array([cols[name][0] for name in self._names[self._n_kin:self._n_kin + len(cols)]])
         nb3 = 3 * s.n_body  # body coordinates first; any extra coordinates (cam parameters) follow
         kin = np.concatenate([q[:nb3].reshape(-1, 3), v[:nb3].reshape(-1, 3), a[:nb3].reshape(-1, 3)],
                              axis=1).ravel()
