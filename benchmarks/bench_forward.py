@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-import mbsd_twin as mt
 from numba import njit
 
+import mbsd_twin as mt
 from mbsd_twin import nb_dop853 as nd
 from mbsd_twin.dynamics import Dynamics
 from mbsd_twin.fastpath import CompiledStepper
