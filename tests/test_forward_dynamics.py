@@ -25,6 +25,8 @@ import mbsd_twin as mt
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mechanisms"
 G = 9.81
+# both implementations of the explicit integrator: the compiled (numba) path and the numpy one
+BACKENDS = ["compiled", "numpy"]
 
 
 def load(name: str) -> mt.Mechanism:
@@ -74,12 +76,13 @@ def point_mass_pendulum(length: float, release_from_bottom: float) -> mt.Mechani
     return b.build()
 
 
-def test_pendulum_file_large_amplitude_period() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pendulum_file_large_amplitude_period(backend: str) -> None:
     # slender bar L = 1 m pinned at an end, released horizontal: amplitude π/2 about the bottom;
     # ω0² = m g (L/2) / (m L²/3) = 3g/(2L).
     omega0 = math.sqrt(3.0 * G / 2.0)
     T = pendulum_period(omega0, math.pi / 2)
-    res = mt.simulate(load("pendulum.toml"), 2.1 * T, 0.01)
+    res = mt.simulate(load("pendulum.toml"), 2.1 * T, 0.01, options=mt.SolverOptions(backend=backend))
     assert res.status == 0, res.message
     zeros = omega_zero_crossings(res, "bar")
     zeros = zeros[zeros > 0.25 * T]           # ω = 0 at release too
@@ -128,7 +131,8 @@ def oscillator(m: float, k: float, c: float, x_eq: float, x0: float, v0: float, 
     return x, v
 
 
-def test_mass_spring_damper_on_a_guide_matches_the_analytic_solution() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mass_spring_damper_on_a_guide_matches_the_analytic_solution(backend: str) -> None:
     # block on a frictional prismatic guide along x, spring-damper from the ground origin to the
     # block's reference point (length = x while x > 0), gravity along the guide (−x)
     m, k, c_spring, c_guide, L0, gx = 2.0, 50.0, 0.8, 0.4, 1.0, -3.0
@@ -139,7 +143,7 @@ def test_mass_spring_damper_on_a_guide_matches_the_analytic_solution() -> None:
                 viscous_friction=c_guide)
     b.spring_damper("spring", "ground", "block", (0.0, 0.0), (0.0, 0.0), stiffness=k,
                     damping=c_spring, free_length=L0)
-    opts = mt.SolverOptions(rtol=1e-10, atol=1e-12)
+    opts = mt.SolverOptions(rtol=1e-10, atol=1e-12, backend=backend)
     res = mt.simulate(b.build(), 3.0, 0.02, options=opts)
     assert res.status == 0, res.message
     x_eq = L0 + m * gx / k                      # k (x_eq − L0) = m g_x
@@ -179,10 +183,11 @@ def check_conservative(mech: mt.Mechanism, res: mt.Result) -> None:
     assert res["constraints.position_residual"].max() < 1e-10
 
 
-@pytest.mark.parametrize("name", ["double_pendulum.toml", "four_bar.toml"])
-def test_energy_is_conserved_over_10_s(name: str) -> None:
+@pytest.mark.parametrize(("name", "backend"), [("double_pendulum.toml", "compiled"), ("four_bar.toml", "compiled"),
+                                               ("double_pendulum.toml", "numpy")])
+def test_energy_is_conserved_over_10_s(name: str, backend: str) -> None:
     mech = load(name)
-    check_conservative(mech, mt.simulate(mech, 10.0, 0.05))
+    check_conservative(mech, mt.simulate(mech, 10.0, 0.05, options=mt.SolverOptions(backend=backend)))
 
 
 def test_free_frictionless_slider_crank_conserves_energy_over_10_s() -> None:
@@ -205,12 +210,13 @@ def test_balance_error_is_zero_at_the_start() -> None:
         f"(energy.total = {out['energy.total']!r})")
 
 
-def test_friction_dissipates_monotonically_and_the_balance_closes() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_friction_dissipates_monotonically_and_the_balance_closes(backend: str) -> None:
     # slider_crank.toml as shipped: main bearing viscous friction c = 0.05 N·m·s/rad, no inputs
     mech = load("slider_crank.toml")
     c = mech.joint("main_bearing").viscous_friction
     assert c == 0.05
-    res = mt.simulate(mech, 1.5, 0.005)
+    res = mt.simulate(mech, 1.5, 0.005, options=mt.SolverOptions(backend=backend))
     assert res.status == 0, res.message
     T, V = energy_from_outputs(mech, res)
     total = T + V
@@ -225,10 +231,12 @@ def test_friction_dissipates_monotonically_and_the_balance_closes() -> None:
     np.testing.assert_allclose(total[0] - total[-1], res["energy.dissipated"][-1], rtol=1e-8)
 
 
-def test_motor_torque_input_work_closes_the_balance() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_motor_torque_input_work_closes_the_balance(backend: str) -> None:
     mech = load("slider_crank.toml")
     tau = 2.0
-    res = mt.simulate(mech, 0.6, 0.002, inputs={"motor_torque": tau})
+    res = mt.simulate(mech, 0.6, 0.002, inputs={"motor_torque": tau},
+                      options=mt.SolverOptions(backend=backend))
     assert res.status == 0, res.message
     th, w = res["crank.theta"], res["crank.omega"]
     assert th[-1] > 5.0
@@ -349,8 +357,46 @@ def test_slider_crank_dop853_and_radau_agree() -> None:
     assert im["constraints.position_residual"].max() < 1e-8
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forward_reactions_and_accelerations_satisfy_newton_euler(backend: str) -> None:
+    """Free frictionless slider crank under a constant 2 N·m: at every output point, the
+    Newton–Euler closed form fed with the crank's (θ, ω, α) from the outputs must need exactly the
+    applied torque, and give the joint reactions the engine reports."""
+    mech = without_friction(load("slider_crank.toml"))
+    res = mt.simulate(mech, 0.5, 0.01, inputs={"motor_torque": 2.0},
+                      options=mt.SolverOptions(backend=backend))
+    assert res.status == 0, res.message
+    p = scr.SliderCrank()
+    ref = scr.inverse_dynamics(p, res["crank.theta"], res["crank.omega"], res["crank.alpha"])
+    np.testing.assert_allclose(ref.torque, 2.0, rtol=0, atol=1e-8)
+    cols = {"main_bearing": ref.main_bearing, "crank_pin": ref.crank_pin, "wrist_pin": ref.wrist_pin,
+            "guide": ref.guide_force}
+    scale = max(float(np.abs(f).max()) for f in cols.values())
+    for joint, f in cols.items():
+        np.testing.assert_allclose(res[f"{joint}.fx"], f[:, 0], rtol=0, atol=1e-9 * scale, err_msg=joint)
+        np.testing.assert_allclose(res[f"{joint}.fy"], f[:, 1], rtol=0, atol=1e-9 * scale, err_msg=joint)
+    np.testing.assert_allclose(res["guide.mz"], ref.guide_moment, rtol=0, atol=1e-9 * scale)
+    # the dependent bodies follow the closed-form kinematics of the crank's state
+    states = scr.body_states(p, res["crank.theta"], res["crank.omega"], res["crank.alpha"])
+    for name in ("rod.theta", "rod.omega", "rod.alpha", "piston.x", "piston.vx", "piston.ax"):
+        np.testing.assert_allclose(res[name], states[name], rtol=0, atol=1e-8 * max(1.0, np.abs(states[name]).max()),
+                                   err_msg=name)
+
+
+def test_compiled_and_numpy_backends_agree() -> None:
+    mech = load("slider_crank.toml")
+    runs = [mt.simulate(mech, 0.5, 0.05, inputs={"motor_torque": 2.0, "piston_force": -20.0},
+                        options=mt.SolverOptions(rtol=1e-10, atol=1e-12, backend=b)) for b in BACKENDS]
+    a, b = runs
+    assert a.columns == b.columns
+    for name in a.columns:
+        scale = max(1.0, float(np.abs(b[name]).max()))
+        np.testing.assert_allclose(a[name], b[name], rtol=0, atol=1e-10 * scale, err_msg=name)
+
+
 # ------------------------------------------------------------------------- initial velocities
-def test_inconsistent_initial_velocity_is_reported_with_its_residual() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inconsistent_initial_velocity_is_reported_with_its_residual(backend: str) -> None:
     mech = load("slider_crank.toml")
     w0 = 2 * math.pi
     bad = dataclasses.replace(mech, bodies=tuple(dataclasses.replace(b, omega=w0) if b.name == "crank"
@@ -359,11 +405,11 @@ def test_inconsistent_initial_velocity_is_reported_with_its_residual() -> None:
     # reference point (the same pin) does not: max |Cq v + Ct| = r ω = 0.1·2π
     expected = 0.1 * w0
     with pytest.raises(mt.ConsistencyError) as err:
-        mt.simulate(bad, 0.1, 0.05)
+        mt.simulate(bad, 0.1, 0.05, options=mt.SolverOptions(backend=backend))
     assert err.value.residual == pytest.approx(expected, rel=1e-12)
     assert f"{expected:.3g}" in str(err.value)
 
-    proj = mt.simulate(bad, 0.01, 0.01, options=mt.SolverOptions(initial_velocity="project"))
+    proj = mt.simulate(bad, 0.01, 0.01, options=mt.SolverOptions(initial_velocity="project", backend=backend))
     assert proj.status == 0, proj.message
     out = {k: proj[k][0] for k in proj.columns}
     # consistent velocities at θ = 0 form the line v = ω·J with J the closed-form velocity per unit
@@ -406,7 +452,19 @@ def test_numerical_failure_returns_a_result_with_status_minus_one() -> None:
     assert np.isfinite(res.data).all()
 
 
-def test_event_stops_the_run_at_the_first_output_point_past_the_crossing() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_overflowing_input_fails_with_status_minus_one(backend: str) -> None:
+    """A torque of 1e300 N·m overflows the state at once: a Result with status −1, not an
+    exception and not a hang."""
+    res = mt.simulate(load("slider_crank.toml"), 0.5, 0.1, inputs={"motor_torque": 1e300},
+                      options=mt.SolverOptions(backend=backend))
+    assert res.status == -1
+    assert "integration failed at t=" in res.message, res.message
+    assert len(res) >= 1 and res.time[0] == 0.0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_event_stops_the_run_at_the_first_output_point_past_the_crossing(backend: str) -> None:
     # pendulum.toml released horizontal; stop when θ passes −π/4. Angle from the bottom φ = θ + π/2,
     # amplitude φ0 = π/2: t(φ) = (K(m) − F(β | m))/ω0 with m = sin²(φ0/2), sin β = sin(φ/2)/sin(φ0/2).
     omega0 = math.sqrt(3.0 * G / 2.0)
@@ -415,7 +473,7 @@ def test_event_stops_the_run_at_the_first_output_point_past_the_crossing() -> No
     t_cross = (float(ellipk(k * k)) - float(ellipkinc(beta, k * k))) / omega0
     h = 0.01
     ev = mt.Event("below_45deg", lambda t, out: out["bar.theta"] + math.pi / 4)
-    res = mt.simulate(load("pendulum.toml"), 2.0, h, events=[ev])
+    res = mt.simulate(load("pendulum.toml"), 2.0, h, events=[ev], options=mt.SolverOptions(backend=backend))
     assert res.status == 1
     assert "below_45deg" in res.message
     assert res.time[-1] == pytest.approx(math.ceil(t_cross / h) * h, abs=1e-9)
