@@ -21,6 +21,8 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mechanisms"
 FREE = EXAMPLES / "slider_crank.toml"
 DRIVEN = EXAMPLES / "slider_crank_driven.toml"
 
+BACKENDS = ["compiled", "numpy"]
+
 # piecewise-constant motor torque [N·m], one value per 0.1 s
 TORQUES = (2.0, -1.0, 3.0)
 
@@ -71,9 +73,11 @@ def test_ports_and_parameters_of_the_free_slider_crank(tmp_path: Path) -> None:
 
 
 # -------------------------------------------------------------------------- step independence
-def test_communication_step_size_does_not_change_the_answer() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_communication_step_size_does_not_change_the_answer(backend: str) -> None:
     mech = mt.load_mechanism(FREE)
-    fine, coarse = mt.Simulator(mech), mt.Simulator(mech)
+    opts = mt.SolverOptions(backend=backend)
+    fine, coarse = mt.Simulator(mech, opts), mt.Simulator(mech, opts)
     n_fine = 100                                  # 1 ms steps per 0.1 s
     fine_theta, coarse_theta = [], []
     for k in range(len(TORQUES)):
@@ -94,7 +98,7 @@ def test_communication_step_size_does_not_change_the_answer() -> None:
 STATE_SCRIPT = """
 import sys
 import mbsd_twin as mt
-sim = mt.Simulator(mt.load_mechanism(sys.argv[1]))
+sim = mt.Simulator(mt.load_mechanism(sys.argv[1]))   # default options: set_state brings the saved ones
 with open(sys.argv[2], "rb") as f:
     sim.set_state(f.read())
 assert sim.get_input("motor_torque") == 2.0
@@ -104,8 +108,9 @@ print(repr(sim.outputs()))
 """
 
 
-def test_state_round_trip_is_bit_identical_also_in_a_new_process(tmp_path: Path) -> None:
-    sim = mt.Simulator(mt.load_mechanism(FREE))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_state_round_trip_is_bit_identical_also_in_a_new_process(tmp_path: Path, backend: str) -> None:
+    sim = mt.Simulator(mt.load_mechanism(FREE), mt.SolverOptions(backend=backend))
     sim.set_input("motor_torque", 2.0)
     sim.advance_to(0.2)
     blob = sim.get_state()
@@ -162,8 +167,9 @@ def run(sim: mt.Simulator, tau: float, t: float) -> float:
     return sim.get_output("crank.theta")
 
 
-def test_reset_returns_exactly_to_the_initial_outputs() -> None:
-    sim = mt.Simulator(mt.load_mechanism(FREE))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reset_returns_exactly_to_the_initial_outputs(backend: str) -> None:
+    sim = mt.Simulator(mt.load_mechanism(FREE), mt.SolverOptions(backend=backend))
     initial = dict(sim.outputs())
     run(sim, 2.0, 0.2)
     assert sim.outputs() != initial
@@ -195,9 +201,10 @@ def test_rejected_parameter_value_keeps_the_model() -> None:
     assert run(sim, 2.0, 0.05) > 0.0
 
 
-def test_tunable_parameter_keeps_the_state() -> None:
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tunable_parameter_keeps_the_state(backend: str) -> None:
     """solver.rtol is tunable: the new value must take effect while time and state are kept."""
-    sim = mt.Simulator(mt.load_mechanism(FREE))
+    sim = mt.Simulator(mt.load_mechanism(FREE), mt.SolverOptions(backend=backend))
     run(sim, 2.0, 0.2)
     before = dict(sim.outputs())
     sim.set_parameter("solver.rtol", 1e-9)
@@ -205,7 +212,10 @@ def test_tunable_parameter_keeps_the_state() -> None:
     assert sim.options.rtol == 1e-9
     assert {p.name: p.value for p in sim.parameters}["solver.rtol"] == 1e-9
     assert sim.outputs() == before
+    assert sim.options.backend == backend
     assert run(sim, 2.0, 0.3) > before["crank.theta"]
+    sim.set_parameter("solver.max_step", 1e-3)
+    assert sim.options.max_step == 1e-3 and sim.options.rtol == 1e-9 and sim.time == 0.3
     with pytest.raises(mt.PortError, match="rtol"):
         sim.set_parameter("solver.rtol", -1.0)
 
