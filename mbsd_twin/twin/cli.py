@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 from typing import Any
 
@@ -17,7 +18,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     over: dict[str, dict[str, Any]] = {"broker": {"url": args.broker}, "core": {"asset": args.asset},
                                        "service": {"mechanism": args.mechanism},
                                        "record": {"path": args.record}, "metrics": {"port": args.metrics_port}}
-    cfg = load_config(args.config, overrides=over)
+    cfg = load_config(args.config or os.environ.get("MBSD_TWIN_CONFIG") or None, overrides=over)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     async def run() -> None:
@@ -63,12 +64,13 @@ def add_twin(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("twin", help="digital-twin service over MQTT")
     tsub = p.add_subparsers(dest="twin_command", required=True)
     s = tsub.add_parser("serve", help="run the twin service (SIGTERM: graceful stop)")
-    s.add_argument("--config", help="twin TOML file (see docs/service-config.md)")
+    s.add_argument("--config", help="twin TOML file (see docs/service-config.md; default $MBSD_TWIN_CONFIG)")
     s.add_argument("--broker", help="mqtt://host:port or mqtts://host:port")
     s.add_argument("--asset", help="asset id, e.g. sc-01")
     s.add_argument("--mechanism", help="mechanism TOML file")
     s.add_argument("--record", help="record to this JSON-lines file")
-    s.add_argument("--metrics-port", type=int, help="HTTP port for /metrics, /healthz, /readyz")
+    s.add_argument("--metrics-port", "--http-port", dest="metrics_port", type=int,
+                   help="HTTP port for /metrics, /healthz, /readyz and the dashboard (/dashboard/)")
     s.set_defaults(func=_cmd_serve)
     r = tsub.add_parser("replay", help="re-run a recording without a broker and compare the outputs")
     r.add_argument("recording")

@@ -26,6 +26,7 @@ ENV = {  # environment variable → (section, key)
     "MBSD_TWIN_MECHANISM": ("service", "mechanism"),
     "MBSD_TWIN_RECORD": ("record", "path"),
     "MBSD_TWIN_METRICS_PORT": ("metrics", "port"),
+    "MBSD_TWIN_METRICS_HOST": ("metrics", "host"),
 }
 
 

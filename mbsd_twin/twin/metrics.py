@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -29,12 +29,21 @@ class Metrics:
         self.reconnects = Gauge("twin_reconnects", "successful reconnects", registry=r)
 
 
+# A mounted route: request path (with query) → (status, content type, body, extra headers).
+Route = Callable[[str], tuple[int, str, bytes, dict[str, str]]]
+
+
 def serve_http(host: str, port: int, metrics: Metrics, health: Callable[[], dict[str, Any]],
-               ready: Callable[[], bool]) -> ThreadingHTTPServer:
-    """Start the HTTP server in a daemon thread; ``server.server_address`` has the bound port."""
+               ready: Callable[[], bool], routes: Mapping[str, Route] | None = None) -> ThreadingHTTPServer:
+    """Start the HTTP server in a daemon thread; ``server.server_address`` has the bound port.
+
+    ``routes``: extra GET routes by path prefix (the longest matching prefix wins), mounted by
+    extensions such as :mod:`mbsd_twin.dashboard`; /metrics, /healthz and /readyz come first."""
+    extra: Mapping[str, Route] = routes if routes is not None else {}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server API
+            headers: dict[str, str] = {}
             if self.path.startswith("/metrics"):
                 body, ctype, code = generate_latest(metrics.registry), CONTENT_TYPE_LATEST, 200
             elif self.path.startswith("/healthz"):
@@ -43,8 +52,10 @@ def serve_http(host: str, port: int, metrics: Metrics, health: Callable[[], dict
                 ok = ready()
                 body, ctype, code = (b"ready" if ok else b"not ready"), "text/plain", 200 if ok else 503
             else:
-                body, ctype, code = b"not found", "text/plain", 404
+                body, ctype, code, headers = _extra_route(extra, self.path)
             self.send_response(code)
+            for key, value in headers.items():
+                self.send_header(key, value)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -56,3 +67,15 @@ def serve_http(host: str, port: int, metrics: Metrics, health: Callable[[], dict
     server = ThreadingHTTPServer((host, port), Handler)
     threading.Thread(target=server.serve_forever, name="twin-http", daemon=True).start()
     return server
+
+
+def _extra_route(routes: Mapping[str, Route], path: str) -> tuple[bytes, str, int, dict[str, str]]:
+    match = max((p for p in routes if path == p or path.startswith(p.rstrip("/") + "/")
+                 or path.startswith(p + "?")), key=len, default=None)
+    if match is None:
+        return b"not found", "text/plain", 404, {}
+    try:
+        code, ctype, body, headers = routes[match](path)
+    except Exception as exc:  # a faulty extension answers 500 instead of dropping the connection
+        return f"internal error: {type(exc).__name__}".encode(), "text/plain", 500, {}
+    return body, ctype, code, headers

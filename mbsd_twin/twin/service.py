@@ -26,6 +26,7 @@ import threading
 import time
 import uuid
 from collections import Counter, deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ from paho.mqtt.properties import Properties
 from ..loader import loads_mechanism
 from .config import TwinConfig
 from .core import Out, TwinCore
-from .metrics import Metrics, serve_http
+from .metrics import Metrics, Route, serve_http
 from .protocol import Invalid, SensorBatch, Topics, encode, parse_command, parse_sensor
 from .recorder import FORMAT, Recorder
 from .sequencer import Sequencer
@@ -92,6 +93,16 @@ class TwinService:
         self.client = self._make_client()
         self.worker = threading.Thread(target=self._work, name="twin-worker", daemon=True)
         self.http: Any = None
+        # --- extension hook (mbsd_twin.dashboard): taps see every published message (worker thread);
+        # http_routes are extra GET routes of the HTTP server. The dashboard mounts itself when the
+        # HTTP server is on (cfg.metrics.port).
+        self.taps: list[Callable[[Out], None]] = []
+        self.http_routes: dict[str, Route] = {}
+        self.dashboard: Any = None
+        if cfg.metrics.port:
+            from ..dashboard import mount
+
+            self.dashboard = mount(self)
 
     # --------------------------------------------------------------- client
     def _make_client(self) -> mqtt.Client:
@@ -278,6 +289,11 @@ class TwinService:
         if not self.topics.owns(out.topic):  # the service only publishes under its own prefix
             raise ValueError(f"refusing to publish outside {self.topics.twin('')}: {out.topic}")
         info = self.client.publish(out.topic, out.payload, qos=out.qos, retain=out.retain, properties=props)
+        for tap in self.taps:
+            try:
+                tap(out)
+            except Exception as exc:
+                self.rlog.warning("tap", "a message tap failed: %r", exc)
         if info.rc != mqtt.MQTT_ERR_SUCCESS:
             self.counts["publish_failed"] += 1
 
@@ -307,7 +323,8 @@ class TwinService:
         b = self.cfg.broker
         if self.cfg.metrics.port:
             self.http = serve_http(self.cfg.metrics.host, self.cfg.metrics.port, self.metrics, self.health,
-                                   lambda: self.connected.is_set() and not self.stopping.is_set())
+                                   lambda: self.connected.is_set() and not self.stopping.is_set(),
+                                   self.http_routes)
         self.client.connect_async(b.host, b.port, keepalive=b.keepalive)
         self.client.loop_start()
         self.worker.start()
