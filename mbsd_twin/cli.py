@@ -140,6 +140,27 @@ def _add_fmu(sub: argparse._SubParsersAction) -> None:
     add_parsers(sub)
 
 
+def _add_plot(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``plot`` (a result CSV as a PNG/SVG/PDF figure; needs the ``plot`` extra)."""
+    from .viz_cli import add_plot
+
+    add_plot(sub)
+
+
+def _add_animate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``animate`` (a mechanism moving through a result CSV, GIF or MP4; needs the ``plot`` extra)."""
+    from .viz_cli import add_animate
+
+    add_animate(sub)
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``demo`` (broker, twin, rig, dashboard, FMU and report in one command; needs the ``demo`` extra)."""
+    from .demo.cli import add_demo
+
+    add_demo(sub)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mbsd-twin", description=__doc__)
     parser.add_argument("--version", action="version", version=f"mbsd-twin {__version__}")
@@ -151,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_simulate(sub)
     _add_twin(sub)
     _add_fmu(sub)
+    _add_plot(sub)
+    _add_animate(sub)
+    _add_demo(sub)
     return parser
 
 

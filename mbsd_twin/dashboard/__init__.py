@@ -1,0 +1,158 @@
+"""The live dashboard: a web page served by the twin service's HTTP server.
+
+``mount(service)`` (called by :class:`~mbsd_twin.twin.service.TwinService` when its HTTP server is
+on) adds a :class:`~.store.Store` tap and the routes:
+
+- ``/`` → redirect to ``/dashboard/``; ``/dashboard/`` the page; ``/dashboard/static/…`` its
+  hand-written JS/CSS (package data, no CDN);
+- ``/dashboard/api/config``: channels, alarm thresholds, units, the mechanism sketch;
+- ``/dashboard/api/data?since=CURSOR``: new rows, health, alarms and the mechanism drawn in its
+  simulated pose and in the pose of the measured angle.
+
+Poses: the synchronised body's angle (simulated or measured) is imposed on a private
+:class:`~mbsd_twin.Simulator` (``set_configuration``) and every body follows from the constraints,
+which fixes the pose of a one-degree-of-freedom mechanism such as the slider crank.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from ..animate import Pose, Sketch
+from ..model import Mechanism
+from .store import Store
+
+__all__ = ["Dashboard", "PoseSolver", "Store", "mount"]
+
+STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+          "style.css": "text/css; charset=utf-8"}
+Reply = tuple[int, str, bytes, dict[str, str]]
+
+
+def _static(name: str) -> bytes:
+    return (resources.files(__package__) / "static" / name).read_bytes()
+
+
+def _json(obj: Any) -> Reply:
+    text = json.dumps(obj, separators=(",", ":"), allow_nan=True)
+    text = text.replace("NaN", "null").replace("-Infinity", "null").replace("Infinity", "null")
+    return 200, "application/json", text.encode(), {"Cache-Control": "no-store"}
+
+
+class PoseSolver:
+    """Body poses with the body ``body`` at a given angle (assembled by the engine)."""
+
+    def __init__(self, mech: Mechanism, body: str) -> None:
+        self.mech, self.body = mech, body
+        self.bodies = [b.name for b in mech.bodies]
+        self._sim: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self, angle: float) -> dict[str, Pose] | None:
+        if not math.isfinite(angle):
+            return None
+        from ..errors import MbsdError
+        from ..simulator import Simulator
+
+        with self._lock:
+            try:
+                if self._sim is None:
+                    self._sim = Simulator(self.mech)
+                self._sim.set_configuration({f"{self.body}.theta": angle})
+                o = self._sim.outputs()
+            except (MbsdError, FloatingPointError, ValueError):
+                self._sim = None
+                return None
+        return {b: (o[f"{b}.x"], o[f"{b}.y"], o[f"{b}.theta"]) for b in self.bodies}
+
+
+class Dashboard:
+    def __init__(self, service: Any, history: int = 6000) -> None:
+        core = service.cfg.core
+        self.cfg = core
+        self.mech: Mechanism = service.mech
+        self.store = Store(list(core.compare), maxlen=history)
+        self.sketch = Sketch.from_mechanism(self.mech)
+        self.body = core.compare[core.resync_angle].split(".")[0]
+        self.poses = PoseSolver(self.mech, self.body)
+        self._units = self._port_units()
+
+    def _port_units(self) -> dict[str, str]:
+        from ..ports import output_specs
+        from ..system import compile_mechanism
+
+        try:
+            return {s.name: s.unit for s in output_specs(compile_mechanism(self.mech))}
+        except Exception:  # units are decoration; the page works without them
+            return {}
+
+    def routes(self) -> dict[str, Any]:
+        return {"/": self.root, "/dashboard": self.page, "/dashboard/static": self.static,
+                "/dashboard/api/config": self.config, "/dashboard/api/data": self.data}
+
+    # ---------------------------------------------------------------- routes
+    def root(self, path: str) -> Reply:
+        if urlsplit(path).path != "/":
+            return 404, "text/plain", b"not found", {}
+        return 302, "text/plain", b"see /dashboard/", {"Location": "/dashboard/"}
+
+    def page(self, path: str) -> Reply:
+        p = urlsplit(path).path
+        if p == "/dashboard":
+            return 302, "text/plain", b"see /dashboard/", {"Location": "/dashboard/"}
+        if p not in ("/dashboard/", "/dashboard/index.html"):
+            return 404, "text/plain", b"not found", {}
+        return 200, STATIC["index.html"], _static("index.html"), {"Cache-Control": "no-store"}
+
+    def static(self, path: str) -> Reply:
+        name = urlsplit(path).path.rsplit("/", 1)[-1]
+        if name not in STATIC:
+            return 404, "text/plain", b"not found", {}
+        return 200, STATIC[name], _static(name), {"Cache-Control": "no-store"}
+
+    def config(self, path: str) -> Reply:
+        c = self.cfg
+        alarms = [{"name": a.name, "channel": a.channel, "source": a.source, "high": a.high, "low": a.low}
+                  for a in c.alarms]
+        units = {ch: self._units.get(port, "") for ch, port in c.compare.items()}
+        units.update({port: self._units.get(port, "") for port in c.state_extra})
+        rest = self.sketch.world({b.name: (b.position[0], b.position[1], b.angle) for b in self.mech.bodies})
+        return _json({"asset": c.asset, "base": c.base, "model": self.mech.name, "compare": c.compare,
+                      "angle": c.resync_angle, "speed": c.resync_speed, "alarms": alarms, "units": units,
+                      "resync_bounds": c.resync_bounds, "body": self.body, "sketch": rest})
+
+    def data(self, path: str) -> Reply:
+        q = parse_qs(urlsplit(path).query)
+        try:
+            cursor = int(q.get("since", ["0"])[0])
+        except ValueError:
+            return 400, "text/plain", b"since must be an integer", {}
+        total, rows = self.store.since(cursor)
+        snap = self.store.snapshot()
+        return _json({"cursor": total, "t0": self.store.t0, "columns": self.store.columns, "rows": rows,
+                      **snap, "pose": self._pose(snap["latest"])})
+
+    def _pose(self, latest: dict[str, Any] | None) -> dict[str, Any] | None:
+        if not latest:
+            return None
+        ch = self.cfg.resync_angle
+        sim = latest.get("state", {}).get(ch)
+        resid = latest.get("residuals", {}).get(ch)
+        out: dict[str, Any] = {"t": latest.get("t")}
+        for key, angle in (("sim", sim), ("meas", None if sim is None or resid is None else sim + resid)):
+            poses = self.poses(float(angle)) if angle is not None else None
+            out[key] = self.sketch.world(poses) if poses else None
+        return out
+
+
+def mount(service: Any) -> Dashboard:
+    """Add the dashboard's tap and routes to a :class:`TwinService` (before ``start``)."""
+    dash = Dashboard(service)
+    service.taps.append(dash.store)
+    service.http_routes.update(dash.routes())
+    return dash

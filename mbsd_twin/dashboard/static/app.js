@@ -1,0 +1,258 @@
+// mbsd-twin live dashboard: polls /dashboard/api/data and draws canvas charts (no libraries).
+"use strict";
+
+const WINDOW_S = 20;          // seconds of rig time shown
+const POLL_MS = 300;
+const COLORS = ["#1f77b4", "#e4572e", "#2e9e5b", "#9467bd", "#8c564b", "#17becf", "#bcbd22"];
+const state = { cfg: null, cursor: 0, t0: null, cols: {}, buf: {}, health: null, alarms: [], alarmCounts: {},
+  pose: null, lastRows: 0, lastData: 0, polls: 0, errors: 0, rows: 0, rate: null, prevRecv: null };
+window.dashboard = state;      // read by tests and curious users
+
+function wrap(a) { return Math.atan2(Math.sin(a), Math.cos(a)); }
+function fmt(v, d = 3) {
+  if (v === null || v === undefined || Number.isNaN(v)) return "–";
+  if (typeof v !== "number") return String(v);
+  const a = Math.abs(v);
+  return a !== 0 && (a < 1e-3 || a >= 1e5) ? v.toExponential(2) : v.toFixed(d);
+}
+
+function setupCanvas(cv) {
+  const dpr = window.devicePixelRatio || 1;
+  const w = cv.clientWidth, h = cv.clientHeight;
+  if (cv.width !== Math.round(w * dpr) || cv.height !== Math.round(h * dpr)) {
+    cv.width = Math.round(w * dpr); cv.height = Math.round(h * dpr);
+  }
+  const ctx = cv.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, w, h);
+  return { ctx, w, h };
+}
+
+// series: [{label, color, x: [], y: [], dash, wrap}]; lines: [{y, label, color}]
+function drawChart(id, series, lines, unit) {
+  const cv = document.getElementById(id);
+  if (!cv) return;
+  const { ctx, w, h } = setupCanvas(cv);
+  const L = 56, R = 8, T = 18, B = 22;
+  let xmax = -Infinity, ymin = Infinity, ymax = -Infinity;
+  for (const s of series) for (let i = 0; i < s.x.length; i++) {
+    if (s.x[i] > xmax) xmax = s.x[i];
+    const y = s.y[i];
+    if (Number.isFinite(y)) { if (y < ymin) ymin = y; if (y > ymax) ymax = y; }
+  }
+  for (const l of lines) { ymin = Math.min(ymin, l.y); ymax = Math.max(ymax, l.y); }
+  ctx.font = "11px system-ui, sans-serif";
+  if (!Number.isFinite(xmax) || !Number.isFinite(ymin)) {
+    ctx.fillStyle = "#6b7280"; ctx.fillText("waiting for data…", L, h / 2); return;
+  }
+  if (ymax - ymin < 1e-12) { ymax += 1; ymin -= 1; }
+  const pad = 0.08 * (ymax - ymin); ymin -= pad; ymax += pad;
+  const xmin = xmax - WINDOW_S;
+  const X = (x) => L + (x - xmin) / (xmax - xmin) * (w - L - R);
+  const Y = (y) => T + (ymax - y) / (ymax - ymin) * (h - T - B);
+  ctx.strokeStyle = "#e5e7eb"; ctx.fillStyle = "#6b7280"; ctx.lineWidth = 1;
+  for (let k = 0; k <= 4; k++) {
+    const y = ymin + k * (ymax - ymin) / 4;
+    ctx.beginPath(); ctx.moveTo(L, Y(y)); ctx.lineTo(w - R, Y(y)); ctx.stroke();
+    ctx.fillText(fmt(y, 3), 2, Y(y) + 4);
+  }
+  for (let x = Math.ceil(xmin / 5) * 5; x <= xmax; x += 5) ctx.fillText(`${x.toFixed(0)} s`, X(x) - 10, h - 6);
+  if (unit) ctx.fillText(`[${unit}]`, 2, 11);
+  for (const l of lines) {
+    ctx.strokeStyle = l.color; ctx.setLineDash([6, 4]);
+    ctx.beginPath(); ctx.moveTo(L, Y(l.y)); ctx.lineTo(w - R, Y(l.y)); ctx.stroke();
+    ctx.setLineDash([]); ctx.fillStyle = l.color; ctx.fillText(l.label, w - R - ctx.measureText(l.label).width, Y(l.y) - 3);
+  }
+  let lx = L + 4;
+  for (const s of series) {
+    ctx.strokeStyle = s.color; ctx.lineWidth = 1.6; ctx.setLineDash(s.dash ? [5, 3] : []);
+    ctx.beginPath();
+    let pen = false, prev = null;
+    for (let i = 0; i < s.x.length; i++) {
+      const x = s.x[i], y = s.y[i];
+      if (x < xmin || !Number.isFinite(y)) { pen = false; continue; }
+      const jump = s.wrap && prev !== null && Math.abs(y - prev) > Math.PI;
+      if (!pen || jump) ctx.moveTo(X(x), Y(y)); else ctx.lineTo(X(x), Y(y));
+      pen = true; prev = y;
+    }
+    ctx.stroke(); ctx.setLineDash([]);
+    ctx.fillStyle = s.color; ctx.fillText(s.label, lx, 12); lx += ctx.measureText(s.label).width + 14;
+  }
+}
+
+function drawMechanism() {
+  const cv = document.getElementById("mechanism");
+  const { ctx, w, h } = setupCanvas(cv);
+  const p = state.pose, sk = state.cfg && state.cfg.sketch;
+  if (!sk) return;
+  const views = [];
+  if (p && p.meas) views.push({ v: p.meas, color: "#e4572e", dash: true, fill: false });
+  if (p && p.sim) views.push({ v: p.sim, color: "#1f77b4", dash: false, fill: true });
+  if (!views.length) views.push({ v: sk, color: "#9ca3af", dash: false, fill: true });
+  if (!state.box) {   // fixed bounds: the assembled mechanism's reach around the ground points
+    const s = sk.scale, pts = sk.bodies.flatMap((b) => b.pts).concat(sk.pivots);
+    const xs = pts.map((q) => q[0]), ys = pts.map((q) => q[1]);
+    state.box = [Math.min(...xs, -s) - 0.2 * s, Math.max(...xs, s) + 0.2 * s, Math.min(...ys, -s) - 0.2 * s, Math.max(...ys, s) + 0.2 * s];
+  }
+  const [x0, x1, y0, y1] = state.box;
+  const k = Math.min((w - 20) / (x1 - x0), (h - 20) / (y1 - y0));
+  const ox = (w - k * (x1 + x0)) / 2, oy = (h + k * (y1 + y0)) / 2;
+  const P = (q) => [ox + k * q[0], oy - k * q[1]];
+  ctx.lineCap = "round"; ctx.lineJoin = "round";
+  ctx.strokeStyle = "#9ca3af"; ctx.lineWidth = 4;
+  for (const g of sk.guides) { ctx.beginPath(); ctx.moveTo(...P(g[0])); ctx.lineTo(...P(g[1])); ctx.stroke(); }
+  ctx.fillStyle = "#374151";
+  for (const q of sk.pivots) {
+    const [x, y] = P(q); ctx.beginPath(); ctx.moveTo(x, y); ctx.lineTo(x - 8, y + 13); ctx.lineTo(x + 8, y + 13); ctx.fill();
+  }
+  for (const { v, color, dash, fill } of views) {
+    ctx.setLineDash(dash ? [7, 5] : []); ctx.strokeStyle = color; ctx.lineWidth = dash ? 2 : 5;
+    for (const b of v.bodies) {
+      ctx.beginPath(); b.pts.forEach((q, i) => (i ? ctx.lineTo(...P(q)) : ctx.moveTo(...P(q))));
+      if (b.pts.length > 2) ctx.closePath();
+      if (fill && b.pts.length > 2) { ctx.fillStyle = color + "40"; ctx.fill(); }
+      ctx.stroke();
+    }
+    ctx.setLineDash([]);
+    for (const j of v.joints) {
+      const [x, y] = P([j[1], j[2]]);
+      ctx.beginPath(); ctx.arc(x, y, dash ? 3 : 4.5, 0, 2 * Math.PI);
+      ctx.fillStyle = "#fff"; ctx.fill(); ctx.strokeStyle = color; ctx.lineWidth = 1.5; ctx.stroke();
+    }
+  }
+  ctx.fillStyle = "#374151"; ctx.font = "12px system-ui, sans-serif";
+  const t = p && p.t !== undefined && state.t0 !== null ? `t = ${(p.t - state.t0).toFixed(2)} s` : "initial guess";
+  ctx.fillText(t, 8, 16);
+}
+
+function column(name) { return state.buf[name] || []; }
+function healthRows() {
+  const hh = state.health, c = (hh && hh.counters) || {};
+  const inv = c.invalid || {}, rs = c.resync || {};
+  const invTotal = Object.values(inv).reduce((a, b) => a + b, 0);
+  const lastR = state.buf["resid." + (state.cfg ? state.cfg.angle : "")] || [];
+  const n = Math.min(lastR.length, 250);
+  const rms = n ? Math.sqrt(lastR.slice(-n).reduce((a, b) => a + b * b, 0) / n) : null;
+  return [
+    ["connected to broker", hh ? (hh.connected ? "yes" : "no") : "–"],
+    ["sensor messages / s", fmt(state.rate, 1)],
+    ["messages received", c.received], ["batches solved", c.batches],
+    ["lag [s]", fmt(hh && hh.lag_s)], ["queue depth", hh && hh.queue_depth], ["solver hold [samples]", hh && hh.hold],
+    ["solver ms / batch p50", fmt(hh && hh.solver_ms_per_batch && hh.solver_ms_per_batch.p50, 2)],
+    [`angle residual RMS (last ${n})`, fmt(rms, 5)],
+    ["invalid messages", invTotal + (invTotal ? " (" + Object.entries(inv).map(([k, v]) => `${k} ${v}`).join(", ") + ")" : "")],
+    ["gap / late / duplicate / reordered", [c.gap, c.late, c.duplicate, c.reordered].map((v) => v || 0).join(" / ")],
+    ["re-syncs", Object.entries(rs).map(([k, v]) => `${k} ${v}`).join(", ") || "0"],
+    ["dropped (overload)", c.dropped_overload], ["solver failures", c.solver_failure],
+    ["alarms raised / active", `${state.alarmCounts.raised || 0} / ${state.active ? state.active.length : 0}`],
+  ];
+}
+
+function render() {
+  const cfg = state.cfg;
+  if (!cfg) return;
+  const t = column("t"), a = cfg.angle, s = cfg.speed, u = cfg.units || {};
+  drawChart("chart-angle", [
+    { label: `simulated ${a}`, color: COLORS[0], x: t, y: column("sim." + a).map(wrap), wrap: true },
+    { label: `measured ${a}`, color: COLORS[1], x: t, y: column("meas." + a).map(wrap), wrap: true, dash: true }], [], u[a]);
+  drawChart("chart-speed", [
+    { label: `simulated ${s}`, color: COLORS[0], x: t, y: column("sim." + s) },
+    { label: `measured ${s}`, color: COLORS[1], x: t, y: column("meas." + s), dash: true }], [], u[s]);
+  for (const [id, ch] of [["chart-resid-angle", a], ["chart-resid-speed", s]]) {
+    const lines = [];
+    for (const al of cfg.alarms.filter((x) => x.source === "residual" && x.channel === ch)) {
+      lines.push({ y: al.high, label: `${al.name} high`, color: "#c53030" }, { y: -al.high, label: "", color: "#c53030" });
+      lines.push({ y: al.low, label: "low", color: "#b7791f" }, { y: -al.low, label: "", color: "#b7791f" });
+    }
+    drawChart(id, [{ label: `residual ${ch} (measured − simulated)`, color: COLORS[2], x: t, y: column("resid." + ch) }], lines, u[ch]);
+  }
+  const fch = Object.keys(cfg.compare).filter((c) => /\.f[xy]$/.test(cfg.compare[c]));
+  const bearing = fch.flatMap((c, i) => [
+    { label: `virtual ${cfg.compare[c]}`, color: COLORS[(2 * i) % 7], x: t, y: column("virt." + cfg.compare[c]) },
+    { label: `measured ${c}`, color: COLORS[(2 * i + 1) % 7], x: t, y: column("meas." + c), dash: true }]);
+  drawChart("chart-bearing", bearing, [], "N");
+  const joints = [...new Set(Object.keys(state.cols).filter((c) => /^virt\..*\.fx$/.test(c)).map((c) => c.slice(5, -3)))];
+  drawChart("chart-virtual", joints.map((j, i) => {
+    const fx = column(`virt.${j}.fx`), fy = column(`virt.${j}.fy`);
+    return { label: j, color: COLORS[i % 7], x: t, y: fx.map((v, k) => Math.hypot(v, fy[k])) };
+  }), [], "N");
+  drawMechanism();
+  document.querySelector("#health tbody").innerHTML = healthRows()
+    .map(([k, v]) => `<tr><td>${k}</td><td>${v === undefined || v === null ? "–" : v}</td></tr>`).join("");
+}
+
+function renderAlarms() {
+  const ul = document.getElementById("alarms");
+  if (!state.alarms.length) return;
+  ul.innerHTML = state.alarms.slice().reverse().map((e) => {
+    const t = state.t0 !== null ? (e.t - state.t0).toFixed(2) : e.t;
+    return `<li class="${e.event}">t = ${t} s: ${e.alarm} ${e.event} (${e.source} ${e.channel} = ${fmt(e.value, 4)}, threshold ${e.threshold})</li>`;
+  }).join("");
+}
+
+function ingest(d) {
+  if (!Object.keys(state.cols).length && d.columns.length) {
+    d.columns.forEach((c, i) => { state.cols[c] = i; state.buf[c] = []; });
+  }
+  if (d.t0 !== null) state.t0 = d.t0;
+  for (const r of d.rows) for (const c in state.cols) state.buf[c].push(c === "t" ? r[state.cols[c]] - state.t0 : r[state.cols[c]]);
+  const t = state.buf.t || [];
+  let cut = 0;
+  while (cut < t.length && t[cut] < t[t.length - 1] - WINDOW_S - 1) cut++;
+  if (cut) for (const c in state.buf) state.buf[c].splice(0, cut);
+  state.rows += d.rows.length; state.cursor = d.cursor;
+  if (d.rows.length) state.lastData = Date.now();
+  if (d.health) {
+    const recv = d.health.counters && d.health.counters.received, now = Date.now();
+    if (state.prevRecv && recv !== undefined && now > state.prevRecv[1] + 900) {
+      state.rate = (recv - state.prevRecv[0]) / ((now - state.prevRecv[1]) / 1000);
+      state.prevRecv = [recv, now];
+    } else if (!state.prevRecv && recv !== undefined) state.prevRecv = [recv, now];
+  }
+  state.health = d.health; state.alarms = d.alarms; state.alarmCounts = d.alarm_counts;
+  state.active = d.latest ? d.latest.alarms_active : [];
+  if (d.pose) state.pose = d.pose;
+}
+
+async function poll() {
+  try {
+    const r = await fetch(`/dashboard/api/data?since=${state.cursor}`, { cache: "no-store" });
+    if (!r.ok) throw new Error(`HTTP ${r.status}`);
+    ingest(await r.json());
+    state.polls++;
+    const fresh = Date.now() - state.lastData < 3000;
+    setStatus(fresh ? "ok" : "wait", fresh ? "live" : "no new data");
+    render();
+    renderAlarms();
+  } catch (e) {
+    state.errors++; state.lastError = String(e);
+    setStatus("bad", "service unreachable");
+  }
+  document.getElementById("age").textContent = state.lastData ? `${state.rows} samples` : "";
+  setTimeout(poll, POLL_MS);
+}
+
+function setStatus(cls, text) { const s = document.getElementById("status"); s.className = `pill ${cls}`; s.textContent = text; }
+
+async function start() {
+  document.getElementById("window").textContent = WINDOW_S;
+  for (;;) {
+    try {
+      const r = await fetch("/dashboard/api/config", { cache: "no-store" });
+      state.cfg = await r.json();
+      break;
+    } catch (e) { setStatus("bad", "service unreachable"); await new Promise((ok) => setTimeout(ok, 1000)); }
+  }
+  const cfg = state.cfg;
+  document.getElementById("asset").textContent = cfg.base;
+  document.getElementById("model").textContent = `model: ${cfg.model}`;
+  document.getElementById("title-angle").textContent = `Angle ${cfg.angle} (${cfg.compare[cfg.angle]}): measured vs simulated`;
+  document.getElementById("title-speed").textContent = `Speed ${cfg.speed} (${cfg.compare[cfg.speed]}): measured vs simulated`;
+  document.getElementById("title-resid-angle").textContent = `Residual ${cfg.angle} with alarm thresholds`;
+  document.getElementById("title-resid-speed").textContent = `Residual ${cfg.speed} with alarm thresholds`;
+  window.addEventListener("resize", render);
+  render();
+  poll();
+}
+
+start();

@@ -1,0 +1,227 @@
+"""``mbsd-twin demo``: embedded broker → twin service + dashboard → synthetic rig → FMU build and
+validation → report folder. Every resource is released in ``finally`` blocks, in reverse order, on
+success, on error and on Ctrl-C (SIGINT) or SIGTERM alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..dashboard.store import Store
+from ..twin.config import AlarmConfig, TwinConfig, load_config
+from ..twin.rig import RigConfig
+from .live import LiveView, Snapshot, residual_rms
+from .procs import EmbeddedBroker, free_port
+from .report import TwinRun
+
+DEMO_ALARMS = (AlarmConfig("crank_angle_residual", "theta", "residual", high=0.012, low=0.006, min_duration=0.05),)
+
+
+@dataclass
+class DemoOptions:
+    duration: float = 30.0
+    out: Path = Path("out/demo")
+    broker: str | None = None  # None: embedded amqtt
+    protocol: int = 4  # MQTT 3.1.1 works with every broker (amqtt speaks only 3.1.1)
+    http_host: str = "127.0.0.1"
+    http_port: int = 0  # 0: a free port
+    fault_rate: float = 0.01  # per sensor message
+    mismatch: dict[str, float] = field(default_factory=lambda: {"piston.mass": 1.8})
+    seed: int = 0
+    fmu: bool = True
+    fmu_stop: float = 2.0
+    live: str = "auto"  # auto, rich, plain, off
+    mechanism: str | None = None  # default: the bundled slider crank
+    solver: str = "DOP853"  # the twin's integrator (DOP853 runs on the compiled path)
+
+
+def bundled_mechanism() -> str:
+    from importlib import resources
+
+    return str(resources.files("mbsd_twin") / "data" / "mechanisms" / "slider_crank.toml")
+
+
+def twin_config(opts: DemoOptions, broker_url: str, port: int) -> TwinConfig:
+    alarms = [{"name": a.name, "channel": a.channel, "source": a.source, "high": a.high, "low": a.low,
+               "min_duration": a.min_duration} for a in DEMO_ALARMS]
+    return load_config(None, env={}, overrides={
+        "broker": {"url": broker_url, "protocol": opts.protocol},
+        "core": {"alarms": alarms, "resync_bounds": {"theta": 0.03, "omega": 5.0}, "solver_method": opts.solver},
+        "service": {"mechanism": opts.mechanism or bundled_mechanism(), "start_level": 1},
+        "metrics": {"host": opts.http_host, "port": port}})
+
+
+@contextlib.contextmanager
+def service_log(path: Path) -> Iterator[None]:
+    """The service's log records go to ``path`` (not over the live view) while the demo runs."""
+    logger = logging.getLogger("mbsd_twin.twin")
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    old = logger.propagate, logger.level
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+        logger.propagate, logger.level = old[0], old[1]
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt in the main thread (the same clean shutdown as Ctrl-C)."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _live_phase(svc: Any, store: Store, opts: DemoOptions, url: str) -> tuple[dict[str, Any], float]:
+    """Stream the rig through the running twin with the live view; the rig manifest and wall time."""
+    from .rig import RigThread
+
+    rig = RigThread(svc.mech, RigConfig(mismatch=opts.mismatch, seed=opts.seed), url, opts.duration,
+                    opts.fault_rate, window=svc.cfg.service.reorder_window, protocol=opts.protocol)
+    view = LiveView(opts.live) if opts.live != "off" else None
+    t0 = time.monotonic()
+    rig.start()
+    try:
+        prev, rate = (t0, 0), 0.0
+        while rig.is_alive():
+            rig.join(0.25)
+            h = svc.health()
+            now, got = time.monotonic(), h["counters"].get("received", 0)
+            if now - prev[0] >= 1.0:
+                rate, prev = (got - prev[1]) / (now - prev[0]), (now, got)
+            if view:
+                snap = store.snapshot()
+                view.update(Snapshot(now - t0, opts.duration, rig.sent, h, rate, residual_rms(store),
+                                     snap["alarm_counts"].get("raised", 0),
+                                     (snap["latest"] or {}).get("alarms_active", [])))
+    finally:
+        rig.stop()
+        rig.join(5)
+        if view:
+            view.close()
+    if rig.error is not None:
+        raise RuntimeError(f"the synthetic rig failed: {rig.error!r}") from rig.error
+    t_end = time.monotonic() + 5.0  # let the twin finish the queued batches
+    while svc.batches and time.monotonic() < t_end:
+        time.sleep(0.05)
+    time.sleep(0.6)  # the sequencer gives up on trailing gaps after reorder_timeout
+    return rig.manifest, time.monotonic() - t0
+
+
+def run_twin(opts: DemoOptions, folder: Path) -> TwinRun:
+    """Broker, service, dashboard and rig; everything stopped before returning."""
+    from ..twin.service import TwinService
+
+    with contextlib.ExitStack() as stack:
+        if opts.broker:
+            url, broker_text = opts.broker, f"{opts.broker} (given)"
+        else:
+            say("starting the embedded MQTT broker (amqtt) ...")
+            broker = stack.enter_context(EmbeddedBroker())
+            url, broker_text = broker.url, f"embedded amqtt on {broker.url}"
+        say(f"broker: {broker_text}")
+        port = opts.http_port or free_port(opts.http_host)
+        svc = TwinService(twin_config(opts, url, port))
+        rows = Store(list(svc.cfg.core.compare), maxlen=2_000_000, every_sample=True)
+        svc.taps.append(rows)
+        stack.enter_context(svc)
+        dashboard = f"http://{opts.http_host}:{svc.http.server_address[1]}/dashboard/"
+        if not svc.connected.wait(15):
+            raise ConnectionError(f"the twin service could not connect to the broker at {url}")
+        say(f"twin service connected; dashboard: {dashboard}")
+        say(f"streaming the synthetic rig for {opts.duration:g} s (fault rate {opts.fault_rate:g} per message, "
+            f"hidden mismatch {opts.mismatch}) ...")
+        manifest, seconds = _live_phase(svc, rows, opts, url)
+        health = svc.health()
+        snap = rows.snapshot()
+    csv = rows.to_csv(folder / "twin.csv")
+    return TwinRun(csv, health, manifest, snap["alarm_counts"], DEMO_ALARMS, broker_text, dashboard, seconds,
+                   dict(svc.cfg.core.compare))
+
+
+def run_fmu(opts: DemoOptions, folder: Path) -> dict[str, Any]:
+    """Build the slider-crank FMU, validate it against the native solver, write CSVs and a plot."""
+    from ..fmi.build import build_fmu
+    from ..fmi.validation import validate
+
+    say("building the slider-crank FMU ...")
+    t0 = time.perf_counter()
+    path = build_fmu(None, folder / "fmu" / "SliderCrank.fmu")
+    build_s = time.perf_counter() - t0
+    profile = "sine:0.3:1:0.6"
+    say(f"validating it with fmpy against the native solver ({opts.fmu_stop:g} s) ...")
+    rep = validate(path, stop_time=opts.fmu_stop, step=1e-3, inputs={"motor_torque": profile})
+    rep.write_csv(folder / "fmu")
+    plot = None
+    if rep.fmu_result and rep.native_result:
+        wanted = ("crank.theta", "crank.omega", "piston.x", "main_bearing.fx")
+        names: list[str] = [n for n in wanted if n in rep.fmu_result]
+        plot = rep.plot(folder / "fmu_vs_native.png", names)
+    worst = max(rep.errors, key=lambda e: e.max_abs, default=None)
+    return {"path": str(path.relative_to(folder)), "bytes": path.stat().st_size, "build_s": build_s,
+            "problems": rep.problems, "ok": rep.ok, "stop": opts.fmu_stop, "step": 1e-3, "input": profile,
+            "outputs": len(rep.errors), "in_band": sum(e.ok for e in rep.errors),
+            "max_abs": worst.max_abs if worst else math.nan, "worst": worst.name if worst else "-",
+            "message": rep.message, "table": rep.table(), "plot": str(plot) if plot else None}
+
+
+def write_report(opts: DemoOptions, folder: Path, run: TwinRun, fmu: dict[str, Any] | None) -> str:
+    from .report import summary_markdown, twin_plots, write_json
+
+    paths, stats = twin_plots(run, folder, "theta", "omega")
+    files = [run.csv, folder / "twin.log", write_json(folder / "health.json", run.health),
+             write_json(folder / "rig_manifest.json", run.manifest), *paths]
+    if fmu is not None:
+        files += sorted((folder / "fmu").iterdir())
+        if fmu.get("plot"):
+            files.append(Path(fmu["plot"]))
+    text = summary_markdown(run, stats, fmu, [*files, folder / "summary.md"], folder)
+    (folder / "summary.md").write_text(text, encoding="utf-8")
+    return text
+
+
+def run_demo(opts: DemoOptions) -> int:
+    """The whole demo; 0 when the twin ran and the FMU validated, 1 otherwise, 130 on Ctrl-C."""
+    folder = Path(opts.out)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        with sigterm_as_interrupt(), service_log(folder / "twin.log"):
+            run = run_twin(opts, folder)
+            say(f"live phase done: {run.health['counters'].get('batches', 0)} batches; all services stopped")
+            fmu = run_fmu(opts, folder) if opts.fmu else None
+            if fmu:
+                say(fmu["table"])
+            text = write_report(opts, folder, run, fmu)
+    except KeyboardInterrupt:
+        say("\ninterrupted: everything was stopped; no report written")
+        return 130
+    say("")
+    say(text)
+    say(f"report folder: {folder}")
+    ok = run.health["counters"].get("batches", 0) > 0 and (fmu is None or fmu["ok"])
+    if not ok:
+        print("mbsd-twin demo: the twin processed no batch or the FMU validation failed", file=sys.stderr)
+    return 0 if ok else 1
