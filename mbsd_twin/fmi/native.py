@@ -24,17 +24,6 @@ class FmuInitError(MbsdError, RuntimeError):
     """The FMU could not be initialised (invalid parameter, unassemblable mechanism…)."""
 
 
-def refresh_outputs(sim: Simulator) -> None:
-    """Make the next ``sim.outputs()`` use the current inputs (direct feedthrough).
-
-    ``Simulator.set_input`` only records the value: the numpy backend keeps its output cache of
-    the current (t, y) and the compiled backend evaluates with the inputs of the last step, so
-    accelerations and reactions would show the previous inputs until the next step. Advancing to
-    the current time hands the inputs to the stepper and clears the cache without integrating; the
-    next real step does exactly what it would have done anyway."""
-    sim.advance_to(sim.time)
-
-
 def solver_options(tunable: Mapping[str, float]) -> SolverOptions:
     """Engine options from the FMU's tunable parameters (``solver.max_step`` 0 → no limit)."""
     values = {**TUNABLE_DEFAULTS, **tunable}
@@ -95,13 +84,11 @@ def run_native(mech: Mechanism, times: Sequence[float] | NDArray[np.float64],
     fixed, tunable = split_parameters(Simulator(mech), parameters or {})
     t0 = float(times[0])
     sim = build_simulator(mech, fixed, tunable, t0, {n: f(t0) for n, f in inputs.items()})
-    refresh_outputs(sim)
-    rows = [[t0, *(sim.outputs()[n] for n in outputs)]]
+    rows = [[t0, *(sim.get_output(n) for n in outputs)]]
     for t, t_next in zip(times[:-1], times[1:], strict=True):
         for name, f in inputs.items():
             sim.set_input(name, f(float(t)))
         sim.advance_to(float(t) + (float(t_next) - float(t)))
-        out = sim.outputs()
-        rows.append([float(t_next), *(out[n] for n in outputs)])
+        rows.append([float(t_next), *(sim.get_output(n) for n in outputs)])
     data = np.array(rows, dtype=float)
     return {"time": data[:, 0], **{n: data[:, k + 1] for k, n in enumerate(outputs)}}

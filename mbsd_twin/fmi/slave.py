@@ -25,7 +25,7 @@ from ..dynamics import SolverFailure
 from ..errors import MbsdError, PortError
 from ..loader import load_mechanism
 from ..simulator import Simulator
-from .native import build_simulator, refresh_outputs
+from .native import build_simulator
 from .variables import FmuVariable, fmu_variables
 
 META_FILE = "mbsd_twin_fmu.json"
@@ -114,9 +114,8 @@ class MechanismSlave(Fmi2Slave):
                 self._push_inputs()
             except PortError:
                 return math.nan
-            refresh_outputs(self._sim)
             self._dirty = False
-        return self._sim.outputs()[name]
+        return self._sim.get_output(name)
 
     # ------------------------------------------------------------ life cycle
     def setup_experiment(self, start_time: float, stop_time: float | None = None,
