@@ -25,7 +25,8 @@ GROUND = "ground"
 
 JOINT_TYPES = ("revolute", "prismatic", "point_on_line", "gear", "fixed", "cam")
 DRIVER_TYPES = ("angle", "coordinate", "distance")
-LOAD_TYPES = ("force", "torque", "spring_damper", "rotational_spring_damper", "generalized")
+LOAD_TYPES = ("force", "torque", "spring_damper", "rotational_spring_damper", "generalized", "contact",
+              "rotating_frame")
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,11 @@ class Load:
       −stiffness·(θ1 − θ0 − free_angle) − damping·(ω1 − ω0) [N·m], opposite on ``bodies[0]``.
       ``free_length`` / ``free_angle`` default (None) to the value in the initial guess.
     - ``generalized``: a Python callable Q(t, q, v) on ``coordinates`` (API only).
+    - ``contact``: unilateral penalty contact between a profile on ``bodies[0]`` and a circle or
+      polygon on ``bodies[1]`` (``contact``: a ``mbsd_twin.contact.ContactSpec``); ``stiffness``
+      is the Hertz K [N/m^1.5], ``damping`` the C of C·δ̇·δ [N·s/m²] (see ``mbsd_twin.contact``).
+    - ``rotating_frame``: centrifugal and Coriolis pseudo-forces on ``bodies`` (all when empty)
+      of a frame turning at ``value`` [rad/s] about ``points[0]`` (see ``mbsd_twin.frames``).
 
     The magnitude m(t) of ``force``/``torque`` is ``value`` (constant), ``profile`` (of time), or
     the value of the input port named ``input`` (held constant over each step).
@@ -135,6 +141,7 @@ class Load:
     coordinates: tuple[str, ...] = ()
     unit: str = ""
     description: str = ""
+    contact: Any = None
 
 
 @dataclass(frozen=True)
