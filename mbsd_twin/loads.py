@@ -103,6 +103,14 @@ class Group:
     def apply(self, Q: F, ctx: LoadContext) -> tuple[F, F, F]:
         raise NotImplementedError
 
+    def output_specs(self) -> list[Any]:
+        """Named outputs this group reports (``outputs.OutputSpec``); most groups have none."""
+        return []
+
+    def outputs(self, ctx: LoadContext) -> dict[str, F]:
+        """Values of ``output_specs`` for the batch, each (B,)."""
+        return {}
+
 
 class Forces(Group):
     """m(t)·d at a body point; d a unit direction in the world or the body frame."""
@@ -271,7 +279,7 @@ class LoadSet:
             groups.append(PrismaticFriction(col, pri))
         if by["generalized"]:
             groups.append(Generalized(by["generalized"], {c: k for k, c in enumerate(coordinate_names)}))
-        self.groups = groups
+        self.groups = groups + _extension_groups(mech, col)
 
     @staticmethod
     def _springs(col: dict[str, int], loads: Sequence[Load], qx: F) -> SpringDampers:
@@ -283,11 +291,24 @@ class LoadSet:
                              for k, ld in enumerate(loads)])
         return probe
 
+    def output_specs(self) -> list[Any]:
+        """Outputs reported by load groups (e.g. contact forces), as ``outputs.OutputSpec``."""
+        return [spec for g in self.groups for spec in g.output_specs()]
+
+    def outputs(self, q: F, v: F, t: F, inputs: dict[str, float]) -> dict[str, F]:
+        """Values of ``output_specs`` for q, v (B, n), t (B,): each (B,)."""
+        ctx = self._context(q, v, t, inputs)
+        return {k: x for g in self.groups for k, x in g.outputs(ctx).items()}
+
+    @staticmethod
+    def _context(q: F, v: F, t: F, inputs: dict[str, float]) -> LoadContext:
+        z = np.zeros((q.shape[0], 3))
+        return LoadContext(np.concatenate([q, z], axis=1), np.concatenate([v, z], axis=1), t, inputs)
+
     def evaluate(self, Q: F, q: F, v: F, t: F, inputs: dict[str, float]) -> LoadTotals:
         """Add every load's generalised force into Q (B, n); return the energy terms."""
         B = q.shape[0]
-        z = np.zeros((B, 3))
-        ctx = LoadContext(np.concatenate([q, z], axis=1), np.concatenate([v, z], axis=1), t, inputs)
+        ctx = self._context(q, v, t, inputs)
         Qx = np.zeros((B, self.n + 3))
         el, di, pin = np.zeros(B), np.zeros(B), np.zeros(B)
         for g in self.groups:
@@ -295,3 +316,18 @@ class LoadSet:
             el, di, pin = el + e, di + d, pin + p
         Q += Qx[:, : self.n]
         return LoadTotals(Q, el, di, pin)
+
+
+def _extension_groups(mech: Mechanism, col: dict[str, int]) -> list[Group]:
+    """Load kinds implemented in their own modules (imported here: they build on this one)."""
+    from .contact import PenaltyContacts
+    from .frames import RotatingFrames
+
+    out: list[Group] = []
+    contacts = [ld for ld in mech.loads if ld.type == "contact"]
+    if contacts:
+        out.append(PenaltyContacts(col, contacts))
+    frames = [ld for ld in mech.loads if ld.type == "rotating_frame"]
+    if frames:
+        out.append(RotatingFrames(col, frames, mech.bodies))
+    return out
