@@ -55,6 +55,9 @@ LOAD_TYPES_KEYS: dict[str, Keys] = {
     "torque": (("body",), ("reaction_body", *MAGNITUDE)),
     "spring_damper": (("bodies", "stiffness"), ("points", "damping", "free_length")),
     "rotational_spring_damper": (("bodies", "stiffness"), ("damping", "free_angle")),
+    "contact": (("bodies", "stiffness", "surface"),
+                ("damping", "friction", "slip_velocity", "radius", "center", "vertices")),
+    "rotating_frame": (("rate",), ("bodies", "center")),
 }
 PROFILE_KEYS: dict[str, tuple[tuple[str, ...], dict[str, float]]] = {
     "constant": (("value",), {}),
@@ -342,6 +345,10 @@ def _load(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Load | None:
                                    "Python API (mbsd_twin.model.Load), not in a file")
         return None
     t = r.keys(tbl, loc, LOAD_COMMON, LOAD_TYPES_KEYS, ltype, "load")
+    if ltype in ("contact", "rotating_frame"):
+        from . import loader_ext  # builds on this module
+
+        return (loader_ext.contact_load if ltype == "contact" else loader_ext.frame_load)(r, t, loc)
     if "bodies" in t or ltype in ("spring_damper", "rotational_spring_damper"):
         bodies = r.names(t, loc, "bodies", 2)
         points = r.points(t, loc, "points", 2)

@@ -22,6 +22,7 @@ SURFACE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "polynomial": (("coefficients",), ()),
     "spline": (("points",), ("closed",)),
     "polar": ((), ("fourier", "angles", "radii")),
+    "polyline": (("points",), ()),
 }
 Problems = list[tuple[str, str]]
 
@@ -64,7 +65,7 @@ def surface_from_table(raw: object, allow: tuple[str, ...] = tuple(SURFACE_KEYS)
     if out:
         return None, out
     surf = _build(kind, raw, out)
-    if surf is not None and not out:
+    if surf is not None and not out and kind != "polyline":
         out += surface_problems(surf)
     return (None if out else surf), out
 
@@ -83,11 +84,13 @@ def _build(kind: str, raw: Mapping[str, Any], out: Problems) -> Any:
         if not c:
             out.append(("coefficients", "coefficients must be a non-empty array of finite numbers"))
         return Polynomial(c) if c else None
-    if kind == "spline":
+    if kind in ("spline", "polyline"):
         pts = _points(raw["points"])
         if pts is None:
             out.append(("points", "points must be an array of finite [x, y] points"))
             return None
+        if kind == "polyline":
+            return _polyline(pts, out)
         closed = raw.get("closed", False)
         if not isinstance(closed, bool):
             out.append(("closed", f"closed must be true or false, got {fmt(closed)}"))
@@ -98,6 +101,16 @@ def _build(kind: str, raw: Mapping[str, Any], out: Problems) -> Any:
             return None
         return Spline(pts, closed)
     return _polar(raw, out)
+
+
+def _polyline(pts: tuple[tuple[float, float], ...], out: Problems) -> Any:
+    from .contact import Polyline  # contact builds on the loads module: import late
+
+    p = np.asarray(pts)
+    if len(pts) < 2 or (np.hypot(*np.diff(p, axis=0).T) == 0).any():
+        out.append(("points", "a polyline needs at least 2 points, consecutive points distinct"))
+        return None
+    return Polyline(pts)
 
 
 def _spline_points_problem(pts: tuple[tuple[float, float], ...], closed: bool) -> str | None:

@@ -277,6 +277,12 @@ class _Checker:
                       what=what if two else "torque load (plus an optional reaction body)")
         elif ld.type in ("spring_damper", "rotational_spring_damper"):
             self._spring(loc, ld, what)
+        elif ld.type == "contact":
+            self._contact(loc, ld)
+        elif ld.type == "rotating_frame":
+            self.refs(loc, ld.bodies, len(ld.bodies), allow_ground=False, what=what)
+            self.number(loc, "value", ld.value)
+            self.points(loc, ld.points, 1)
         elif not callable(ld.function):
             self.add(f"{loc}.function", f"a generalized load needs a callable function, got {ld.function!r}")
 
@@ -290,6 +296,34 @@ class _Checker:
         if ld.input is not None and (not isinstance(ld.input, str) or not IDENTIFIER.match(ld.input)):
             self.add(f"{loc}.input", f"input name must be an identifier (letters, digits, _; not "
                                      f"starting with a digit), got {ld.input!r}")
+
+    def _contact(self, loc: str, ld: Load) -> None:
+        from .contact import ContactSpec, Polyline  # imports this module: import late
+        from .surface_io import surface_problems
+
+        self.refs(loc, ld.bodies, 2, distinct=True, what="contact load")
+        self.number(loc, "stiffness", ld.stiffness, minimum=0.0, strict=True)
+        self.number(loc, "damping", ld.damping, minimum=0.0)
+        sp = ld.contact
+        if not isinstance(sp, ContactSpec):
+            self.add(f"{loc}.contact", f"a contact load needs a ContactSpec, got {sp!r}")
+            return
+        if isinstance(sp.surface, Polyline):
+            if len(sp.surface.points) < 2 or any(vector_problem(p) for p in sp.surface.points):
+                self.add(f"{loc}.surface.points", "a polyline needs at least 2 finite [x, y] points")
+        else:
+            for key, msg in surface_problems(sp.surface):
+                self.add(f"{loc}.surface" + (f".{key}" if key else ""), msg)
+        self.number(loc, "friction", sp.friction, minimum=0.0)
+        self.number(loc, "slip_velocity", sp.slip_velocity, minimum=0.0, strict=True)
+        self.number(loc, "radius", sp.radius, minimum=0.0)
+        if sp.radius > 0 and sp.vertices:
+            self.add(f"{loc}.vertices", "give a circle (radius > 0) or polygon vertices, not both")
+        elif sp.radius > 0:
+            self.vector(loc, "center", sp.center)
+        elif sp.radius == 0 and (not sp.vertices or any(vector_problem(p) for p in sp.vertices)):
+            self.add(f"{loc}.radius", "a contact needs a circle (radius > 0) or polygon vertices "
+                                      "(finite [x, y] points)")
 
     def _spring(self, loc: str, ld: Load, what: str) -> None:
         self.refs(loc, ld.bodies, 2, distinct=True, what=what)

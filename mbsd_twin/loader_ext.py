@@ -1,0 +1,51 @@
+"""Reading the load kinds implemented outside ``loads.py`` from a mechanism file: ``contact``
+(see :mod:`mbsd_twin.contact`) and ``rotating_frame`` (see :mod:`mbsd_twin.frames`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .contact import ContactSpec
+from .loader import ZERO, _at, _Reader
+from .model import Load
+from .surface_io import surface_from_table
+
+CONTACT_KEYS = (("bodies", "stiffness", "surface"),
+                ("damping", "friction", "slip_velocity", "radius", "center", "vertices"))
+FRAME_KEYS = (("rate",), ("bodies", "center"))
+
+
+def contact_load(r: _Reader, t: Mapping[str, Any], loc: str) -> Load:
+    surface = None
+    if "surface" in t:
+        surface, problems = surface_from_table(t["surface"])
+        for key, message in problems:
+            r.report(_at(_at(loc, "surface"), key) if key else _at(loc, "surface"), message)
+    vertices: tuple[tuple[float, float], ...] = ()
+    if "vertices" in t:
+        raw = t["vertices"]
+        n = len(raw) if isinstance(raw, list) else 0
+        vertices = r.points(t, loc, "vertices", max(n, 1)) if n else ()
+        if not n:
+            r.report(_at(loc, "vertices"), "expected an array of [x, y] polygon vertices")
+    spec = ContactSpec(surface=surface, radius=r.number(t, loc, "radius", 0.0),
+                       center=r.vector(t, loc, "center", ZERO), vertices=vertices,
+                       friction=r.number(t, loc, "friction", 0.0),
+                       slip_velocity=r.number(t, loc, "slip_velocity", 1e-3))
+    if surface is None:
+        r.bad.add(_at(loc, "surface"))
+    return Load(name=r.string(t, loc, "name"), type="contact", bodies=r.names(t, loc, "bodies", 2),
+                stiffness=r.number(t, loc, "stiffness", 0.0), damping=r.number(t, loc, "damping", 0.0),
+                contact=spec)
+
+
+def frame_load(r: _Reader, t: Mapping[str, Any], loc: str) -> Load:
+    raw = t.get("bodies", [])
+    ok = isinstance(raw, list) and all(isinstance(x, str) for x in raw)
+    if not ok:
+        r.report(_at(loc, "bodies"), "expected an array of body names")
+    r.field_renames[_at(loc, "value")] = _at(loc, "rate")
+    r.field_renames[_at(loc, "points")] = _at(loc, "center")
+    return Load(name=r.string(t, loc, "name"), type="rotating_frame", bodies=tuple(raw) if ok else (),
+                value=r.number(t, loc, "rate", 0.0), points=(r.vector(t, loc, "center", ZERO),))
