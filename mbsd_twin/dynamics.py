@@ -48,6 +48,8 @@ class SolverOptions:
     projection_tol: position residual the projection drives max|C| below [m or rad].
     initial_velocity: "check" (error if Cq·v0 + Ct ≠ 0 beyond velocity_tol) or "project"
     (replace v0 by the nearest consistent velocity).
+    max_steps: most internal steps one ``advance_to`` may take before it fails (a runaway or
+    very stiff motion fails with a message instead of hanging).
     backend: "auto" (default: the compiled numba path when the mechanism and options allow it —
     DOP853, no table/callable profiles or callable loads — else numpy), "compiled" (error if not
     possible) or "numpy".
@@ -64,6 +66,7 @@ class SolverOptions:
     initial_velocity: str = "check"
     velocity_tol: float = 1e-8
     backend: str = "auto"
+    max_steps: int = 200_000
 
     def problems(self) -> list[str]:
         out = []
@@ -74,6 +77,8 @@ class SolverOptions:
         if self.drift == "projection" and self.method in IMPLICIT:
             out.append(f"drift='projection' needs an explicit method (DOP853, RK45, RK23); "
                        f"use drift='baumgarte' with {self.method}")
+        if not (isinstance(self.max_steps, int) and self.max_steps > 0):
+            out.append(f"max_steps must be a positive integer, got {self.max_steps!r}")
         for name in ("rtol", "atol", "max_step", "projection_tol", "velocity_tol"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and v > 0 and not math.isnan(v)):
@@ -273,9 +278,15 @@ class Stepper:
             return
         s.t_bound, s.status = t_end, "running"
         n = self.dyn.n
+        taken = 0
         while s.status == "running":
+            taken += 1
+            if taken > self.opts.max_steps:
+                raise SolverFailure(f"integration failed at t={s.t:.9g} s: more than {self.opts.max_steps} internal "
+                                    "steps in one call (a runaway or very stiff motion)", time=float(s.t))
             try:
-                msg = s.step()
+                with np.errstate(over="ignore", invalid="ignore"):  # trial stages may overflow: rejected
+                    msg = s.step()
             except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
                 raise SolverFailure(f"integration failed at t={s.t:.9g} s: {exc}", time=float(s.t)) from exc
             if s.status == "failed" or not np.isfinite(s.y).all():

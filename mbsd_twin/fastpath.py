@@ -16,7 +16,8 @@ from .nb_solve import accelerations, output_vector, reactions
 F = NDArray[Any]
 _FAILURES = {nd.FAIL_STEP: "required step size became too small",
              nd.FAIL_SOLVE: "the saddle-point system became singular or the state non-finite",
-             nd.FAIL_PROJECT: "projection onto the constraints failed (singular configuration)"}
+             nd.FAIL_PROJECT: "projection onto the constraints failed (singular configuration)",
+             nd.FAIL_MAX_STEPS: "too many internal steps in one call (a runaway or very stiff motion)"}
 
 
 class CompiledStepper:
@@ -59,7 +60,7 @@ class CompiledStepper:
         o = self.opts
         t, y, f, h, steps, status = nd.advance(self.t, self.y, self.f, self.h_abs, float(t_end), self._u,
                                                self.model, o.rtol, o.atol, o.max_step,
-                                               o.drift == "projection", o.projection_tol)
+                                               o.drift == "projection", o.projection_tol, o.max_steps)
         self.t, self.y, self.f, self.h_abs = float(t), np.asarray(y), np.asarray(f), float(h)
         self.steps += int(steps)
         if status != nd.OK:

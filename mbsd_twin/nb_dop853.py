@@ -26,7 +26,7 @@ TAB_E3 = np.ascontiguousarray(_tab.E3)
 TAB_E5 = np.ascontiguousarray(_tab.E5)
 N_STAGES = _tab.N_STAGES
 
-OK, FAIL_STEP, FAIL_SOLVE, FAIL_PROJECT = 0, -1, -2, -3
+OK, FAIL_STEP, FAIL_SOLVE, FAIL_PROJECT, FAIL_MAX_STEPS = 0, -1, -2, -3, -4
 
 
 @njit(cache=True)
@@ -118,12 +118,14 @@ def _error_norm(K, h, y, y_new, rtol, atol):  # noqa: ANN001
 
 
 @njit(cache=True)
-def advance(t, y, f, h_abs, t_end, inputs, model, rtol, atol, max_step, proj, ptol):  # noqa: ANN001
+def advance(t, y, f, h_abs, t_end, inputs, model, rtol, atol, max_step, proj, ptol, max_steps):  # noqa: ANN001
     """Integrate from t to exactly t_end. Returns (t, y, f, h_abs, steps, status)."""
     n = model[0]
     K = np.empty((N_STAGES + 1, y.shape[0]))
     steps = 0
     while t < t_end:
+        if steps >= max_steps:
+            return t, y, f, h_abs, steps, FAIL_MAX_STEPS
         min_step = 10.0 * (np.nextafter(t, np.inf) - t)
         h_abs = min(max(h_abs, min_step), max_step)
         rejected = False

@@ -91,3 +91,15 @@ def test_unsupported_features_fall_back_to_numpy_or_fail_clearly() -> None:
     auto.advance_to(0.1)
     with pytest.raises(mt.MbsdError, match="compiled backend does not support table profile"):
         mt.Simulator(mech, mt.SolverOptions(backend="compiled"))
+
+
+@pytest.mark.parametrize("backend", ["compiled", "numpy"])
+def test_runaway_motion_fails_with_a_message_instead_of_hanging(backend: str) -> None:
+    """A 1e12 N·m torque makes the crank spin up without bound: the step size shrinks forever.
+    The step budget turns that into a SolverFailure naming the cause."""
+    sim = mt.Simulator(mt.load_mechanism(EX / "slider_crank.toml"),
+                       mt.SolverOptions(backend=backend, max_steps=2000 if backend == "compiled" else 200))
+    sim.set_input("motor_torque", 1e12)
+    with pytest.raises(mt.SolverFailure, match="internal steps"):
+        sim.advance_to(0.001)
+    assert 0.0 < sim.time < 0.001
