@@ -126,7 +126,7 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_simulate)
 
 
-def _add_twin(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_twin(sub: argparse._SubParsersAction) -> None:
     """``twin serve|replay`` and ``rig`` (digital twin over MQTT; needs the ``twin`` extra)."""
     from .twin.cli import add_twin  # handlers import paho/prometheus lazily
 
@@ -140,21 +140,21 @@ def _add_fmu(sub: argparse._SubParsersAction) -> None:
     add_parsers(sub)
 
 
-def _add_plot(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_plot(sub: argparse._SubParsersAction) -> None:
     """``plot`` (a result CSV as a PNG/SVG/PDF figure; needs the ``plot`` extra)."""
     from .viz_cli import add_plot
 
     add_plot(sub)
 
 
-def _add_animate(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_animate(sub: argparse._SubParsersAction) -> None:
     """``animate`` (a mechanism moving through a result CSV, GIF or MP4; needs the ``plot`` extra)."""
     from .viz_cli import add_animate
 
     add_animate(sub)
 
 
-def _add_demo(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _add_demo(sub: argparse._SubParsersAction) -> None:
     """``demo`` (broker, twin, rig, dashboard, FMU and report in one command; needs the ``demo`` extra)."""
     from .demo.cli import add_demo
 

@@ -264,7 +264,8 @@ class Simulator:
         n = self.system.n_coord
         y = self._stepper.y.copy()
         q, v = y[:n], y[n:2 * n]
-        fq, fv = [], []
+        fq: list[int] = []
+        fv: list[int] = []
         for values, off, kind in ((positions or {}, 0, "position"), (velocities or {}, 1, "velocity")):
             for name, val in values.items():
                 if self._state_only.get(name, (0, 1 - off))[1] != off:
