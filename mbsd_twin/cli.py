@@ -81,7 +81,8 @@ def _add_inverse(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_cmd_inverse)
 
 
-def _parse_sets(items: Sequence[str]) -> dict[str, float]:
+def parse_assignments(items: Sequence[str], option: str) -> dict[str, float]:
+    """``["a=1", "b=2.5"]`` → ``{"a": 1.0, "b": 2.5}``; a ValueError names ``option`` and the item."""
     out: dict[str, float] = {}
     for item in items:
         name, sep, value = item.partition("=")
@@ -90,7 +91,7 @@ def _parse_sets(items: Sequence[str]) -> dict[str, float]:
         except ValueError:
             sep = ""
         if not sep or not name.strip():
-            raise ValueError(f"--set expects NAME=VALUE with a number, got {item!r}")
+            raise ValueError(f"{option} expects NAME=VALUE with a number, got {item!r}")
     return out
 
 
@@ -99,7 +100,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from .simulate import simulate
 
     mech = load_mechanism(args.file)
-    sets = _parse_sets(args.set)
+    sets = parse_assignments(args.set, "--set")
     opts = SolverOptions(method=args.method, rtol=args.rtol, drift=args.drift)
     res = simulate(mech, args.t_end, args.output_interval, inputs=sets, options=opts,
                    progress=Progress("simulate"))

@@ -8,21 +8,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..cli import parse_assignments
+
 PROFILE_HELP = ("input profile: a number (constant), step:T:V0:V1, pwc:V0:T1:V1:T2:V2..., ramp:T0:T1:V0:V1 "
                 "or sine:A:F[:OFFSET[:PHASE]] (SI units, seconds, Hz, rad); repeatable")
-
-
-def _parse_params(items: list[str]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        try:
-            out[name.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep or not name.strip():
-            raise ValueError(f"--param expects NAME=VALUE with a number, got {item!r}")
-    return out
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -50,7 +39,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     inputs = dict(parse_assignment(i) for i in args.input)
     rep = validate(args.fmu, mechanism=args.mechanism, stop_time=args.stop_time, step=args.step, inputs=inputs,
-                   parameters=_parse_params(args.param), rtol=args.rtol, atol=args.atol, checks=not args.no_checks)
+                   parameters=parse_assignments(args.param, "--param"), rtol=args.rtol, atol=args.atol,
+                   checks=not args.no_checks)
     print(rep.table())
     if args.csv:
         for path in rep.write_csv(args.csv):
