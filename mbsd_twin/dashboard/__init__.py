@@ -81,6 +81,7 @@ class Dashboard:
         self.body = core.compare[core.resync_angle].split(".")[0]
         self.poses = PoseSolver(self.mech, self.body)
         self._units = self._port_units()
+        self._bounds: list[float] | None = None
 
     def _port_units(self) -> dict[str, str]:
         from ..ports import output_specs
@@ -124,7 +125,21 @@ class Dashboard:
         rest = self.sketch.world({b.name: (b.position[0], b.position[1], b.angle) for b in self.mech.bodies})
         return _json({"asset": c.asset, "base": c.base, "model": self.mech.name, "compare": c.compare,
                       "angle": c.resync_angle, "speed": c.resync_speed, "alarms": alarms, "units": units,
-                      "resync_bounds": c.resync_bounds, "body": self.body, "sketch": rest})
+                      "resync_bounds": c.resync_bounds, "body": self.body, "sketch": rest,
+                      "bounds": self.bounds(rest)})
+
+    def bounds(self, rest: dict[str, Any]) -> list[float]:
+        """[x0, x1, y0, y1] of the drawing over a full turn of the synchronised body (cached)."""
+        if self._bounds is None:
+            pts = [p for b in rest["bodies"] for p in b["pts"]] + rest["pivots"]
+            for k in range(24):
+                poses = self.poses(2 * math.pi * k / 24)
+                if poses:
+                    pts += [p for b in self.sketch.world(poses)["bodies"] for p in b["pts"]]
+            m = 0.1 * self.sketch.scale
+            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+            self._bounds = [min(xs) - m, max(xs) + m, min(ys) - m, max(ys) + m]
+        return self._bounds
 
     def data(self, path: str) -> Reply:
         q = parse_qs(urlsplit(path).query)

@@ -104,7 +104,7 @@ class Store:
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
             return {"health": self.health, "latest": self.latest, "alarms": list(self.alarms)[-20:],
-                    "alarm_counts": dict(self.alarm_counts), "messages": self.messages, "rows": self.total}
+                    "alarm_counts": dict(self.alarm_counts), "messages": self.messages, "total_rows": self.total}
 
     def column(self, name: str) -> list[float]:
         k = self.columns.index(name)

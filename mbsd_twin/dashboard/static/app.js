@@ -47,7 +47,9 @@ function drawChart(id, series, lines, unit) {
   }
   if (ymax - ymin < 1e-12) { ymax += 1; ymin -= 1; }
   const pad = 0.08 * (ymax - ymin); ymin -= pad; ymax += pad;
-  const xmin = xmax - WINDOW_S;
+  let xfirst = Infinity;
+  for (const s of series) if (s.x.length) xfirst = Math.min(xfirst, s.x[0]);
+  const xmin = Math.max(xmax - WINDOW_S, Math.min(xfirst, xmax - 1));
   const X = (x) => L + (x - xmin) / (xmax - xmin) * (w - L - R);
   const Y = (y) => T + (ymax - y) / (ymax - ymin) * (h - T - B);
   ctx.strokeStyle = "#e5e7eb"; ctx.fillStyle = "#6b7280"; ctx.lineWidth = 1;
@@ -86,15 +88,10 @@ function drawMechanism() {
   const p = state.pose, sk = state.cfg && state.cfg.sketch;
   if (!sk) return;
   const views = [];
-  if (p && p.meas) views.push({ v: p.meas, color: "#e4572e", dash: true, fill: false });
   if (p && p.sim) views.push({ v: p.sim, color: "#1f77b4", dash: false, fill: true });
+  if (p && p.meas) views.push({ v: p.meas, color: "#e4572e", dash: true, fill: false });
   if (!views.length) views.push({ v: sk, color: "#9ca3af", dash: false, fill: true });
-  if (!state.box) {   // fixed bounds: the assembled mechanism's reach around the ground points
-    const s = sk.scale, pts = sk.bodies.flatMap((b) => b.pts).concat(sk.pivots);
-    const xs = pts.map((q) => q[0]), ys = pts.map((q) => q[1]);
-    state.box = [Math.min(...xs, -s) - 0.2 * s, Math.max(...xs, s) + 0.2 * s, Math.min(...ys, -s) - 0.2 * s, Math.max(...ys, s) + 0.2 * s];
-  }
-  const [x0, x1, y0, y1] = state.box;
+  const [x0, x1, y0, y1] = state.cfg.bounds;   // the drawing over a full turn (from the server)
   const k = Math.min((w - 20) / (x1 - x0), (h - 20) / (y1 - y0));
   const ox = (w - k * (x1 + x0)) / 2, oy = (h + k * (y1 + y0)) / 2;
   const P = (q) => [ox + k * q[0], oy - k * q[1]];
