@@ -142,6 +142,7 @@ def run_twin(opts: DemoOptions, folder: Path) -> TwinRun:
             say("starting the embedded MQTT broker (amqtt) ...")
             broker = stack.enter_context(EmbeddedBroker())
             url, broker_text = broker.url, f"embedded amqtt on {broker.url}"
+            say(f"broker process: pid {broker.pid}")
         say(f"broker: {broker_text}")
         port = opts.http_port or free_port(opts.http_host)
         svc = TwinService(twin_config(opts, url, port))
