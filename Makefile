@@ -13,8 +13,9 @@ $(BIN)/mbsd-twin: pyproject.toml
 
 venv: $(BIN)/mbsd-twin
 
+DEMO_SECONDS ?= 20
 demo: venv
-	$(BIN)/mbsd-twin inverse examples/mechanisms/slider_crank_driven.toml --t-end 1 --steps 3600 -o out/slider_crank_inverse.csv
+	$(BIN)/mbsd-twin demo --duration $(DEMO_SECONDS) --out out/demo
 
 test: venv
 	$(BIN)/python -m pytest -q

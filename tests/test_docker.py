@@ -1,0 +1,133 @@
+"""The Dockerfile without a Docker engine: its install step is the README's, and the command it runs
+works in a fresh venv built the way the image is (same files, same install command, same environment),
+answering its HEALTHCHECK and stopping on SIGTERM. Also services/docker-compose.yml's settings."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mbsd_twin.demo.procs import free_port
+from mbsd_twin.twin.config import ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the Dockerfile, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n\s*", " ", (ROOT / "Dockerfile").read_text())
+    out = []
+    for line in text.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            word, _, rest = line.strip().partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def _readme_install() -> str:
+    quick = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    cmds = re.findall(r"`([^`]*pip install[^`]*)`", quick)
+    assert len(cmds) == 1, cmds
+    return cmds[0]
+
+
+def _env() -> dict[str, str]:
+    env: dict[str, str] = {}
+    for word, rest in _instructions():
+        if word == "ENV":
+            env.update(dict(kv.split("=", 1) for kv in shlex.split(rest)))
+    return env
+
+
+def test_dockerfile_matches_readme_and_rules() -> None:
+    ins = _instructions()
+    words = [w for w, _ in ins]
+    assert ins[0] == ("FROM", "python:3.11-slim")
+    runs = [r for w, r in ins if w == "RUN" and "pip install" in r]
+    assert runs == [_readme_install()] == ["python -m pip install '.[twin,fmu]'"]
+    user = [r for w, r in ins if w == "USER"]
+    assert user == ["twin"] and words.index("USER") > max(i for i, (w, r) in enumerate(ins) if w == "RUN")
+    health = next(r for w, r in ins if w == "HEALTHCHECK")
+    assert "/healthz" in health and "MBSD_TWIN_METRICS_PORT" in health
+    assert ("CMD", '["mbsd-twin", "twin", "serve"]') in ins and ("STOPSIGNAL", "SIGTERM") in ins
+    env = _env()
+    assert {k for k in env if k.startswith("MBSD_TWIN_")} <= set(ENV)
+    copied = {r.split()[0] for w, r in ins if w == "COPY"}
+    assert copied == {"pyproject.toml", "mbsd_twin", "examples"}
+
+
+def test_compose_uses_known_settings() -> None:
+    doc = yaml.safe_load((ROOT / "services" / "docker-compose.yml").read_text())
+    twin = doc["services"]["twin"]
+    assert twin["build"]["dockerfile"] == "Dockerfile" and (ROOT / "services" / twin["build"]["context"]
+                                                            / "Dockerfile").exists()
+    assert set(twin["environment"]) - {"MBSD_TWIN_CONFIG"} <= set(ENV)
+    assert twin["ports"] == [f"{twin['environment']['MBSD_TWIN_METRICS_PORT']}:9108"]
+    for vol in twin["volumes"] + doc["services"]["mosquitto"]["volumes"]:
+        assert (ROOT / "services" / vol.split(":")[0]).exists(), vol
+
+
+def _healthcheck(venv_bin: Path, env: dict[str, str]) -> int:
+    cmd = next(r for w, r in _instructions() if w == "HEALTHCHECK").split(" CMD ", 1)[1]
+    return subprocess.run(cmd, shell=True, env=env, timeout=30).returncode
+
+
+def test_image_command_in_a_fresh_venv(broker: Any, tmp_path: Path) -> None:
+    app = tmp_path / "app"  # the image's /app: what the Dockerfile copies
+    app.mkdir()
+    for w, r in _instructions():
+        if w == "COPY":
+            *srcs, _ = r.split()
+            for src in srcs:
+                s = ROOT / src
+                if s.is_dir():
+                    shutil.copytree(s, app / src, ignore=shutil.ignore_patterns("__pycache__"))
+                else:
+                    shutil.copy(s, app / src)
+    subprocess.run([sys.executable, "-m", "venv", str(tmp_path / "venv")], check=True, timeout=120)
+    vbin = tmp_path / "venv" / "bin"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MBSD_TWIN_", "PYTHON", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{vbin}{os.pathsep}{env.get('PATH', '')}"
+    install = subprocess.run(_readme_install(), shell=True, cwd=app, env=env, capture_output=True, text=True,
+                             timeout=600)
+    assert install.returncode == 0, install.stdout[-2000:] + install.stderr[-2000:]
+    port = free_port()
+    env.update(_env())
+    env.pop("PIP_NO_CACHE_DIR", None)
+    env.update({"MBSD_TWIN_BROKER": broker.url, "MBSD_TWIN_METRICS_HOST": "127.0.0.1",
+                "MBSD_TWIN_METRICS_PORT": str(port), "NUMBA_CACHE_DIR": str(tmp_path / "numba")})
+    cmd = ["mbsd-twin", "twin", "serve"]
+    log = open(tmp_path / "serve.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, cwd=app, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        t_end = time.monotonic() + 90
+        while _healthcheck(vbin, env) != 0:
+            assert proc.poll() is None and time.monotonic() < t_end, (tmp_path / "serve.log").read_text()
+            time.sleep(0.5)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/dashboard/", timeout=5) as r:
+            assert b'id="chart-angle"' in r.read()  # the static files are in the installed package
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+            assert r.status == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    text = (tmp_path / "serve.log").read_text()
+    assert f"on {broker.url}" in text
+    where = subprocess.run([str(vbin / "python"), "-c", "import mbsd_twin; print(mbsd_twin.__file__)"],
+                           capture_output=True, text=True, cwd=tmp_path).stdout
+    assert "site-packages" in where  # an installed package, not the source tree
