@@ -14,8 +14,9 @@ $(BIN)/mbsd-twin: pyproject.toml
 venv: $(BIN)/mbsd-twin
 
 DEMO_SECONDS ?= 20
+DEMO_ARGS ?=
 demo: venv
-	$(BIN)/mbsd-twin demo --duration $(DEMO_SECONDS) --out out/demo
+	$(BIN)/mbsd-twin demo --duration $(DEMO_SECONDS) --out out/demo $(DEMO_ARGS)
 
 test: venv
 	$(BIN)/python -m pytest -q

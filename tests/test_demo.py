@@ -162,3 +162,13 @@ def test_broker_dies_with_a_killed_demo(tmp_path: Path) -> None:
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(pid)
+
+
+def test_live_view_rich_table_keeps_brackets() -> None:
+    buf = io.StringIO()
+    view = LiveView("rich", buf)
+    assert view.mode == "rich"
+    view.update(Snapshot(1.0, 30.0, 5, {"counters": {"received": 5}}, 50.0, {"theta": 0.01}, 0, []))
+    view.close()
+    text = buf.getvalue()
+    assert "rate [messages/s]" in text and "lag [s] / queue / hold" in text and "5 / 5" in text

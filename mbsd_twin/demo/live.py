@@ -96,13 +96,14 @@ class LiveView:
             self.stream.flush()
 
     def _table(self, snap: Snapshot) -> Any:
+        from rich.markup import escape
         from rich.table import Table
 
         t = Table(title="mbsd-twin demo: twin vs synthetic rig", show_header=False, min_width=70)
         t.add_column(style="bold cyan")
         t.add_column()
         for k, v in snap.lines():
-            t.add_row(k, v)
+            t.add_row(escape(k), escape(v))  # "[s]" is text here, not markup
         return t
 
     def close(self) -> None:
