@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ ENV = {  # environment variable → (section, key)
     "MBSD_TWIN_METRICS_PORT": ("metrics", "port"),
     "MBSD_TWIN_METRICS_HOST": ("metrics", "host"),
 }
+SECRET_KEYS = ("password",)
 
 
 class ConfigError(ValueError):
@@ -98,9 +100,11 @@ class CoreConfig:
     alarms: tuple[AlarmConfig, ...] = ()
     alarm_max_events_per_minute: int = 6
     latest_interval: float = 0.5
-    solver_method: str = "RK45"
+    solver_method: str = "DOP853"  # DOP853 runs on the engine's compiled path (~50x the numpy speed)
     solver_rtol: float = 1e-6
     solver_atol: float = 1e-8
+    torque_estimate: str = "motor_torque"  # input port estimated from the measured motion ("" = off)
+    estimate_window: float = 0.02  # s: smoothing window of that estimate
 
     @property
     def base(self) -> str:
@@ -115,6 +119,7 @@ class CoreConfig:
         d["alarms"] = tuple(AlarmConfig(**a) for a in d.get("alarms", ()))
         for k in ("state_extra", "virtual"):
             d[k] = tuple(d.get(k, ()))
+        d.setdefault("torque_estimate", "")  # recordings made before the estimate existed replay without it
         return cls(**d)
 
 
@@ -168,49 +173,70 @@ _SECTIONS = {"broker": BrokerConfig, "core": CoreConfig, "service": ServiceConfi
              "metrics": MetricsConfig}
 
 
-def _coerce(value: Any, default: Any, where: str, problems: list[str]) -> Any:
+def _coerce(value: Any, default: Any) -> tuple[bool, Any]:
+    """(ok, value converted to the default's type); TOML values or environment strings."""
     if isinstance(default, bool):
         if isinstance(value, bool):
-            return value
+            return True, value
         if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
-            return value.lower() in ("true", "1")
+            return True, value.lower() in ("true", "1")
     elif isinstance(default, int):
         if isinstance(value, int) and not isinstance(value, bool):
-            return value
+            return True, value
         if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value)
+            return True, int(value)
     elif isinstance(default, float):
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
         try:
-            return float(value)
+            x = float(value) if not isinstance(value, bool) else math.nan
         except (TypeError, ValueError):
-            pass
+            x = math.nan
+        return not math.isnan(x), x
     elif isinstance(default, str):
-        if isinstance(value, str):
-            return value
+        return isinstance(value, str), value
     elif isinstance(default, tuple):
-        if isinstance(value, list | tuple):
-            return tuple(value)
-    elif isinstance(default, dict) and isinstance(value, dict):
-        return dict(value)
-    problems.append(f"{where}: expected {type(default).__name__}, got {value!r}"
-                    if "password" not in where else f"{where}: invalid value")
-    return default
+        return isinstance(value, list | tuple), tuple(value) if isinstance(value, list | tuple) else value
+    elif isinstance(default, dict):
+        return isinstance(value, dict), dict(value) if isinstance(value, dict) else value
+    return False, value
 
 
-def _section(cls: type, table: dict[str, Any], name: str, problems: list[str]) -> Any:
+def _where(section: str, key: str, origins: dict[tuple[str, str], str]) -> str:
+    origin = origins.get((section, key))
+    return f"[{section}] {key}" + (f" (from {origin})" if origin else "")
+
+
+def _section(cls: type, table: dict[str, Any], name: str, problems: list[str],
+             origins: dict[tuple[str, str], str]) -> Any:
     defaults = cls()
     names = {f.name for f in dataclasses.fields(cls)}
     kw: dict[str, Any] = {}
     for key, value in table.items():
+        where = _where(name, key, origins)
         if key not in names:
             problems.append(f"[{name}] unknown key {key!r}; known: {', '.join(sorted(names))}")
         elif key == "alarms":
             kw[key] = _alarms(value, problems)
         else:
-            kw[key] = _coerce(value, getattr(defaults, key), f"[{name}] {key}", problems)
+            default = getattr(defaults, key)
+            ok, kw[key] = _coerce(value, default)
+            if not ok:
+                kw[key] = default
+                problems.append(f"{where}: invalid value (not shown: secret)" if key in SECRET_KEYS else
+                                f"{where}: expected {type(default).__name__}, got {_shown(value)}")
     return dataclasses.replace(defaults, **kw)
+
+
+def _shown(value: Any) -> str:
+    """A value for an error message (URLs without their user-info part)."""
+    return repr(redact_url(value)) if isinstance(value, str) else repr(value)[:80]
+
+
+def redact_url(url: str) -> str:
+    """``url`` without a password (``mqtt://user:***@host:port``) — safe for messages and logs."""
+    u = urlparse(url)
+    if u.password is None:
+        return url
+    return u._replace(netloc=f"{u.username}:***@{u.netloc.rsplit('@', 1)[1]}").geturl()
 
 
 def _alarms(items: Any, problems: list[str]) -> tuple[AlarmConfig, ...]:
@@ -223,14 +249,35 @@ def _alarms(items: Any, problems: list[str]) -> tuple[AlarmConfig, ...]:
     return tuple(out)
 
 
-def _check(cfg: TwinConfig, problems: list[str]) -> None:
-    b, c, s = cfg.broker, cfg.core, cfg.service
-    if not b.url.startswith(("mqtt://", "mqtts://")):
-        problems.append(f"[broker] url must start with mqtt:// or mqtts://, got {b.url!r}")
+def _check_broker(b: BrokerConfig, problems: list[str]) -> None:
+    u = urlparse(b.url)
+    if u.scheme not in ("mqtt", "mqtts") or not u.hostname:
+        problems.append(f"[broker] url must be mqtt://host:port or mqtts://host:port, got {_shown(b.url)}")
+    elif u.username is not None or u.password is not None:
+        problems.append(f"[broker] url must not carry credentials ({_shown(b.url)}); use username and "
+                        "MBSD_TWIN_PASSWORD")
+    else:
+        try:
+            u.port  # noqa: B018 - raises ValueError when out of range
+        except ValueError:
+            problems.append(f"[broker] url has an invalid port: {_shown(b.url)}")
     if b.protocol not in (4, 5):
         problems.append(f"[broker] protocol must be 4 (MQTT 3.1.1) or 5, got {b.protocol}")
     if not 0 < b.reconnect_min <= b.reconnect_max:
         problems.append("[broker] need 0 < reconnect_min <= reconnect_max")
+    if b.keepalive < 0:
+        problems.append(f"[broker] keepalive must be >= 0 s, got {b.keepalive}")
+    for key in ("tls_ca", "tls_cert", "tls_key"):
+        path = getattr(b, key)
+        if path and not os.path.isfile(path):
+            problems.append(f"[broker] {key}: no such file {path!r}")
+    if bool(b.tls_cert) != bool(b.tls_key):
+        problems.append("[broker] tls_cert and tls_key go together (client certificate and its key)")
+
+
+def _check_core(c: CoreConfig, problems: list[str]) -> None:
+    from ..dynamics import SolverOptions
+
     for name, v in (("asset", c.asset), ("prefix", c.prefix)):
         if not v or any(ch in v for ch in "+#") or v.startswith("/") or v.endswith("/"):
             problems.append(f"[core] {name} must be a non-empty topic level without + # or edge '/', got {v!r}")
@@ -241,40 +288,69 @@ def _check(cfg: TwinConfig, problems: list[str]) -> None:
     for a in c.alarms:
         if a.source not in ("residual", "state", "virtual", "meas") or not 0 <= a.low <= a.high:
             problems.append(f"[[core.alarms]] {a.name}: need source residual/state/virtual/meas and 0 <= low <= high")
-    if not s.hold_levels or any(h < 1 for h in s.hold_levels) or list(s.hold_levels) != sorted(s.hold_levels):
-        problems.append("[service] hold_levels must be increasing positive integers")
+    opts = SolverOptions(method=c.solver_method, rtol=c.solver_rtol, atol=c.solver_atol)
+    problems += [f"[core] solver_{p}" for p in opts.problems()]
+    if not (c.latest_interval > 0 and c.estimate_window > 0):
+        problems.append("[core] latest_interval and estimate_window must be > 0 s")
+
+
+def _check_service(s: ServiceConfig, m: MetricsConfig, problems: list[str]) -> None:
+    if not s.hold_levels or any(not isinstance(h, int) or h < 1 for h in s.hold_levels) \
+            or list(s.hold_levels) != sorted(s.hold_levels):
+        problems.append(f"[service] hold_levels must be increasing positive integers, got {list(s.hold_levels)}")
     if not 0 <= s.start_level < len(s.hold_levels):
-        problems.append("[service] start_level must index hold_levels")
+        problems.append(f"[service] start_level must index hold_levels (0 .. {len(s.hold_levels) - 1}), "
+                        f"got {s.start_level}")
     if s.queue_size < 1 or s.reorder_window < 0 or s.max_message_bytes < 256:
         problems.append("[service] need queue_size >= 1, reorder_window >= 0, max_message_bytes >= 256")
+    if not (0 <= s.lag_low <= s.lag_high and s.max_lag > 0 and s.health_interval > 0 and s.reorder_timeout >= 0):
+        problems.append("[service] need 0 <= lag_low <= lag_high, max_lag > 0, health_interval > 0, "
+                        "reorder_timeout >= 0")
+    if not 0 <= m.port <= 65535:
+        problems.append(f"[metrics] port must be 0 (off) .. 65535, got {m.port}")
 
 
-def load_config(path: str | None = None, env: dict[str, str] | None = None,
-                overrides: dict[str, dict[str, Any]] | None = None) -> TwinConfig:
-    """TOML file (optional) ← environment (``MBSD_TWIN_*``) ← explicit overrides (CLI flags)."""
-    env = dict(os.environ) if env is None else env
-    data: dict[str, dict[str, Any]] = {}
-    source = path or "<defaults>"
-    problems: list[str] = []
+def _read(path: str | None, env: dict[str, str], overrides: dict[str, dict[str, Any]] | None
+          ) -> tuple[dict[str, Any], dict[tuple[str, str], str]]:
+    """The merged tables (TOML ← environment ← overrides) and where non-file values came from."""
+    data: dict[str, Any] = {}
+    origins: dict[tuple[str, str], str] = {}
     if path:
         try:
             with open(path, "rb") as fh:
                 data = tomllib.load(fh)
         except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError([str(exc)], source) from exc
+            raise ConfigError([str(exc)], path) from exc
     for var, (sec, key) in ENV.items():
         if env.get(var):
             data.setdefault(sec, {})[key] = env[var]
+            origins[(sec, key)] = var
     for sec, kv in (overrides or {}).items():
-        data.setdefault(sec, {}).update({k: v for k, v in kv.items() if v is not None})
+        for key, value in kv.items():
+            if value is not None:
+                data.setdefault(sec, {})[key] = value
+                origins[(sec, key)] = "the command line"
+    return data, origins
+
+
+def load_config(path: str | None = None, env: dict[str, str] | None = None,
+                overrides: dict[str, dict[str, Any]] | None = None) -> TwinConfig:
+    """TOML file (optional) ← environment (``MBSD_TWIN_*``) ← explicit overrides (CLI flags).
+
+    Raises :class:`ConfigError` listing every problem; each names its key (and the environment
+    variable it came from); secrets are never shown."""
+    data, origins = _read(path, dict(os.environ) if env is None else env, overrides)
+    problems: list[str] = []
     parts: dict[str, Any] = {}
     for sec, table in data.items():
         if sec not in _SECTIONS or not isinstance(table, dict):
             problems.append(f"unknown section [{sec}]; known: {', '.join(_SECTIONS)}")
             continue
-        parts[sec] = _section(_SECTIONS[sec], table, sec, problems)
+        parts[sec] = _section(_SECTIONS[sec], table, sec, problems, origins)
     cfg = TwinConfig(**parts)
-    _check(cfg, problems)
+    _check_broker(cfg.broker, problems)
+    _check_core(cfg.core, problems)
+    _check_service(cfg.service, cfg.metrics, problems)
     if problems:
-        raise ConfigError(problems, source)
+        raise ConfigError(problems, path or "<defaults>")
     return cfg

@@ -26,6 +26,7 @@ from ..errors import MbsdError
 from ..model import Mechanism
 from .alarms import Alarms
 from .config import CoreConfig
+from .estimator import TorqueEstimator
 from .model import ModelRunner, wrap_angle
 from .protocol import VERSION, SensorBatch, Topics, encode
 
@@ -53,6 +54,11 @@ class TwinCore:
         if missing:
             raise ValueError(f"unknown model outputs in the channel mapping: {', '.join(missing)}")
         self.virtual = cfg.virtual or tuple(n for n in sorted(outs) if n.endswith((".fx", ".fy", ".mz")))
+        self.estimator: TorqueEstimator | None = None
+        self.estimate_name = f"{cfg.torque_estimate}.estimate"
+        if cfg.torque_estimate:
+            self.estimator = TorqueEstimator(mech, body, cfg.torque_estimate, cfg.estimate_window,
+                                             cfg.resync_angle, cfg.resync_speed, cfg.inputs)
         self.alarms = Alarms(cfg.alarms, cfg.alarm_max_events_per_minute)
         self.pending: str | None = "start"
         self.paused = False
@@ -64,7 +70,7 @@ class TwinCore:
         self.next_latest: float | None = None
         self.latest: dict[str, Any] = {}
         self.stats: dict[str, Any] = {"resync": Counter(), "solver_failure": 0, "batches": 0, "samples": 0,
-                                      "missing_channels": 0, "paused_drops": 0}
+                                      "missing_channels": 0, "paused_drops": 0, "estimate_failure": 0}
         self.step_ms: deque[float] = deque(maxlen=500)
 
     # ------------------------------------------------------------------ batches
@@ -104,28 +110,22 @@ class TwinCore:
         self.stats["resync"][reason] += 1
 
     def _run(self, batch: SensorBatch, hold: int) -> list[Out]:
-        contiguous = self.last_t is not None and abs(batch.t0 - self.last_t - batch.dt) < 0.5 * batch.dt
-        if self.pending or not contiguous:
-            self._resync(batch, 0, self.pending or "gap")
-            self.pending, cur = None, 0
-        else:
-            cur = -1
+        cur = self._begin(batch)
+        ends = list(range((batch.n - 1) % hold, batch.n, hold))
+        estimates = self._estimate(batch, ends)
         ext = {c: [self.prev_inputs.get(c, v[0]), *v] for c, v in batch.ch.items() if c in self.cfg.inputs}
         rows: list[tuple[dict[str, float], dict[str, float], dict[str, float]]] = []
         events: list[dict[str, Any]] = []
         resyncs = 0
-        ends = list(range((batch.n - 1) % hold, batch.n, hold))
-        for b in ends:
+        for i, b in enumerate(ends):
             applied = {port: math.fsum(ext[c][cur + 1:b + 1]) / (b - cur) if b > cur else ext[c][b + 1]
                        for c, port in self.cfg.inputs.items()}
             if b > cur:
-                try:
-                    self.runner.advance(batch.time(b), applied)
-                except (SolverFailure, MbsdError, FloatingPointError):
-                    self.stats["solver_failure"] += 1
-                    self._resync(batch, b, "solver_failure")
+                self._advance(batch, b, applied)
                 cur = b
             row = self._compare(batch, b, applied)
+            if estimates is not None:
+                row[2][self.estimate_name] = estimates[i]
             rows.append(row)
             events += self.alarms.update(batch.time(b), {"state": row[0], "residual": row[1], "virtual": row[2],
                                                          "meas": self._sample(batch, b)})
@@ -137,6 +137,36 @@ class TwinCore:
         self.last_meas = self._sample(batch, batch.n - 1) | {"_t": self.last_t}
         self.last_seq = batch.seq
         return self._messages(batch, hold, ends, rows, events, resyncs)
+
+    def _begin(self, batch: SensorBatch) -> int:
+        """Re-synchronise at the batch's first sample when due (pending reason, discontinuity); the
+        index of the sample the model state is at (−1: the end of the previous batch)."""
+        contiguous = self.last_t is not None and abs(batch.t0 - self.last_t - batch.dt) < 0.5 * batch.dt
+        if not contiguous and self.estimator is not None:
+            self.estimator.reset()
+        if self.pending or not contiguous:
+            self._resync(batch, 0, self.pending or "gap")
+            self.pending = None
+            return 0
+        return -1
+
+    def _advance(self, batch: SensorBatch, b: int, applied: dict[str, float]) -> None:
+        try:
+            self.runner.advance(batch.time(b), applied)
+        except (SolverFailure, MbsdError, FloatingPointError):
+            self.stats["solver_failure"] += 1
+            self._resync(batch, b, "solver_failure")
+
+    def _estimate(self, batch: SensorBatch, ends: list[int]) -> list[float] | None:
+        """The torque estimate at the output samples (None, counted, when it cannot be computed)."""
+        if self.estimator is None:
+            return None
+        try:
+            return self.estimator.estimate(batch, ends, self.runner.outputs())
+        except (MbsdError, FloatingPointError, np.linalg.LinAlgError):
+            self.stats["estimate_failure"] += 1
+            self.estimator.reset()
+            return None
 
     def _compare(self, batch: SensorBatch, k: int, applied: dict[str, float]
                  ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
@@ -197,6 +227,8 @@ class TwinCore:
             if not isinstance(pname, str) or isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError("set_param needs {\"name\": str, \"value\": number}")
             self.runner.set_param(pname, float(value))
+            if self.estimator is not None and not pname.startswith("solver."):
+                self.estimator.rebuild(self.runner.mechanism())
             return f"{pname} = {float(value)!r}; " + self._resync_latest("set_param")
         if name == "pause":
             self.paused = True
@@ -205,6 +237,12 @@ class TwinCore:
             self.paused, self.pending = False, "resume"
             return "resumed: re-synchronising at the next batch"
         raise ValueError(f"unknown command {name!r}; commands: reset, set_param, pause, resume")
+
+    def rig_restart(self) -> None:
+        """A new rig session (birth with another session id): re-synchronise at its first batch."""
+        if self.record:
+            self.record({"k": "restart"})
+        self.pending = "rig_restart"
 
     def _resync_latest(self, reason: str) -> str:
         if not self.last_meas:

@@ -52,13 +52,16 @@ class ModelRunner:
             self.params[name] = float(value)
         self._stale = True
 
+    def mechanism(self) -> Mechanism:
+        """The base mechanism with the parameters changed so far."""
+        return apply_parameters(self.base, self.params) if self.params else self.base
+
     # ---------------------------------------------------------------- resync
     def resync(self, t_rig: float, angle: float, speed: float) -> None:
         """Continue from rig time ``t_rig`` with the synchronised body at ``angle`` [rad] turning at
         ``speed`` [rad/s]; everything else follows from the constraints."""
         if self.sim is None or self._stale:
-            mech = apply_parameters(self.base, self.params) if self.params else self.base
-            self.sim = Simulator(mech, self.options, t0=0.0)
+            self.sim = Simulator(self.mechanism(), self.options, t0=0.0)
             self.t_offset, self._stale = float(t_rig), False
         self.sim.set_configuration({f"{self.body}.theta": float(angle)}, {f"{self.body}.omega": float(speed)},
                                    time=float(t_rig) - self.t_offset)

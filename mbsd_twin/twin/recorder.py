@@ -1,9 +1,10 @@
 """Recording (JSON lines, flushed, rotated by size) and deterministic replay without a broker.
 
 Records: ``header`` (core configuration and the mechanism file text), ``in`` (a sensor message
-as the core processed it, with the ``hold`` the service chose), ``cmd`` (a command), ``out`` (an
-output message). Segments: ``PATH``, ``PATH.0001``, ``PATH.0002`` … Replay feeds ``in`` and
-``cmd`` records to a fresh :class:`TwinCore` and compares its outputs with the ``out`` records.
+as the core processed it, with the ``hold`` the service chose), ``cmd`` (a command), ``restart``
+(a new rig session began), ``out`` (an output message). Segments: ``PATH``, ``PATH.0001``,
+``PATH.0002`` … Replay feeds ``in``, ``cmd`` and ``restart`` records to a fresh :class:`TwinCore`
+and compares its outputs with the ``out`` records.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ def replay(path: str) -> ReplayResult:
                 res.outputs += [(o.topic, o.payload) for o in core.step(batch, rec["hold"])]  # type: ignore[arg-type]
         elif kind == "cmd":
             core.command(rec["name"], rec["args"])
+        elif kind == "restart":
+            core.rig_restart()
         elif kind == "out":
             k = res.recorded
             res.recorded += 1

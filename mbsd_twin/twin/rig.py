@@ -1,9 +1,13 @@
 """A synthetic slider-crank rig: the engine's model with a hidden parameter mismatch, sensor noise
 and injected faults, streamed as sensor messages of the contract.
 
-The trajectory is computed with the engine (a :class:`~mbsd_twin.Simulator` advanced knot by knot,
-the motor torque held per knot); samples between knots are cubic Hermite interpolated (angle from
-angle and speed, speed from speed and acceleration, forces linearly).
+The trajectory is computed with the engine (a :class:`~mbsd_twin.Simulator` on its compiled DOP853
+path, advanced knot by knot, the motor torque held per knot); samples between knots are cubic
+Hermite interpolated (angle from angle and speed, speed from speed and acceleration, forces
+linearly). The torque steps at the knots, and so do the acceleration and the bearing force: each
+interval is interpolated from the values just after its start knot (new torque) to those just
+before its end knot (old torque), so the samples are consistent with the torque of their interval
+(the ``tau_m`` of :meth:`Trajectory.samples` is the true torque behind the motion).
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ class Trajectory:
     def __init__(self, mech: Mechanism, cfg: RigConfig) -> None:
         self.cfg = cfg
         hidden = apply_parameters(mech, cfg.mismatch) if cfg.mismatch else mech
-        self.sim = Simulator(hidden, SolverOptions(method="RK45", rtol=1e-8, atol=1e-10))
+        self.sim = Simulator(hidden, SolverOptions(method="DOP853", rtol=1e-8, atol=1e-10))
         self.friction = hidden.joint("main_bearing").viscous_friction
         self.knots: list[dict[str, float]] = [self._knot(0.0)]
 
@@ -63,9 +67,14 @@ class Trajectory:
         return self.friction * ref + c.gain * (ref - omega)
 
     def _knot(self, t: float) -> dict[str, float]:
+        """State at knot time ``t``: the left limits (torque of the interval before) and, after the
+        new torque is applied, the right limits ``*_r`` of the quantities it steps."""
         o = self.sim.outputs()
-        return {"t": t, "theta": o["crank.theta"], "omega": o["crank.omega"], "alpha": o["crank.alpha"],
-                "f_x": o["main_bearing.fx"], "f_y": o["main_bearing.fy"], "tau": self._tau(t, o["crank.omega"])}
+        k = {"t": t, "theta": o["crank.theta"], "omega": o["crank.omega"], "alpha": o["crank.alpha"],
+             "f_x": o["main_bearing.fx"], "f_y": o["main_bearing.fy"], "tau": self._tau(t, o["crank.omega"])}
+        self.sim.set_input("motor_torque", k["tau"])
+        o = self.sim.outputs()
+        return k | {"alpha_r": o["crank.alpha"], "f_x_r": o["main_bearing.fx"], "f_y_r": o["main_bearing.fy"]}
 
     def _extend(self, t_end: float) -> None:
         while self.knots[-1]["t"] < t_end:
@@ -96,9 +105,9 @@ class Trajectory:
             h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
             return h00 * y0 + h10 * h * d0 + h01 * y1 + h11 * h * d1
         return {"theta": hermite(a["theta"], b["theta"], a["omega"], b["omega"]),
-                "omega": hermite(a["omega"], b["omega"], a["alpha"], b["alpha"]),
-                "tau_m": a["tau"], "f_x": a["f_x"] + s * (b["f_x"] - a["f_x"]),
-                "f_y": a["f_y"] + s * (b["f_y"] - a["f_y"])}
+                "omega": hermite(a["omega"], b["omega"], a["alpha_r"], b["alpha"]),
+                "tau_m": a["tau"], "f_x": a["f_x_r"] + s * (b["f_x"] - a["f_x_r"]),
+                "f_y": a["f_y_r"] + s * (b["f_y"] - a["f_y_r"])}
 
 
 class MessageSource:

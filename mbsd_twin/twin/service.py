@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -31,11 +32,11 @@ from typing import Any
 
 import numpy as np
 import paho.mqtt.client as mqtt
-from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from ..loader import loads_mechanism
+from . import link
 from .config import TwinConfig
 from .core import Out, TwinCore
 from .metrics import Metrics, Route, serve_http
@@ -52,11 +53,14 @@ class RateLimitedLog:
     def __init__(self, period: float = 60.0) -> None:
         self.period, self.last = period, {}
 
-    def warning(self, key: str, msg: str, *args: Any) -> None:
+    def warning(self, key: str, msg: str, *args: Any, level: int = logging.WARNING) -> None:
         now = time.monotonic()
         if now - self.last.get(key, -1e18) >= self.period:
             self.last[key] = now
-            log.warning(msg, *args)
+            log.log(level, msg, *args)
+
+
+RIG_RESTART = None  # queued in place of a batch: a new rig session starts after the batches before it
 
 
 class TwinService:
@@ -74,7 +78,7 @@ class TwinService:
         self.seq: Sequencer[tuple[SensorBatch, float]] = Sequencer(cfg.service.reorder_window)
         self.metrics = Metrics()
         self.lock = threading.Condition()
-        self.batches: deque[tuple[SensorBatch, float]] = deque()
+        self.batches: deque[tuple[SensorBatch | None, float]] = deque()
         self.cmds: deque[tuple[str, dict[str, Any] | None, str, bytes | None]] = deque()
         self.counts: Counter[str] = Counter()
         self.invalid: Counter[str] = Counter()
@@ -85,6 +89,7 @@ class TwinService:
         self.connected = threading.Event()
         self.connects = 0
         self.outages: list[float] = []
+        self.last_error = ""  # why the last connection attempt failed (no secrets)
         self.t_disconnect: float | None = None
         self.rig_session: Any = None
         self.stopping = threading.Event()
@@ -106,20 +111,11 @@ class TwinService:
 
     # --------------------------------------------------------------- client
     def _make_client(self) -> mqtt.Client:
-        b = self.cfg.broker
-        proto = mqtt.MQTTv5 if b.protocol == 5 else mqtt.MQTTv311
-        cid = b.client_id or f"mbsd-twin-{self.cfg.core.asset}-{self.instance}"
-        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=cid, protocol=proto)
-        if b.username:
-            c.username_pw_set(b.username, b.password or None)
-        if b.tls:
-            c.tls_set(ca_certs=b.tls_ca or None, certfile=b.tls_cert or None, keyfile=b.tls_key or None)
-            c.tls_insecure_set(b.tls_insecure)
-        c.reconnect_delay_set(int(max(1, b.reconnect_min)), int(max(1, b.reconnect_max)))
-        c.max_queued_messages_set(10000)
-        c.will_set(self.topics.twin("status"), encode({"state": "offline", "instance": self.instance}),
-                   qos=1, retain=True)
+        cid = self.cfg.broker.client_id or f"mbsd-twin-{self.cfg.core.asset}-{self.instance}"
+        will = (self.topics.twin("status"), encode({"state": "offline", "instance": self.instance}))
+        c = link.make_client(self.cfg.broker, cid, will)
         c.on_connect, c.on_disconnect, c.on_message = self._on_connect, self._on_disconnect, self._on_message
+        c.on_connect_fail = self._on_connect_fail
         return c
 
     def _birth(self) -> str:
@@ -128,7 +124,7 @@ class TwinService:
 
     def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, rc: Any, props: Any = None) -> None:
         if rc.is_failure:
-            log.warning("broker refused the connection: %s", rc)
+            self._connect_problem(*link.refused(rc, self.cfg.broker))
             return
         sock = client.socket()
         if isinstance(sock, socket.socket):
@@ -145,12 +141,22 @@ class TwinService:
         log.info("connected to %s (session %d)", self.cfg.broker.url, self.connects)
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, rc: Any, props: Any = None) -> None:
-        if self.connected.is_set():
+        was = self.connected.is_set()
+        if was:
             self.t_disconnect = time.monotonic()
         self.connected.clear()
         self.metrics.connected.set(0)
-        if not self.stopping.is_set():
+        if was and not self.stopping.is_set():
             log.warning("disconnected from the broker (%s); reconnecting", rc)
+
+    def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
+        # paho calls this inside its ``except OSError`` block: the exception says why (TCP, TLS)
+        self._connect_problem(*link.failed(sys.exc_info()[1], self.cfg.broker))
+
+    def _connect_problem(self, kind: str, msg: str) -> None:
+        self.counts[kind] += 1
+        self.last_error = msg
+        self.rlog.warning(kind, "%s", msg, level=logging.ERROR)
 
     # -------------------------------------------------------------- ingress
     def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
@@ -194,6 +200,8 @@ class TwinService:
                 with self.lock:
                     self.seq.reset()
                     self.counts["rig_restart"] += 1
+                    self.batches.append((RIG_RESTART, time.monotonic()))
+                    self.lock.notify()
             self.rig_session = session
         self.counts[f"rig_{st.get('state', 'unknown')}"] += 1
 
@@ -243,7 +251,10 @@ class TwinService:
                 self.low_batches = 0
         return s.hold_levels[self.level]
 
-    def _process(self, batch: SensorBatch, t_arrival: float, depth: int) -> None:
+    def _process(self, batch: SensorBatch | None, t_arrival: float, depth: int) -> None:
+        if batch is RIG_RESTART:
+            self.core.rig_restart()
+            return
         self.lag = time.monotonic() - t_arrival
         s = self.cfg.service
         if self.lag > s.max_lag and self.level == len(s.hold_levels) - 1:
@@ -310,11 +321,12 @@ class TwinService:
                              **self.seq.counts, "invalid": dict(self.invalid),
                              "resync": dict(st["resync"]), "solver_failure": st["solver_failure"],
                              "batches": st["batches"], "samples": st["samples"],
-                             "missing_channels": st["missing_channels"],
+                             "missing_channels": st["missing_channels"], "estimate_failure": st["estimate_failure"],
                              "alarm_suppressed": self.core.alarms.suppressed},
                 "solver_ms_per_batch": {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99))},
                 "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99))},
                 "connection": {"connects": self.connects, "outages": len(self.outages) + len(down),
+                               "last_error": self.last_error,
                                "last_outage_s": (down or self.outages or [0.0])[-1],
                                "outage_total_s": float(sum(self.outages) + sum(down))}}
 

@@ -1,0 +1,55 @@
+"""The service's MQTT client: construction (credentials, TLS, will, reconnect backoff) and
+plain-language reasons for failed connections — which never show the password (it only travels
+in the MQTT CONNECT packet)."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+
+from .config import BrokerConfig
+
+# CONNACK reason codes of a credentials problem: MQTT 5 "Bad user name or password" (134) and "Not
+# authorized" (135); paho maps the MQTT 3.1.1 return codes 4 and 5 onto them.
+AUTH_CODES = (134, 135)
+
+
+def make_client(b: BrokerConfig, client_id: str, will: tuple[str, str]) -> mqtt.Client:
+    """A paho client for ``b`` (not yet connected) with its retained will on ``will`` = (topic, text)."""
+    proto = mqtt.MQTTv5 if b.protocol == 5 else mqtt.MQTTv311
+    c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=proto)
+    if b.username:
+        c.username_pw_set(b.username, b.password or None)
+    if b.tls:
+        c.tls_set(ca_certs=b.tls_ca or None, certfile=b.tls_cert or None, keyfile=b.tls_key or None)
+        c.tls_insecure_set(b.tls_insecure)
+    c.reconnect_delay_set(int(max(1, b.reconnect_min)), int(max(1, b.reconnect_max)))
+    c.max_queued_messages_set(10000)
+    c.will_set(will[0], will[1], qos=1, retain=True)
+    return c
+
+
+def refused(rc: Any, b: BrokerConfig) -> tuple[str, str]:
+    """(counter, message) for a connection the broker refused in its CONNACK."""
+    code = getattr(rc, "value", rc)
+    if code in AUTH_CODES:
+        who = f"user {b.username!r}" if b.username else "no username given"
+        return "auth_failed", (f"authentication failed at {b.url}: the broker answered {str(rc)!r} ({who}; "
+                               "check [broker] username and MBSD_TWIN_PASSWORD); retrying")
+    return "connect_refused", f"the broker at {b.url} refused the connection: {rc}; retrying"
+
+
+def failed(exc: BaseException | None, b: BrokerConfig) -> tuple[str, str]:
+    """(counter, message) for a connection attempt that failed below MQTT (TCP or TLS)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        ca = f"[broker] tls_ca = {b.tls_ca!r}" if b.tls_ca else "the system CA store ([broker] tls_ca unset)"
+        return "tls_failed", (f"TLS: the certificate of {b.url} did not verify against {ca}: "
+                              f"{exc.verify_message or exc}; retrying")
+    if isinstance(exc, ssl.SSLError):
+        return "tls_failed", f"TLS handshake with {b.url} failed: {exc.reason or exc}; retrying"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connect_failed", f"cannot connect to {b.url}: connection refused (is the broker running?); retrying"
+    return "connect_failed", f"cannot connect to {b.url}: {exc or 'unknown error'}; retrying"
