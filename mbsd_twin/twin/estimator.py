@@ -7,8 +7,9 @@ torque sensor and the model can be checked against each other (docs/mqtt-contrac
 Per output sample t_b:
 
 1. Smoothing: least-squares quadratics through the last W samples of the contiguous measured
-   history (W = ``window``/dt, across batches; fewer right after a (re)start), evaluated at t_b —
-   causal Savitzky–Golay end-point filters: θ̂ from the (unwrapped) angle, ω̂ and α̂ from the speed.
+   history (W = ``window``/dt, across batches), evaluated at t_b — causal Savitzky–Golay end-point
+   filters: θ̂ from the (unwrapped) angle, ω̂ and α̂ from the speed. Right after a (re)start, while
+   fewer than W samples precede t_b, the fit uses the first W samples of the batch instead.
 2. Inverse dynamics: a copy of the mechanism in which an angle driver imposes θ̂ on the body (with
    ω̂ and α̂ as its derivatives) and the estimated input's torque load is removed; other input loads
    take their measured value at t_b (mapped inputs) or their start value 0. From M·a + Cqᵀ·λ = Q the
@@ -46,11 +47,11 @@ F = NDArray[np.float64]
 DRIVER = "_twin_torque_estimate"
 
 
-def endpoint_filters(m: int, dt: float) -> F:
-    """Rows: value, first and second derivative at the last of ``m`` samples ``dt`` apart of the
+def fit_filters(m: int, p: int, dt: float) -> F:
+    """Rows: value, first and second derivative at sample ``p`` of ``m`` samples ``dt`` apart of the
     least-squares polynomial of degree min(2, m − 1) through them (shape (3, m))."""
     deg = min(2, m - 1)
-    tau = (np.arange(m) - (m - 1)) * dt
+    tau = (np.arange(m) - p) * dt
     V = np.vander(tau, deg + 1, increasing=True)
     rows = np.zeros((3, m))
     rows[:deg + 1] = np.linalg.pinv(V)
@@ -140,14 +141,15 @@ class TorqueEstimator:
         theta = np.unwrap(np.r_[prev[-1:], raw])[len(prev[-1:]):] if len(prev) else np.unwrap(raw)
         th_all, om_all = np.r_[prev, theta], np.r_[self.hist[self.speed], batch.ch[self.speed]]
         n0 = len(prev)
+        m = min(w, len(th_all))
         out = {k: np.empty(len(ends)) for k in ("theta", "omega", "alpha")}
         cache: dict[int, F] = {}
         for i, b in enumerate(ends):
-            m = min(w, n0 + b + 1)
-            rows = cache.get(m)
+            start = max(0, n0 + b + 1 - m)  # the m samples ending at b (right after a reset: the first m)
+            rows = cache.get(n0 + b - start)
             if rows is None:
-                rows = cache[m] = endpoint_filters(m, batch.dt)
-            seg = slice(n0 + b + 1 - m, n0 + b + 1)
+                rows = cache[n0 + b - start] = fit_filters(m, n0 + b - start, batch.dt)
+            seg = slice(start, start + m)
             out["theta"][i] = rows[0] @ th_all[seg]
             out["omega"][i], out["alpha"][i] = rows[0] @ om_all[seg], rows[1] @ om_all[seg]
         self.hist = {self.angle: th_all[-(w - 1):], self.speed: om_all[-(w - 1):]}
