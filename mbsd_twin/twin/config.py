@@ -133,7 +133,7 @@ class ServiceConfig:
     reorder_timeout: float = 0.5  # s (wall) before a missing seq is given up
     queue_size: int = 50  # batches waiting for the solver
     hold_levels: tuple[int, ...] = (1, 5, 20)  # samples per solver step, finest first
-    start_level: int = 1
+    start_level: int = 0  # hold_levels[0] = 1: every sample (sustained at 1 kHz, benchmarks/bench_twin.py)
     lag_high: float = 0.25  # s: coarser above
     lag_low: float = 0.05  # s: finer after `lag_low_batches` batches below
     lag_low_batches: int = 100

@@ -107,8 +107,8 @@ class TorqueEstimator:
         """Forget the measured history (a discontinuity: start, gap, rig restart)."""
         self.hist: dict[str, F] = {self.angle: np.zeros(0), self.speed: np.zeros(0)}
         self.dt = 0.0
-        self.q: F | None = None  # last solved configuration and velocity (Newton predictor)
-        self.v: F | None = None
+        self.q: F | None = None  # last solved configuration, velocity, acceleration (Newton predictor)
+        self.v = self.a = np.zeros(0)
         self.t_last = self.t_ref = 0.0  # profile times are rig times − t_ref (small numbers)
         self._cur: dict[str, F] = {}
 
@@ -167,9 +167,9 @@ class TorqueEstimator:
                                        for p, c in self.inputs.items()}}
         if self.q is None:
             self.q = assemble(self.system, self._guess(guess), float(t[0]), self.opts)
-            self.v, self.t_last = np.zeros_like(self.q), float(t[0])
-        assert self.v is not None
-        pred = self.q[None, :] + (t - self.t_last)[:, None] * self.v[None, :]
+            self.v, self.a, self.t_last = np.zeros_like(self.q), np.zeros_like(self.q), float(t[0])
+        h = (t - self.t_last)[:, None]
+        pred = self.q[None, :] + h * self.v[None, :] + 0.5 * h * h * self.a[None, :]
         square = self.system.n_constraints == self.system.n_coord
         q, res, _, Cq, Ct = solve_positions(self.system, pred, t, self.opts, square)
         if (res > self.tol).any():  # too far for one Newton solve: continuation from the last point
@@ -182,7 +182,7 @@ class TorqueEstimator:
         Q = self.system.forces_batch(q, v, t)
         lam = np.einsum("bji,bj->bi", solver.inv, Q - np.einsum("bij,bj->bi", M, a))
         effort = reaction_columns(self.system, q, Cq, lam)[f"{DRIVER}.effort"]
-        self.q, self.v, self.t_last = q[-1], v[-1], float(t[-1])
+        self.q, self.v, self.a, self.t_last = q[-1], v[-1], a[-1], float(t[-1])
         if not np.isfinite(effort).all():
             raise FloatingPointError("non-finite torque estimate")
         return [float(x) for x in effort]

@@ -11,7 +11,7 @@ svc.wait()`` (start/stop run in a thread so the event loop is never blocked).
 
 Degradation when the solver falls behind (documented in docs/mqtt-contract.md): (1) coarser
 solver steps — ``hold`` samples per step through ``hold_levels`` while the arrival-to-processing
-lag exceeds ``lag_high``; (2) the bounded queue drops its oldest batch (counted); the next batch
+lag exceeds ``lag_high`` or the queue is more than half full; (2) the bounded queue drops its oldest batch (counted); the next batch
 is then not contiguous and the model is re-synchronised from it; (3) at the coarsest hold, a batch
 older than ``max_lag`` flushes the backlog except the newest batch (counted as drops). Memory is bounded by the queue,
 the sequencer window and paho's outgoing queue (``max_queued_messages_set``).
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import sys
 import threading
 import time
@@ -126,9 +125,7 @@ class TwinService:
         if rc.is_failure:
             self._connect_problem(*link.refused(rc, self.cfg.broker))
             return
-        sock = client.socket()
-        if isinstance(sock, socket.socket):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        link.set_nodelay(client)
         self.connects += 1
         if self.t_disconnect is not None:
             self.outages.append(time.monotonic() - self.t_disconnect)
@@ -238,13 +235,16 @@ class TwinService:
                 next_health = time.monotonic() + self.cfg.service.health_interval
                 self.publish(Out(self.topics.twin("health"), encode(self.health())))
 
-    def _adapt(self, lag: float) -> int:
+    def _adapt(self, lag: float, depth: int) -> int:
+        """The hold for the next batch: coarser under pressure (lag above ``lag_high``, or the queue
+        more than half full — with a short queue, drops keep the lag low), finer after
+        ``lag_low_batches`` calm batches."""
         s = self.cfg.service
-        if lag > s.lag_high and self.level < len(s.hold_levels) - 1:
+        if (lag > s.lag_high or depth > s.queue_size // 2) and self.level < len(s.hold_levels) - 1:
             self.level += 1
             self.low_batches = 0
             self.counts["degrade"] += 1
-        elif lag < s.lag_low and self.level > 0:
+        elif lag < s.lag_low and depth <= s.queue_size // 2 and self.level > 0:
             self.low_batches += 1
             if self.low_batches >= s.lag_low_batches:
                 self.level -= 1
@@ -266,7 +266,7 @@ class TwinService:
                 self.counts["dropped_overload"] += n if n else 1
             if n:
                 return
-        outs = self.core.step(batch, self._adapt(self.lag))
+        outs = self.core.step(batch, self._adapt(self.lag, depth))
         for o in outs:
             self.publish(o)
         if outs:
