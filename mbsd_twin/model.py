@@ -23,7 +23,7 @@ from .profiles import Profile
 Vec2 = tuple[float, float]
 GROUND = "ground"
 
-JOINT_TYPES = ("revolute", "prismatic", "point_on_line", "gear", "fixed", "cam")
+JOINT_TYPES = ("revolute", "prismatic", "point_on_line", "gear", "fixed", "cam", "knife_edge")
 DRIVER_TYPES = ("angle", "coordinate", "distance")
 LOAD_TYPES = ("force", "torque", "spring_damper", "rotational_spring_damper", "generalized", "contact",
               "rotating_frame")
@@ -61,6 +61,9 @@ class Joint:
       ``mbsd_twin.surfaces``) stay in tangent contact; their parameters are two extra coordinates
       ``<name>.s1``, ``<name>.s2`` with initial guesses ``parameters`` (default: the closest pair
       of points at the initial poses).
+    - ``knife_edge``: the blade at ``points[1]`` of the second body, rolling along ``axis`` (the
+      second body's frame), has no sideways velocity relative to the first body: a nonholonomic
+      constraint (see ``mbsd_twin.nonholonomic``).
 
     ``viscous_friction`` adds a dissipative load in revolute (N·m·s/rad, on the relative angular
     speed) and prismatic joints (N·s/m, on the sliding speed).
