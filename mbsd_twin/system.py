@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from . import cam
 from . import kernels as kn
+from . import nonholonomic
 from .loads import LoadSet, LoadTotals
 from .model import GROUND, Joint, Mechanism
 
@@ -50,7 +51,7 @@ class DriverInfo:
 
 _JOINT_COMPONENTS = {"revolute": ("fx", "fy"), "point_on_line": ("fx", "fy"),
                      "prismatic": ("fx", "fy", "mz"), "fixed": ("fx", "fy", "mz"), "gear": ("mz",),
-                     "cam": ("fx", "fy")}
+                     "cam": ("fx", "fy"), "knife_edge": ("fx", "fy")}
 _DRIVER_UNITS = {"angle": "N·m", "distance": "N"}
 
 
@@ -131,6 +132,9 @@ class System:
         cam_kernel = cam.cam_kernel(self.mechanism, self.col, 3 * self.n_body)
         if cam_kernel is not None:
             self._add(cam_kernel)
+        knife = nonholonomic.knife_edge_kernel(self.mechanism, self.col)
+        if knife is not None:
+            self._add(knife)
         self._build_driver_kernels()
 
     def _build_driver_kernels(self) -> None:
