@@ -41,6 +41,7 @@ JOINT_TYPES_KEYS: dict[str, Keys] = {
     "gear": (("ratio",), ("offset",)),
     "fixed": ((), ("angle",)),
     "cam": (("surfaces",), ("parameters",)),
+    "knife_edge": (("axis",), ()),
 }
 DRIVER_COMMON: Keys = (("name", "type", "profile"), ())
 DRIVER_TYPES_KEYS: dict[str, Keys] = {

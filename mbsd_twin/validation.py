@@ -210,7 +210,7 @@ class _Checker:
             return
         self.refs(loc, j.bodies, 2, distinct=True, what=f"{j.type} joint")
         self.points(loc, j.points, 2)
-        if j.type in ("prismatic", "point_on_line"):
+        if j.type in ("prismatic", "point_on_line", "knife_edge"):
             if j.axis is None:
                 self.add(f"{loc}.axis", f"a {j.type} joint needs an axis")
             else:
