@@ -66,19 +66,38 @@ def _r90(a: F) -> F:
     return np.stack([-a[..., 1], a[..., 0]], axis=-1)
 
 
+_GRIDS: dict[int, tuple[Surface, F, F]] = {}
+
+
+def _grid(curve: Surface) -> tuple[F, F] | None:
+    """Parameter samples of a curve and their points, computed once per curve object."""
+    hit = _GRIDS.get(id(curve))
+    if hit is None or hit[0] is not curve:
+        samples = curve.samples()
+        if samples is None:
+            return None
+        hit = (curve, samples, curve.curve(samples)[0])
+        _GRIDS[id(curve)] = hit
+    return hit[1], hit[2]
+
+
 def nearest_on_curve(curve: Surface, x: F) -> tuple[F, F]:
-    """Nearest point F (…, 2) of a smooth curve to points x (…, 2) and the unit normal n = R90·t̂."""
-    samples = curve.samples()
-    if samples is None:
+    """Nearest point F (…, 2) of a smooth curve to points x (…, 2) and the unit normal n = R90·t̂:
+    the closest sample (or the projection for lines and graphs), then Newton on the stationarity
+    of the distance, g(s) = (p − x)·p' = 0."""
+    grid = _grid(curve)
+    if grid is None:
         s = curve.project(x)
     else:
-        grid = curve.curve(samples)[0]
-        s = samples[np.argmin(((x[..., None, :] - grid) ** 2).sum(axis=-1), axis=-1)]
-    for _ in range(NEWTON_STEPS):  # stationary distance: g(s) = (p − x)·p' = 0
+        s = grid[0][np.argmin(((x[..., None, :] - grid[1]) ** 2).sum(axis=-1), axis=-1)]
+    for _ in range(NEWTON_STEPS):
         p, d1, d2, _ = curve.curve(s)
         g = ((p - x) * d1).sum(axis=-1)
         dg = (d1 * d1).sum(axis=-1) + ((p - x) * d2).sum(axis=-1)
-        s = s - g / np.where(dg > 1e-12, dg, (d1 * d1).sum(axis=-1))
+        step = g / np.where(dg > 1e-12, dg, (d1 * d1).sum(axis=-1))
+        s = s - step
+        if np.abs(step).max(initial=0.0) < 1e-13:
+            break
     p, d1, _, _ = curve.curve(s)
     return p, _r90(d1) / np.linalg.norm(d1, axis=-1, keepdims=True)
 
