@@ -25,20 +25,29 @@ def free_port() -> int:
 
 
 class Broker:
-    """``url``, ``start()``, ``stop()``, ``kind`` ("mosquitto" or "amqtt"), ``mqtt5``."""
+    """``url``, ``start()``, ``stop()``, ``kind`` ("mosquitto" or "amqtt"), ``mqtt5``, ``protocol``.
 
-    def __init__(self, workdir: Path) -> None:
+    ``kind`` forces a broker (default: mosquitto when installed). ``conf`` replaces the mosquitto
+    configuration after the first line (``listener PORT 127.0.0.1``); ``scheme`` "mqtts" for a TLS
+    listener."""
+
+    def __init__(self, workdir: Path, kind: str | None = None, conf: str = "", scheme: str = "mqtt") -> None:
         self.port = free_port()
-        self.url = f"mqtt://127.0.0.1:{self.port}"
-        self.kind = "mosquitto" if MOSQUITTO else "amqtt"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.kind = kind or ("mosquitto" if MOSQUITTO else "amqtt")
         self.mqtt5 = self.kind == "mosquitto"
+        self.protocol = 5 if self.mqtt5 else 4
+        self.conf = conf or "allow_anonymous true\n"
         self.workdir = workdir
         self.proc: subprocess.Popen[bytes] | None = None
 
     def _command(self) -> list[str]:
         if self.kind == "mosquitto":
-            conf = self.workdir / "mosquitto.conf"
-            conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n")
+            assert MOSQUITTO, "mosquitto is not installed"
+            conf = self.workdir / f"mosquitto-{self.port}.conf"
+            root = "user root\n" if os.geteuid() == 0 else ""  # as root: keep access to files in tmp_path
+            conf.write_text(f"listener {self.port} 127.0.0.1\n{self.conf}"
+                            f"persistence false\nset_tcp_nodelay true\n{root}")
             return [str(MOSQUITTO), "-c", str(conf)]
         conf = self.workdir / "amqtt.yaml"
         conf.write_text(f"listeners:\n  default:\n    type: tcp\n    bind: 127.0.0.1:{self.port}\n"
@@ -47,7 +56,7 @@ class Broker:
         return [sys.executable, "-m", "amqtt.scripts.broker_script", "-c", str(conf)]
 
     def start(self) -> None:
-        log = open(self.workdir / f"{self.kind}.log", "ab")  # noqa: SIM115 - owned by the process
+        log = open(self.workdir / f"{self.kind}-{self.port}.log", "ab")  # noqa: SIM115 - owned by the process
         self.proc = subprocess.Popen(self._command(), stdout=log, stderr=subprocess.STDOUT)
         t_end = time.monotonic() + 10
         while time.monotonic() < t_end:

@@ -11,10 +11,11 @@ svc.wait()`` (start/stop run in a thread so the event loop is never blocked).
 
 Degradation when the solver falls behind (documented in docs/mqtt-contract.md): (1) coarser
 solver steps — ``hold`` samples per step through ``hold_levels`` while the arrival-to-processing
-lag exceeds ``lag_high`` or the queue is more than half full; (2) the bounded queue drops its oldest batch (counted); the next batch
-is then not contiguous and the model is re-synchronised from it; (3) at the coarsest hold, a batch
-older than ``max_lag`` flushes the backlog except the newest batch (counted as drops). Memory is bounded by the queue,
-the sequencer window and paho's outgoing queue (``max_queued_messages_set``).
+lag exceeds ``lag_high`` or the queue is more than half full; (2) the bounded queue drops its
+oldest batch (counted); the next batch is then not contiguous and the model is re-synchronised
+from it; (3) at the coarsest hold, a batch older than ``max_lag`` flushes the backlog except the
+newest batch (counted as drops). Memory is bounded by the queue, the sequencer window and paho's
+outgoing queue (``max_queued_messages_set``).
 """
 
 from __future__ import annotations
