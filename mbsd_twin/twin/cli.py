@@ -53,7 +53,7 @@ def _cmd_rig(args: argparse.Namespace) -> int:
     from .rig_client import Rig, write_manifest
 
     cfg = RigConfig(asset=args.asset, prefix=args.prefix, rate=args.rate, batch=args.batch, seed=args.seed)
-    rig = Rig(load_mechanism(args.mechanism), cfg, args.broker, window=args.window)
+    rig = Rig(load_mechanism(args.mechanism), cfg, args.broker, window=args.window, protocol=args.protocol)
     if args.precompute:
         rig.precompute(args.duration)
     write_manifest(rig.run(args.duration, args.faults), args.manifest)
@@ -88,6 +88,7 @@ def add_twin(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--duration", type=float, default=10.0, help="seconds to stream")
     g.add_argument("--window", type=int, default=5, help="the twin's reorder window (spaces faults)")
+    g.add_argument("--protocol", type=int, choices=(4, 5), default=5, help="MQTT 5 or 4 (3.1.1, e.g. amqtt)")
     g.add_argument("--precompute", action="store_true", help="compute the whole trajectory before streaming")
     g.add_argument("--manifest", help="write the fault manifest here (default: stdout)")
     g.set_defaults(func=_cmd_rig)

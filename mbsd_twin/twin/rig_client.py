@@ -28,12 +28,16 @@ def connect(url: str, client_id: str, will: tuple[str, str] | None = None, proto
     if will:
         c.will_set(will[0], will[1], qos=1, retain=True)
     c.on_connect = lambda client, *args: set_nodelay(client)
-    c.connect(b.host, b.port, keepalive=30)
+    try:
+        c.connect(b.host, b.port, keepalive=30)
+    except OSError as exc:
+        raise ConnectionError(f"the rig cannot connect to {url}: {exc}") from exc
     c.loop_start()
     t_end = time.monotonic() + 10
     while not c.is_connected():
         if time.monotonic() > t_end:
-            raise ConnectionError(f"no connection to {url}")
+            c.loop_stop()
+            raise ConnectionError(f"the rig got no MQTT connection to {url} within 10 s")
         time.sleep(0.01)
     return c
 
