@@ -14,6 +14,8 @@ Kinds (``kind`` names them in files):
 - ``circle``: p = c + R·(cos s, sin s); s is an angle [rad].
 - ``line``: p = p0 + s·u (u normalised); s is a length [m].
 - ``polynomial``: the graph p = (s, Σ a_k s^k); s is the body x [m].
+- ``Graph`` (Python API only): the graph p = (s, f(s)) of a function returning f and its first
+  three derivatives; s is the body x [m].
 - ``spline``: a C² cubic spline through points, parameterised by chord length [m]; ``closed``
   makes it periodic.
 - ``polar``: p = r(φ)·(cos φ, sin φ) with r(φ) a Fourier series
@@ -23,7 +25,7 @@ Kinds (``kind`` names them in files):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -110,6 +112,27 @@ class Polynomial:
         p = np.polynomial.Polynomial(np.asarray(self.coefficients, float))
         one, zero = np.ones_like(s), np.zeros_like(s)
         return (_xy(s, p(s)), _xy(one, p.deriv(1)(s)), _xy(zero, p.deriv(2)(s)), _xy(zero, p.deriv(3)(s)))
+
+    def samples(self) -> None:
+        return None
+
+    def project(self, points: F) -> F:
+        return np.asarray(points, float)[..., 0]
+
+
+@dataclass(frozen=True)
+class Graph:
+    """The graph y = f(x) of a Python function (API only), parameter s = x. ``function(x)`` takes
+    an array and returns f and its first three derivatives, as the cam joint and contact need."""
+
+    function: Callable[[F], tuple[F, F, F, F]]
+    kind: str = field(default="graph", init=False)
+
+    def curve(self, s: F) -> Curve:
+        s = np.asarray(s, float)
+        f, d1, d2, d3 = (np.broadcast_to(np.asarray(v, float), s.shape) for v in self.function(s))
+        one, zero = np.ones_like(s), np.zeros_like(s)
+        return _xy(s, f), _xy(one, d1), _xy(zero, d2), _xy(zero, d3)
 
     def samples(self) -> None:
         return None

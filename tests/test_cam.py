@@ -20,7 +20,7 @@ import mbsd_twin as mt
 from mbsd_twin.dynamics import Dynamics, Stepper
 from mbsd_twin.kinematics import sweep
 from mbsd_twin.model import Joint
-from mbsd_twin.surfaces import Circle, Line, Polar, Polynomial, Spline, Surface
+from mbsd_twin.surfaces import Circle, Graph, Line, Polar, Polynomial, Spline, Surface
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mechanisms"
 H = 1e-6
@@ -37,6 +37,8 @@ PAIRS: dict[str, tuple[Surface, Surface]] = {
     "polynomial-circle": (Polynomial((0.01, 0.2, -0.5, 0.8)), Circle(0.04)),
     "closed_spline-circle": (SPLINE_CLOSED, Circle(0.02, (0.0, 0.01))),
     "open_spline-polar": (SPLINE_OPEN, POLAR),
+    "graph-circle": (Graph(lambda x: (0.03 * np.sin(4 * x), 0.12 * np.cos(4 * x), -0.48 * np.sin(4 * x),
+                                      -1.92 * np.cos(4 * x))), Circle(0.05, (0.0, 0.02))),
 }
 
 

@@ -26,7 +26,7 @@ from mbsd_twin.contact import ContactSpec, Polyline
 from mbsd_twin.model import Load
 from mbsd_twin.postprocess import with_load_outputs
 from mbsd_twin.results import TIME_SPEC
-from mbsd_twin.surfaces import Line, Polynomial, Spline
+from mbsd_twin.surfaces import Graph, Line, Polynomial, Spline
 from mbsd_twin.validation import validate_mechanism
 
 G = 9.81
@@ -54,6 +54,9 @@ GEOMETRIES = {
                                         friction=0.4, slip_velocity=0.05), "plate"),
     "circle-polynomial": (ContactSpec(Polynomial((0.0, 0.1, -0.3)), radius=0.06, friction=0.6,
                                       slip_velocity=0.02), "ground"),
+    "circle-graph_function": (ContactSpec(Graph(lambda x: (0.02 * np.sin(5 * x), 0.1 * np.cos(5 * x),
+                                                          -0.5 * np.sin(5 * x), -2.5 * np.cos(5 * x))),
+                                          radius=0.06, friction=0.4, slip_velocity=0.05), "ground"),
     "circle-spline": (ContactSpec(Spline.graph((-0.5, -0.1, 0.2, 0.6), (0.0, 0.02, -0.01, 0.03)), radius=0.06,
                                   friction=0.3, slip_velocity=0.1), "ground"),
     "circle-polyline_on_body": (ContactSpec(Polyline(((-0.5, 0.0), (0.1, 0.02), (0.6, -0.05))), radius=0.07,
