@@ -93,7 +93,7 @@ def test_clean_stream(broker: Any, tmp_path: Any, trajectory: Trajectory) -> Non
     col = Collector(broker.url, broker.mqtt5)
     with TwinService(_config(broker, tmp_path)) as svc:
         assert _wait(svc.connected.is_set, 5)
-        manifest = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory).run(10.0)
+        manifest = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory, protocol=broker.protocol).run(10.0)
         _wait(lambda: not svc.batches, 10)
         time.sleep(0.5)
         health = svc.health()
@@ -119,7 +119,7 @@ def test_faults_counted_exactly(broker: Any, tmp_path: Any, trajectory: Trajecto
     cfg = _config(broker, tmp_path, service={"start_level": 2, "max_lag": 10.0, "queue_size": 500})
     with TwinService(cfg) as svc:
         assert _wait(svc.connected.is_set, 5)
-        rig = Rig(svc.mech, RigConfig(seed=7), broker.url, traj=trajectory)
+        rig = Rig(svc.mech, RigConfig(seed=7), broker.url, traj=trajectory, protocol=broker.protocol)
         manifest = rig.run(8.0, faults=0.04)
         assert _wait(lambda: not svc.batches and not svc.seq.buffer, 10)
         time.sleep(0.3)
@@ -142,7 +142,7 @@ def test_broker_restart_reconnects(broker: Any, tmp_path: Any, trajectory: Traje
     col = Collector(broker.url, broker.mqtt5)
     with TwinService(_config(broker, tmp_path, service={"start_level": 2})) as svc:
         assert _wait(svc.connected.is_set, 5)
-        rig = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory)
+        rig = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory, protocol=broker.protocol)
         th = threading.Thread(target=rig.run, args=(7.0,))
         th.start()
         time.sleep(2.0)
@@ -161,8 +161,10 @@ def test_broker_restart_reconnects(broker: Any, tmp_path: Any, trajectory: Traje
 
 
 def _serve(broker: Any) -> subprocess.Popen[bytes]:
+    toml = broker.workdir / "serve.toml"
+    toml.write_text(f"[broker]\nprotocol = {broker.protocol}\n")
     return subprocess.Popen([sys.executable, "-m", "mbsd_twin.cli", "twin", "serve", "--broker", broker.url,
-                             "--asset", "sc-01", "--mechanism", MECH],
+                             "--asset", "sc-01", "--mechanism", MECH, "--config", str(toml)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "MBSD_TWIN_BROKER": ""})
 
@@ -188,7 +190,7 @@ def test_overload_bounded(broker: Any, tmp_path: Any, trajectory: Trajectory) ->
     col = Collector(broker.url, broker.mqtt5)
     with TwinService(cfg) as svc:
         assert _wait(svc.connected.is_set, 5)
-        rig = Rig(svc.mech, RigConfig(rate=10000.0, batch=10), broker.url, traj=trajectory)
+        rig = Rig(svc.mech, RigConfig(rate=10000.0, batch=10), broker.url, traj=trajectory, protocol=broker.protocol)
         rig.precompute(6.0)
         rss0 = _rss_mb()
         rig.run(6.0)
@@ -212,7 +214,7 @@ def test_command_round_trip_and_replay(broker: Any, tmp_path: Any, trajectory: T
     col = Collector(broker.url, broker.mqtt5)
     with TwinService(_config(broker, tmp_path, record={"path": rec})) as svc:
         assert _wait(svc.connected.is_set, 5)
-        rig = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory)
+        rig = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory, protocol=broker.protocol)
         th = threading.Thread(target=rig.run, args=(3.0,))
         th.start()
         time.sleep(1.5)
@@ -234,6 +236,38 @@ def test_command_round_trip_and_replay(broker: Any, tmp_path: Any, trajectory: T
     live = [json.dumps(m, sort_keys=True) for m in col.get("twin/state")]
     replayed = [json.dumps(json.loads(p), sort_keys=True) for t, p in res.outputs if t.endswith("/state")]
     assert live == replayed
+
+
+def test_rig_restart(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
+    """The rig restarts: seq back to 0 under a new session, announced by its birth on meas/status.
+    Counted once; no gap/late/duplicate counts; the model re-syncs at the new session's first batch
+    (reason rig_restart — processed in order after the old session's batches) and keeps tracking;
+    the recording replays identically across the restart."""
+    rec = str(tmp_path / "rec.jsonl")
+    col = Collector(broker.url, broker.mqtt5)
+    with TwinService(_config(broker, tmp_path, record={"path": rec})) as svc:
+        assert _wait(svc.connected.is_set, 5)
+        first = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory, protocol=broker.protocol)
+        first.run(2.0)
+        second = Rig(svc.mech, RigConfig(seed=1), broker.url, traj=trajectory, protocol=broker.protocol)
+        assert second.session != first.session
+        second.run(2.0)
+        assert _wait(lambda: not svc.batches and len(col.get("twin/residuals")) >= 200, 10)
+        h = svc.health()
+    col.close()
+    c = h["counters"]
+    print("after a rig restart:", c)
+    assert c["rig_restart"] == 1 and c["restart"] == 0 and c["rig_online"] == 2
+    assert (c["gap"], c["late"], c["duplicate"], c["reordered"], c["dropped_overload"]) == (0, 0, 0, 0, 0)
+    assert c["received"] == c["batches"] == 200
+    assert c["resync"]["rig_restart"] == 1 and c["resync"]["start"] == 1 and "gap" not in c["resync"]
+    res = col.get("twin/residuals")
+    assert [m["seq"] for m in res] == list(range(1, 201))  # the twin's own seq keeps counting
+    assert [m["src_seq"][0] for m in res] == [*range(100), *range(100)]
+    theta = np.concatenate([m["ch"]["theta"] for m in res[100:]])  # the new session
+    assert float(np.sqrt(np.mean(theta**2))) < 3 * RigConfig().noise["theta"]
+    assert res[100]["t0"] > res[99]["t0"]
+    assert replay(rec).identical
 
 
 def test_metrics_health_ready(broker: Any, tmp_path: Any) -> None:
