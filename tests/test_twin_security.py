@@ -121,14 +121,29 @@ def test_password_right_credentials(auth_broker: Any, traj: Trajectory) -> None:
 def test_password_wrong_credentials(auth_broker: Any, caplog: pytest.LogCaptureFixture, protocol: int) -> None:
     caplog.set_level(logging.DEBUG)
     wrong = "not-" + PASSWORD
-    with TwinService(_config(auth_broker.url, protocol=protocol, username="twin", password=wrong)) as svc:
-        assert _wait(lambda: svc.counts["auth_failed"] >= 1, 5)
+    cfg = _config(auth_broker.url, protocol=protocol, username="twin", password=wrong, reconnect_min=1, reconnect_max=1)
+    with TwinService(cfg) as svc:
+        assert _wait(lambda: svc.counts["auth_failed"] >= 2, 6)  # logged once, counted per attempt: it retries
         health = json.dumps(svc.health())
         assert not svc.connected.is_set()
     print(svc.last_error)
     assert "authentication failed" in svc.last_error and "'twin'" in svc.last_error
-    assert any(r.levelno == logging.ERROR and "authentication failed" in r.getMessage() for r in caplog.records)
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR and "authentication failed" in r.getMessage()]
+    assert len(errors) == 1  # once a minute, not per attempt
     assert wrong not in caplog.text and wrong not in health and PASSWORD not in caplog.text
+
+
+@needs_mosquitto
+def test_password_fixed_on_the_broker_connects(auth_broker: Any, tmp_path: Path) -> None:
+    """Refused first; once the broker accepts the credentials (password file changed, SIGHUP) the
+    retrying service connects without a restart."""
+    cfg = _config(auth_broker.url, username="twin", password="rotated", reconnect_min=1, reconnect_max=1)
+    with TwinService(cfg) as svc:
+        assert _wait(lambda: svc.counts["auth_failed"] >= 1, 5)
+        password_file(tmp_path / "passwd", "twin", "rotated")
+        auth_broker.proc.send_signal(signal.SIGHUP)  # mosquitto reloads its password file
+        assert _wait(svc.connected.is_set, 6)
+        assert svc.health()["connection"]["connects"] == 1
 
 
 @needs_mosquitto

@@ -60,7 +60,7 @@ def _cmd_rig(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_twin(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_twin(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("twin", help="digital-twin service over MQTT")
     tsub = p.add_subparsers(dest="twin_command", required=True)
     s = tsub.add_parser("serve", help="run the twin service (SIGTERM: graceful stop)")

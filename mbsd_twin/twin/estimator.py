@@ -68,6 +68,7 @@ class TorqueEstimator:
         self.angle, self.speed = angle, speed
         self.inputs = {p: c for c, p in inputs.items() if p != port}  # other mapped inputs: port → channel
         self.opts = KinematicsOptions()
+        self._cur: dict[str, F] = {}  # the samples being solved: times, θ̂, ω̂, α̂ and other inputs
         self._check_load(mech)
         self.rebuild(mech)
 
@@ -110,7 +111,7 @@ class TorqueEstimator:
         self.q: F | None = None  # last solved configuration, velocity, acceleration (Newton predictor)
         self.v = self.a = np.zeros(0)
         self.t_last = self.t_ref = 0.0  # profile times are rig times − t_ref (small numbers)
-        self._cur: dict[str, F] = {}
+        self._cur = {}
 
     # ------------------------------------------------------------ profiles
     def _index(self, t: Any) -> tuple[F, Any]:

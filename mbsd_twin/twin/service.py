@@ -51,7 +51,8 @@ class RateLimitedLog:
     """Log each key at most once per ``period`` seconds."""
 
     def __init__(self, period: float = 60.0) -> None:
-        self.period, self.last = period, {}
+        self.period = period
+        self.last: dict[str, float] = {}
 
     def warning(self, key: str, msg: str, *args: Any, level: int = logging.WARNING) -> None:
         now = time.monotonic()
@@ -160,9 +161,9 @@ class TwinService:
     def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
             if msg.topic == self.topics.sensors:
-                self._ingest(msg.payload, time.monotonic())
+                self._ingest(bytes(msg.payload), time.monotonic())
             elif msg.topic == self.topics.rig_status:
-                self._rig_status(msg.payload)
+                self._rig_status(bytes(msg.payload))
             elif msg.topic.startswith(self.topics.twin("cmd/")):
                 self._command_in(msg)
         except Exception:  # never let one message stop the network thread
@@ -209,7 +210,7 @@ class TwinService:
         resp = getattr(props, "ResponseTopic", "") or ""
         corr = getattr(props, "CorrelationData", None)
         with self.lock:
-            self.cmds.append((name, parse_command(msg.payload), resp, corr))
+            self.cmds.append((name, parse_command(bytes(msg.payload)), resp, corr))
             self.lock.notify()
 
     # --------------------------------------------------------------- worker
