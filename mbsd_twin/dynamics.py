@@ -246,10 +246,13 @@ class Stepper:
     def __init__(self, dyn: Dynamics, t0: float, y0: F, inputs: dict[str, float]) -> None:
         self.dyn, self.opts = dyn, dyn.opts
         self.inputs = dict(inputs)
+        self.steps = 0
+        self._start(t0, y0)
+
+    def _start(self, t0: float, y0: F) -> None:
         cls = EXPLICIT.get(self.opts.method) or IMPLICIT[self.opts.method]
         self.solver = cls(self._fun, t0, y0, t_bound=t0 + 1e9, rtol=self.opts.rtol, atol=self.opts.atol,
                           max_step=self.opts.max_step)
-        self.steps = 0
 
     def _fun(self, t: float, y: F) -> F:
         return self.dyn.rhs(t, y, self.inputs)
@@ -300,7 +303,7 @@ class Stepper:
 
     def reset_state(self, t: float, y: F) -> None:
         """Restart the integrator from (t, y)."""
-        self.__init__(self.dyn, t, y, self.inputs)  # type: ignore[misc]
+        self._start(t, y)
 
     def export(self) -> dict[str, object]:
         s = self.solver
