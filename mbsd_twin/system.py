@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from . import cam
+from . import cam, nonholonomic
 from . import kernels as kn
-from . import nonholonomic
 from .loads import LoadSet, LoadTotals
 from .model import GROUND, Joint, Mechanism
 
