@@ -20,7 +20,6 @@ from typing import Any, TypeVar, cast
 from .errors import MechanismError, Problem
 from .model import Body, Driver, Joint, Load, Mechanism, Vec2
 from .profiles import PROFILE_KINDS, Constant, Polynomial, Profile, Table
-from .surface_io import surface_from_table
 from .surfaces import SURFACE_KINDS
 from .validation import fmt, is_number, label, suggest, table_problems, validate_mechanism
 
@@ -283,26 +282,14 @@ def _joint(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Joint:
                  axis=r.optional_vector(t, loc, "axis"), ratio=r.optional_number(t, loc, "ratio"),
                  offset=r.optional_number(t, loc, "offset"), angle=r.optional_number(t, loc, "angle"),
                  viscous_friction=r.number(t, loc, "viscous_friction", 0.0),
-                 surfaces=_curves(r, t, loc, "surfaces", 2) if "surfaces" in t else (),
+                 surfaces=_cam_surfaces(r, t, loc) if "surfaces" in t else (),
                  parameters=r.optional_vector(t, loc, "parameters"))
 
 
-def _curves(r: _Reader, t: Mapping[str, Any], loc: str, key: str, count: int) -> tuple[Any, ...]:
-    """``count`` curve tables (see ``surface_io``) under ``key``; () when any is broken (reported)."""
-    raw, where = t[key], _at(loc, key)
-    if not isinstance(raw, list) or len(raw) != count:
-        r.report(where, f"expected {count} curve tables [{{ kind = ... }}, ...], got {_toml_kind(raw)}")
-        return ()
-    out = []
-    for k, item in enumerate(raw):
-        surf, problems = surface_from_table(item, SURFACE_KINDS)
-        for sub, message in problems:
-            r.report(f"{where}[{k}]" + (f".{sub}" if sub else ""), message)
-        out.append(surf)
-    if any(s is None for s in out):
-        r.bad.add(where)
-        return ()
-    return tuple(out)
+def _cam_surfaces(r: _Reader, t: Mapping[str, Any], loc: str) -> tuple[Any, ...]:
+    from . import loader_ext  # builds on this module
+
+    return loader_ext.curves(r, t, loc, "surfaces", 2, SURFACE_KINDS)
 
 
 def _single_body(r: _Reader, t: Mapping[str, Any], loc: str) -> tuple[tuple[str, ...], tuple[Vec2, ...]]:

@@ -1,5 +1,7 @@
-"""Reading the load kinds implemented outside ``loads.py`` from a mechanism file: ``contact``
-(see :mod:`mbsd_twin.contact`) and ``rotating_frame`` (see :mod:`mbsd_twin.frames`)."""
+"""Reading the newer element kinds from a mechanism file: the curves of ``cam`` joints (see
+:mod:`mbsd_twin.surface_io`), ``contact`` loads (see :mod:`mbsd_twin.contact`) and
+``rotating_frame`` loads (see :mod:`mbsd_twin.frames`). Builds on :mod:`mbsd_twin.loader`'s reader,
+which imports this module when it meets one of them."""
 
 from __future__ import annotations
 
@@ -7,13 +9,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from .contact import ContactSpec
-from .loader import ZERO, _at, _Reader
+from .loader import ZERO, _at, _Reader, _toml_kind
 from .model import Load
 from .surface_io import surface_from_table
 
-CONTACT_KEYS = (("bodies", "stiffness", "surface"),
-                ("damping", "friction", "slip_velocity", "radius", "center", "vertices"))
-FRAME_KEYS = (("rate",), ("bodies", "center"))
+
+def curves(r: _Reader, t: Mapping[str, Any], loc: str, key: str, count: int,
+           kinds: tuple[str, ...]) -> tuple[Any, ...]:
+    """``count`` curve tables (see ``surface_io``) under ``key``; () when any is broken (reported)."""
+    raw, where = t[key], _at(loc, key)
+    if not isinstance(raw, list) or len(raw) != count:
+        r.report(where, f"expected {count} curve tables [{{ kind = ... }}, ...], got {_toml_kind(raw)}")
+        return ()
+    out = []
+    for k, item in enumerate(raw):
+        surf, problems = surface_from_table(item, kinds)
+        for sub, message in problems:
+            r.report(f"{where}[{k}]" + (f".{sub}" if sub else ""), message)
+        out.append(surf)
+    if any(s is None for s in out):
+        r.bad.add(where)
+        return ()
+    return tuple(out)
 
 
 def contact_load(r: _Reader, t: Mapping[str, Any], loc: str) -> Load:
