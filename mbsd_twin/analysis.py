@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .errors import DOFError
+from .errors import DOFError, MechanismError, Problem
 from .kinematics import KinematicsOptions, Sweep, assemble, rank_info, sweep
 from .model import Mechanism
 from .outputs import kinematic_columns, kinematic_specs, reaction_columns, reaction_specs
@@ -85,6 +85,13 @@ def check(mech: Mechanism | System, t: float = 0.0, opts: KinematicsOptions | No
 
 
 def _require_dof0(system: System, what: str, opts: KinematicsOptions) -> list[str]:
+    mech = system.mechanism
+    velocity_level = [Problem(f"joints[{k}] ({j.name}).type",
+                              f"{what} needs position-level (holonomic) constraints; a knife_edge joint "
+                              "constrains velocities only: use forward dynamics (simulate / Simulator)")
+                      for k, j in enumerate(mech.joints) if j.type == "knife_edge"]
+    if velocity_level:
+        raise MechanismError(velocity_level, source=mech.source)
     q = assemble(system, None, 0.0, opts)
     info = rank_info(system, q, 0.0, opts.rank_tol)
     if info.dof != 0:

@@ -60,7 +60,9 @@ RESIDUAL_SPEC = OutputSpec("constraints.position_residual", "m",
 
 
 def output_specs(system: System) -> list[OutputSpec]:
-    return [*kinematic_specs(system), *reaction_specs(system), *ENERGY_SPECS, RESIDUAL_SPEC]
+    """Kinematics, reactions and efforts, energy, residual, then the loads' own outputs (contact)."""
+    return [*kinematic_specs(system), *reaction_specs(system), *ENERGY_SPECS, RESIDUAL_SPEC,
+            *system.loads.output_specs()]
 
 
 def input_ports(mech: Mechanism) -> list[Port]:

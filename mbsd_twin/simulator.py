@@ -171,6 +171,7 @@ class Simulator:
                                     for c in j.components], dtype=np.intp).reshape(-1, 2)
         self._effort_rows = np.array([d.row for d in s.drivers], dtype=np.intp)
         self._n_kin = n_kin
+        self._load_names = [sp.name for sp in s.loads.output_specs()]
         # state-only outputs (positions and velocities) need no solve
         self._state_only = {f"{b}.{c}": (3 * k + i, off) for k, b in enumerate(s.body_names)
                             for off, chans in ((0, ("x", "y", "theta")), (1, ("vx", "vy", "omega")))
@@ -204,7 +205,8 @@ class Simulator:
         e_diss, w_in, w_con = (float(x) for x in y[2 * n:2 * n + 3])
         energy = [T, Vg, Ve, T + Vg + Ve, e_diss, w_in, w_con, T + Vg + Ve + e_diss - w_in - w_con - self._e0,
                   float(np.abs(C).max(initial=0.0))]
-        vec = np.concatenate([kin, forces, energy])
+        extra = s.loads.outputs(q[None], v[None], np.array([t]), self._inputs) if self._load_names else {}
+        vec = np.concatenate([kin, forces, energy, [float(extra[name][0]) for name in self._load_names]])
         self._cache = (key[0], key[1], vec)
         return vec
 

@@ -129,3 +129,14 @@ axis = [1.0, 0.0]
     with pytest.raises(mt.MechanismError) as err:
         mt.loads_mechanism(text.replace("axis = [1.0, 0.0]", "axis = [0.0, 0.0]"), "k.toml")
     assert [p.location for p in err.value.problems] == ["k.toml: joints[0] (blade).axis"]
+
+
+def test_kinematic_analyses_refuse_a_knife_edge_with_the_joint_named() -> None:
+    b = mt.MechanismBuilder("sleigh")
+    b.body("sled", 1.0, 0.1, cg=(0.2, 0.0))
+    b.joint("blade", "knife_edge", "ground", "sled", (0, 0), (0, 0), axis=(1.0, 0.0))
+    b.angle_driver("steer", "sled", mt.ConstantSpeed(1.0))
+    mech = b.build()
+    for analysis in (mt.kinematics, mt.inverse_dynamics):
+        with pytest.raises(mt.MechanismError, match=r"joints\[0\] \(blade\).type.*knife_edge"):
+            analysis(mech, np.linspace(0, 1, 5))
