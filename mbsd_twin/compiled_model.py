@@ -58,7 +58,7 @@ def _profiles(profiles: Sequence[Profile | None]) -> tuple[NDArray[np.int64], F]
     codes = [profile_code(p) if p is not None else (0, [0.0]) for p in profiles]
     width = max([len(c[1]) for c in codes] + [4])
     pp = np.zeros((len(codes), width))
-    for k, (code, par) in enumerate(codes):
+    for k, (_, par) in enumerate(codes):
         pp[k, : len(par)] = par
     return _i([c[0] for c in codes]), pp
 

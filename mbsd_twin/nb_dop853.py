@@ -69,10 +69,7 @@ def initial_step(t, y, f, inputs, model, rtol, atol, max_step):  # noqa: ANN001
     h0 = min(h0, max_step)
     f1, _ = rhs(t + h0, y + h0 * f, inputs, model)
     d2 = _rms(f1 - f, scale) / h0
-    if d1 <= 1e-15 and d2 <= 1e-15:
-        h1 = max(1e-6, h0 * 1e-3)
-    else:
-        h1 = (0.01 / max(d1, d2)) ** (1.0 / 8.0)
+    h1 = max(1e-6, h0 * 1e-3) if (d1 <= 1e-15 and d2 <= 1e-15) else (0.01 / max(d1, d2)) ** (1.0 / 8.0)
     return min(100.0 * h0, h1, max_step)
 
 

@@ -33,7 +33,8 @@ def test_check_exits_nonzero_with_the_reason_when_the_mechanism_cannot_assemble(
     text = (ROOT / "examples/mechanisms/slider_crank_driven.toml").read_text()
     # With the crank at 90° its pin is 0.1 m above the guide line: a 0.05 m rod cannot reach it.
     text = text.replace("points = [[0.3, 0.0], [0.0, 0.0]]", "points = [[0.05, 0.0], [0.0, 0.0]]")
-    text = text.replace("speed = 6.283185307179586, start = 0.0", "speed = 6.283185307179586, start = 1.5707963267948966")
+    text = text.replace("speed = 6.283185307179586, start = 0.0",
+                        "speed = 6.283185307179586, start = 1.5707963267948966")
     bad = tmp_path / "short_rod.toml"
     bad.write_text(text)
     assert main(["check", str(bad)]) == 2
