@@ -129,3 +129,24 @@ def test_rejects_a_port_that_is_not_a_torque_on_the_body() -> None:
         TorqueEstimator(mech, "crank", "piston_force", 0.02, "theta", "omega", {})
     with pytest.raises(ValueError, match="torque_estimate"):
         TwinCore(CoreConfig(torque_estimate="nope"), mech)
+
+
+def test_recordings_from_before_the_estimate_replay_without_it(tmp_path) -> None:
+    """A header without torque_estimate/estimate_window (older recordings) replays identically."""
+    from pathlib import Path
+
+    from mbsd_twin.twin.recorder import FORMAT, Recorder, replay
+
+    cfg = CoreConfig(torque_estimate="", solver_method="RK45")
+    header = {k: v for k, v in cfg.to_dict().items() if k not in ("torque_estimate", "estimate_window")}
+    path = str(tmp_path / "old.jsonl")
+    rec = Recorder(path, 1 << 20)
+    rec({"k": "header", "format": FORMAT, "core": header, "mechanism": MECH, "mechanism_toml": Path(MECH).read_text()})
+    core = TwinCore(cfg, load_mechanism(MECH), rec)
+    src = MessageSource(Trajectory(load_mechanism(MECH), RigConfig()), 10.0)
+    for i in range(3):
+        outs = core.step(parse_sensor(encode(src.message(i)).encode(), "sc-01", 1 << 20))  # type: ignore[arg-type]
+    rec.close()
+    assert "motor_torque.estimate" not in [o for o in outs if o.topic.endswith("/virtual")][0].payload
+    res = replay(path)
+    assert res.identical and res.recorded == 10  # 3 × (state, residuals, virtual) + latest
