@@ -88,6 +88,31 @@ def test_demo_ctrl_c(tmp_path: Path) -> None:
     assert not (tmp_path / "rep" / "summary.md").exists()
 
 
+def test_demo_ctrl_c_during_the_fmu_phase(tmp_path: Path) -> None:
+    """Ctrl-C while the FMU is being built/validated (fmpy runs in a child process) stops everything."""
+    proc = _demo("--duration", "2", "--out", str(tmp_path / "rep"), "--fmu-stop", "30", "--live", "off")
+    seen = ""
+    assert proc.stdout is not None
+    t_end = time.monotonic() + 120
+    while "building the slider-crank FMU" not in seen and time.monotonic() < t_end:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += line
+    assert "building the slider-crank FMU" in seen, seen
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    out = seen + rest
+    print(out)
+    assert proc.returncode == 130 and time.monotonic() - t0 < 20
+    pid, port = _broker(out)
+    assert not alive(pid) and not port_open("127.0.0.1", port)
+    children = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    assert children == []  # no fmpy or broker child left behind
+
+
 def test_demo_sigterm_before_streaming(tmp_path: Path) -> None:
     proc = _demo("--duration", "120", "--out", str(tmp_path / "rep"), "--no-fmu", "--live", "off")
     assert proc.stdout is not None
