@@ -30,6 +30,19 @@ def _demo(*args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
+def _read_until(proc: subprocess.Popen[str], text: str, timeout: float) -> str:
+    """The demo's output up to and including the line that contains ``text``."""
+    assert proc.stdout is not None
+    seen, t_end = "", time.monotonic() + timeout
+    while text not in seen and time.monotonic() < t_end:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += line
+    assert text in seen, seen
+    return seen
+
+
 def _broker(out: str) -> tuple[int, int]:
     pid = int(re.search(r"broker process: pid (\d+)", out).group(1))  # type: ignore[union-attr]
     port = int(re.search(r"embedded amqtt on mqtt://127\.0\.0\.1:(\d+)", out).group(1))  # type: ignore[union-attr]
@@ -71,11 +84,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
 
 def test_demo_ctrl_c(tmp_path: Path) -> None:
     proc = _demo("--duration", "120", "--out", str(tmp_path / "rep"), "--no-fmu", "--live", "plain")
-    seen = ""
-    assert proc.stdout is not None
-    t_end = time.monotonic() + 60
-    while "streaming the synthetic rig" not in seen and time.monotonic() < t_end:
-        seen += proc.stdout.readline()
+    seen = _read_until(proc, "streaming the synthetic rig", 60)
     time.sleep(1.5)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
@@ -91,15 +100,7 @@ def test_demo_ctrl_c(tmp_path: Path) -> None:
 def test_demo_ctrl_c_during_the_fmu_phase(tmp_path: Path) -> None:
     """Ctrl-C while the FMU is being built/validated (fmpy runs in a child process) stops everything."""
     proc = _demo("--duration", "2", "--out", str(tmp_path / "rep"), "--fmu-stop", "30", "--live", "off")
-    seen = ""
-    assert proc.stdout is not None
-    t_end = time.monotonic() + 120
-    while "building the slider-crank FMU" not in seen and time.monotonic() < t_end:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen += line
-    assert "building the slider-crank FMU" in seen, seen
+    seen = _read_until(proc, "building the slider-crank FMU", 120)
     time.sleep(1.0)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
