@@ -1,10 +1,5 @@
 """The demo's synthetic rig: :mod:`mbsd_twin.twin.rig` (hidden parameter mismatch, sensor noise,
-injected faults) streamed in real time from a thread that stops on request.
-
-The rig's trajectory here is integrated with the engine's compiled DOP853 path (the rig module's
-default RK45 runs slower than real time on a small machine); the signals, noise and fault plan are
-those of :mod:`mbsd_twin.twin.rig`.
-"""
+injected faults) streamed in real time from a thread that stops on request."""
 
 from __future__ import annotations
 
@@ -13,43 +8,10 @@ import time
 import uuid
 from typing import Any
 
-from ..dynamics import SolverOptions
 from ..model import Mechanism
-from ..ports import apply_parameters
-from ..simulator import Simulator
-from ..twin.config import BrokerConfig
 from ..twin.protocol import Topics, encode
 from ..twin.rig import MessageSource, RigConfig, Trajectory, expected_counts, payload, plan_faults, schedule
-
-
-def connect(url: str, client_id: str, protocol: int, will: tuple[str, str]) -> Any:
-    """A connected paho client (MQTT 5 or 3.1.1) with its loop running; raises after 10 s."""
-    import paho.mqtt.client as mqtt
-    from paho.mqtt.enums import CallbackAPIVersion
-
-    b = BrokerConfig(url=url)
-    c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id,
-                    protocol=mqtt.MQTTv5 if protocol == 5 else mqtt.MQTTv311)
-    c.will_set(will[0], will[1], qos=1, retain=True)
-    c.connect(b.host, b.port, keepalive=30)
-    c.loop_start()
-    t_end = time.monotonic() + 10
-    while not c.is_connected():
-        if time.monotonic() > t_end:
-            c.loop_stop()
-            raise ConnectionError(f"the rig could not connect to {url}")
-        time.sleep(0.01)
-    return c
-
-
-class FastTrajectory(Trajectory):
-    """:class:`Trajectory` with the default (compiled when possible) DOP853 integrator."""
-
-    def __init__(self, mech: Mechanism, cfg: RigConfig) -> None:
-        super().__init__(mech, cfg)
-        hidden = apply_parameters(mech, cfg.mismatch) if cfg.mismatch else mech
-        self.sim = Simulator(hidden, SolverOptions(method="DOP853", rtol=1e-8, atol=1e-10))
-        self.knots = [self._knot(0.0)]
+from ..twin.rig_client import connect
 
 
 class RigThread(threading.Thread):
@@ -61,7 +23,7 @@ class RigThread(threading.Thread):
         super().__init__(name="demo-rig", daemon=True)
         self.cfg, self.url, self.duration, self.fault_rate, self.window = cfg, url, duration, fault_rate, window
         self.protocol = protocol
-        self.traj = FastTrajectory(mech, cfg)
+        self.traj = Trajectory(mech, cfg)
         self.topics = Topics(f"{cfg.prefix}/{cfg.asset}")
         self.session = uuid.uuid4().hex[:8]
         self.stopping = threading.Event()
@@ -84,7 +46,8 @@ class RigThread(threading.Thread):
         plan = plan_faults(n_msg, self.fault_rate, self.window, c.seed) if self.fault_rate > 0 else {}
         order = schedule(n_msg, plan, self.window)
         offline = encode({"state": "offline", "session": self.session})
-        cl = connect(self.url, f"demo-rig-{self.session}", self.protocol, (self.topics.rig_status, offline))
+        cl = connect(self.url, f"demo-rig-{self.session}", will=(self.topics.rig_status, offline),
+                     protocol=self.protocol)
         try:
             cl.publish(self.topics.rig_status, encode({"state": "online", "session": self.session}), qos=1,
                        retain=True)
