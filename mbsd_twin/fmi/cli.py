@@ -15,7 +15,10 @@ PROFILE_HELP = ("input profile: a number (constant), step:T:V0:V1, pwc:V0:T1:V1:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from .build import build_fmu
+    if args.fmi_version == "3":
+        from .fmi3 import build_fmu3 as build_fmu
+    else:
+        from .build import build_fmu
 
     outputs = [p.strip() for p in args.outputs.split(",") if p.strip()] if args.outputs else None
     path = build_fmu(args.mechanism, args.output, outputs=outputs, model_name=args.model_name,
@@ -55,9 +58,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register ``fmu build`` and ``fmu validate`` under the ``fmu`` sub-command."""
-    fmu = sub.add_parser("fmu", help="build and validate FMI 2.0 co-simulation FMUs")
+    fmu = sub.add_parser("fmu", help="build and validate FMI 2.0 / 3.0 co-simulation FMUs")
     cmds = fmu.add_subparsers(dest="fmu_command", required=True)
-    b = cmds.add_parser("build", help="build a co-simulation FMU of a mechanism (PythonFMU, FMI 2.0)")
+    b = cmds.add_parser("build", help="build a co-simulation FMU of a mechanism (FMI 2.0 with PythonFMU, "
+                                          "3.0 with pythonfmu3)")
     b.add_argument("mechanism", nargs="?", type=Path, default=None,
                    help="mechanism TOML file (default: the bundled slider crank)")
     b.add_argument("-o", "--output", type=Path, default=Path("dist"), help="FMU file or folder (default dist/)")
@@ -67,6 +71,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--model-name", default=None, help="model identifier (default: from the mechanism name)")
     b.add_argument("--stop-time", type=float, default=None, help="DefaultExperiment stop time [s] (default 5)")
     b.add_argument("--step", type=float, default=None, help="DefaultExperiment step [s] (default 0.001)")
+    b.add_argument("--fmi-version", choices=("2", "3"), default="2",
+                   help="FMI version: 2 (PythonFMU, default) or 3 (pythonfmu3)")
     b.add_argument("--check", action="store_true", help="run fmpy validate and fmutool -check afterwards")
     b.set_defaults(func=cmd_build)
     v = cmds.add_parser("validate", help="check an FMU and compare it with the native Simulator")

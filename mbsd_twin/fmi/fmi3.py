@@ -1,0 +1,364 @@
+"""FMI 3.0 co-simulation FMU of a mechanism, built with ``pythonfmu3``.
+
+Same variables as the FMI 2.0 FMU (:mod:`mbsd_twin.fmi.variables`: one scalar ``Float64`` per
+input, output and parameter, plus the independent variable ``time``), same behaviour
+(:mod:`mbsd_twin.fmi.slave`): ``do_step`` advances the persistent Simulator with the inputs held,
+a :class:`~mbsd_twin.SolverFailure` returns fmi3Discard, the FMU state is the Simulator's full
+state (``Simulator.get_state``) as JSON bytes.
+
+pythonfmu3 writes the variables without units, types or explicit ``initial``, and start values with
+16 digits; :func:`postprocess3` rewrites ``modelDescription.xml`` from the variable table (units,
+declared types, exact start values, ``ModelStructure`` with the direct dependencies on the inputs).
+
+    from mbsd_twin.fmi.fmi3 import build_fmu3
+    build_fmu3(None, "dist/SliderCrank.fmu")
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pythonfmu3 import DefaultExperiment, Float64, Fmi3Causality, Fmi3Slave, Fmi3Status, Fmi3StepResult, Fmi3Variability
+
+from .. import __version__
+from ..dynamics import SolverFailure
+from ..errors import MbsdError, PortError
+from ..loader import load_mechanism
+from ..simulator import Simulator
+from .modeldescription import naming_convention
+from .native import build_simulator
+from .units import DECLARED_TYPES, DISPLAY_UNITS, declared_type, parse_unit
+from .variables import GENERIC_OUTPUTS, SLIDER_CRANK_OUTPUTS, FmuVariable, fmu_variables, markdown_table
+
+META_FILE = "mbsd_twin_fmu.json"
+STATE_FORMAT = "mbsd-twin-fmu3-state/1"
+ENTRY_MODULE = "mbsd_twin_fmu3"
+# pythonfmu3 finds the slave class by a regular expression over the script text: the class
+# statement itself must name Fmi3Slave.
+ENTRY_SCRIPT = '''"""pythonfmu3 entry script of every mbsd-twin FMI 3.0 FMU (copied into the FMU's resources).
+
+The slave is :class:`mbsd_twin.fmi.fmi3.MechanismSlave3`; it runs in the importing process's Python
+interpreter, where mbsd-twin must be installed (see fmu/README.md).
+"""
+
+from pythonfmu3 import Fmi3Slave
+
+from mbsd_twin.fmi.fmi3 import MechanismSlave3
+
+
+class MbsdTwinFmu3(MechanismSlave3, Fmi3Slave):
+    """The FMU's slave class: the mechanism comes from the FMU's resources."""
+'''
+FMU_OPTIONS = {"canHandleVariableCommunicationStepSize": True, "canGetAndSetFMUState": True,
+               "canSerializeFMUState": True, "canBeInstantiatedOnlyOncePerProcess": False,
+               "needsExecutionTool": True}
+TIME = FmuVariable("time", "independent", "continuous", "s", "simulation time")
+_CAUSALITY = {"input": Fmi3Causality.input, "output": Fmi3Causality.output,
+              "parameter": Fmi3Causality.parameter, "independent": Fmi3Causality.independent}
+_VARIABILITY = {"continuous": Fmi3Variability.continuous, "fixed": Fmi3Variability.fixed,
+                "tunable": Fmi3Variability.tunable}
+# Children of <fmiModelDescription> in schema order (FMI 3.0).
+_ORDER = ("ModelExchange", "CoSimulation", "ScheduledExecution", "UnitDefinitions", "TypeDefinitions",
+          "LogCategories", "DefaultExperiment", "Annotations", "ModelVariables", "ModelStructure")
+
+
+class MechanismSlave3(Fmi3Slave):
+    """FMI 3.0 co-simulation slave of the mechanism in the FMU's resources."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        res = Path(self.resources or ".")
+        meta = json.loads((res / META_FILE).read_text(encoding="utf-8"))
+        self._mech = load_mechanism(res / meta["mechanism"])
+        self.modelName = meta["model_name"]
+        self.description = meta.get("description") or f"{self._mech.name}: planar multibody model (mbsd-twin)"
+        self.author = "mbsd-twin"
+        self.version = meta.get("mbsd_twin_version")
+        exp = meta.get("default_experiment", {})
+        self.default_experiment = DefaultExperiment(start_time=exp.get("start", 0.0), stop_time=exp.get("stop"),
+                                                    step_size=exp.get("step"))
+        self._sim = Simulator(self._mech)
+        self._table = fmu_variables(self._sim, meta["outputs"])
+        self._defaults = {v.name: float(v.start) for v in self._table if v.causality == "parameter"
+                          and v.start is not None}
+        self._fixed: dict[str, float] = {}
+        self._tunable = {v.name: float(v.start or 0.0) for v in self._table if v.variability == "tunable"}
+        self._inputs = {v.name: float(v.start or 0.0) for v in self._table if v.causality == "input"}
+        self._start_time = 0.0
+        self._initialized = False
+        self._dirty = False
+        self.register_variable(Float64("time", causality=Fmi3Causality.independent,
+                                       variability=Fmi3Variability.continuous, description=TIME.description,
+                                       getter=lambda: self._sim.time if self._initialized else self._start_time),
+                               nested=False)
+        for v in self._table:
+            self._register(v)
+
+    # ------------------------------------------------------------- variables
+    def _register(self, v: FmuVariable) -> None:
+        name = v.name
+        if v.causality == "input":
+            getter, setter = (lambda: self._inputs[name]), (lambda x: self._set_input(name, x))
+        elif v.causality == "output":
+            getter, setter = (lambda: self._output(name)), None
+        elif v.variability == "tunable":
+            getter, setter = (lambda: self._tunable[name]), (lambda x: self._set_tunable(name, x))
+        else:
+            getter = lambda: self._fixed.get(name, self._defaults[name])  # noqa: E731
+            setter = lambda x: self._set_fixed(name, x)  # noqa: E731
+        self.register_variable(
+            Float64(name, start=v.start, causality=_CAUSALITY[v.causality], variability=_VARIABILITY[v.variability],
+                    description=v.description, getter=getter, setter=setter, unit=v.unit),
+            nested=False)
+
+    def _set_input(self, name: str, value: float) -> None:
+        value = float(value)
+        if value != self._inputs[name]:
+            self._inputs[name] = value
+            self._dirty = True
+
+    def _set_fixed(self, name: str, value: float) -> None:
+        if self._initialized:
+            raise PortError(f"parameter {name} is fixed: it can only be set before initialisation", name=name)
+        self._fixed[name] = float(value)
+
+    def _set_tunable(self, name: str, value: float) -> None:
+        value = float(value)
+        if self._initialized:
+            try:
+                self._sim.set_parameter(name, value)
+            except MbsdError as exc:
+                self.log(str(exc), Fmi3Status.error)
+                raise
+        self._tunable[name] = value
+
+    def _push_inputs(self) -> None:
+        for name, value in self._inputs.items():
+            self._sim.set_input(name, value)
+
+    def _output(self, name: str) -> float:
+        if self._dirty:
+            try:
+                self._push_inputs()
+            except PortError:
+                return math.nan
+            self._dirty = False
+        return self._sim.get_output(name)
+
+    # ------------------------------------------------------------ life cycle
+    def setup_experiment(self, start_time: float) -> None:
+        self._start_time = float(start_time)
+
+    def exit_initialization_mode(self) -> None:
+        changed = {n: v for n, v in self._fixed.items() if v != self._defaults[n]}
+        try:
+            self._sim = build_simulator(self._mech, changed, self._tunable, self._start_time, self._inputs,
+                                        base=self._sim)
+        except MbsdError as exc:
+            self.log(str(exc), Fmi3Status.error)
+            raise
+        self._initialized = True
+        self._dirty = True
+
+    def do_step(self, current_time: float, step_size: float) -> Fmi3StepResult:
+        if not self._initialized:
+            self.log("doStep called before the FMU was initialised", Fmi3Status.error)
+            return Fmi3StepResult(status=Fmi3Status.error)
+        t = self._sim.time
+        if abs(current_time - t) > 1e-9 * max(1.0, abs(t)):
+            self.log(f"doStep from t={current_time!r} s but the FMU is at t={t!r} s", Fmi3Status.discard)
+            return Fmi3StepResult(status=Fmi3Status.discard)
+        try:
+            self._push_inputs()
+            self._sim.advance_to(current_time + step_size)
+        except (SolverFailure, PortError) as exc:
+            self.log(f"doStep from t={current_time!r} s by {step_size!r} s discarded: {exc}", Fmi3Status.discard)
+            self._dirty = True
+            return Fmi3StepResult(status=Fmi3Status.discard)
+        self._dirty = False
+        return Fmi3StepResult(status=Fmi3Status.ok)
+
+    # ----------------------------------------------------------------- state
+    def _get_fmu_state(self) -> bytes:
+        data = {"format": STATE_FORMAT, "sim": self._sim.get_state().decode(), "inputs": self._inputs,
+                "fixed": self._fixed, "tunable": self._tunable, "start_time": self._start_time,
+                "initialized": self._initialized}
+        return json.dumps(data).encode()
+
+    def _set_fmu_state(self, state: bytes) -> None:
+        try:
+            data = json.loads(bytes(state).decode())
+            ok = data.get("format") == STATE_FORMAT
+        except (UnicodeDecodeError, ValueError, AttributeError, TypeError):
+            ok = False
+        if not ok:
+            self.log(f"not a {STATE_FORMAT} state", Fmi3Status.error)
+            raise ValueError(f"not a {STATE_FORMAT} state")
+        self._sim.set_state(data["sim"].encode())
+        self._inputs = {k: float(v) for k, v in data["inputs"].items()}
+        self._fixed = {k: float(v) for k, v in data["fixed"].items()}
+        self._tunable = {k: float(v) for k, v in data["tunable"].items()}
+        self._start_time = float(data["start_time"])
+        self._initialized = bool(data["initialized"])
+        self._dirty = True
+
+    @staticmethod
+    def _fmu_state_to_bytes(state: bytes) -> bytes:
+        return bytes(state)
+
+    @staticmethod
+    def _fmu_state_from_bytes(state: bytes) -> bytes:
+        return bytes(state)
+
+
+# ------------------------------------------------------------------ modelDescription post-processing
+def _unit_definitions(units: Sequence[str]) -> ET.Element:
+    node = ET.Element("UnitDefinitions")
+    for name in units:
+        unit = ET.SubElement(node, "Unit", {"name": name})
+        ET.SubElement(unit, "BaseUnit", {k: str(e) for k, e in parse_unit(name).exponents.items()})
+        if name in DISPLAY_UNITS:
+            display, factor = DISPLAY_UNITS[name]
+            ET.SubElement(unit, "DisplayUnit", {"name": display, "factor": repr(factor)})
+    return node
+
+
+def _type_definitions(units: Sequence[str]) -> ET.Element | None:
+    node = ET.Element("TypeDefinitions")
+    for unit in units:
+        if unit in DECLARED_TYPES:
+            name, quantity = DECLARED_TYPES[unit]
+            ET.SubElement(node, "Float64Type", {"name": name, "quantity": quantity, "unit": unit})
+    return node if len(node) else None
+
+
+def _fix_variable(fv: ET.Element, var: FmuVariable) -> None:
+    if fv.tag != "Float64":
+        raise ValueError(f"variable {var.name!r} is not a Float64")
+    vr = fv.get("valueReference")
+    fv.attrib.clear()
+    fv.set("name", var.name)
+    fv.set("valueReference", str(vr))
+    if var.description:
+        fv.set("description", var.description)
+    fv.set("causality", var.causality)
+    fv.set("variability", var.variability)
+    if var.causality in ("output", "parameter"):
+        fv.set("initial", var.initial)
+    dtype = declared_type(var.unit)
+    if dtype:
+        fv.set("declaredType", dtype)
+    fv.set("unit", var.unit)
+    if var.causality in ("input", "parameter") and var.start is not None:
+        fv.set("start", repr(float(var.start)))
+
+
+def _model_structure(variables: Sequence[FmuVariable], refs: dict[str, str]) -> ET.Element:
+    node = ET.Element("ModelStructure")
+    inputs = [refs[v.name] for v in variables if v.causality == "input"]
+    outputs = [v for v in variables if v.causality == "output"]
+    for v in outputs:
+        deps = inputs if v.feedthrough else []
+        ET.SubElement(node, "Output", {"valueReference": refs[v.name], "dependencies": " ".join(deps),
+                                       "dependenciesKind": " ".join("dependent" for _ in deps)})
+    for v in outputs:
+        ET.SubElement(node, "InitialUnknown", {"valueReference": refs[v.name], "dependencies": "",
+                                               "dependenciesKind": ""})
+    return node
+
+
+def postprocess3(xml: bytes, variables: Sequence[FmuVariable]) -> bytes:
+    """pythonfmu3's modelDescription ``xml`` rewritten from the variable table (``time`` first,
+    then ``variables`` in registration order): units, declared types, explicit causality,
+    variability and ``initial``, exact start values, ``ModelStructure``."""
+    root = ET.fromstring(xml)
+    mv = root.find("ModelVariables")
+    if mv is None:
+        raise ValueError("modelDescription.xml has no ModelVariables")
+    table = [TIME, *variables]
+    fvs = list(mv)
+    if [fv.get("name") for fv in fvs] != [v.name for v in table]:
+        raise ValueError("modelDescription.xml variables do not match the FMU variable table")
+    for fv, var in zip(fvs, table, strict=True):
+        _fix_variable(fv, var)
+    refs = {fv.get("name", ""): fv.get("valueReference", "") for fv in fvs}
+    root.set("variableNamingConvention", naming_convention([v.name for v in table]))
+    units = sorted({v.unit for v in table})
+    extra = {"UnitDefinitions": _unit_definitions(units), "TypeDefinitions": _type_definitions(units),
+             "ModelStructure": _model_structure(variables, refs)}
+    children = {child.tag: child for child in root}
+    children.update({k: v for k, v in extra.items() if v is not None})
+    for child in list(root):
+        root.remove(child)
+    for tag in _ORDER:
+        if tag in children:
+            root.append(children[tag])
+    ET.indent(root, space="  ")
+    return ET.tostring(root, encoding="UTF-8", xml_declaration=True)
+
+
+# ----------------------------------------------------------------------------------- build
+def build_fmu3(mechanism: str | Path | None, dest: str | Path, outputs: Sequence[str] | None = None,
+               model_name: str | None = None, stop_time: float | None = None,
+               step_size: float | None = None) -> Path:
+    """Build the FMI 3.0 co-simulation FMU of ``mechanism`` (``None``: the bundled slider crank)
+    into ``dest`` (a ``.fmu`` file or a folder); same arguments as :func:`~mbsd_twin.fmi.build.build_fmu`."""
+    from pythonfmu3 import FmuBuilder
+
+    from .build import (
+        DEFAULT_EXPERIMENT,
+        _documentation,
+        _rewrite_model_description,
+        bundled_slider_crank,
+        model_identifier,
+    )
+
+    mech_path = Path(mechanism) if mechanism is not None else bundled_slider_crank()
+    patterns = list(outputs or (SLIDER_CRANK_OUTPUTS if mechanism is None else GENERIC_OUTPUTS))
+    mech = load_mechanism(mech_path)
+    name = model_name or model_identifier(mech.name)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ValueError(f"model name {name!r} must be a C identifier")
+    table = fmu_variables(Simulator(mech), patterns)
+    experiment = {"start": DEFAULT_EXPERIMENT["start"], "stop": stop_time or DEFAULT_EXPERIMENT["stop"],
+                  "step": step_size or DEFAULT_EXPERIMENT["step"]}
+    meta = {"mechanism": "mechanism.toml", "model_name": name, "outputs": patterns,
+            "mbsd_twin_version": __version__, "default_experiment": experiment, "fmi_version": "3.0",
+            "description": f"{mech.name}: planar multibody co-simulation model (mbsd-twin {__version__}, FMI 3.0)"}
+    dest = Path(dest)
+    target = dest if dest.suffix == ".fmu" else dest / f"{name}.fmu"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    saved_path, saved_module = list(sys.path), sys.modules.pop(ENTRY_MODULE, None)
+    with tempfile.TemporaryDirectory(prefix="mbsd_fmu3_") as tmpd:
+        tmp = Path(tmpd)
+        src = tmp / "src"
+        src.mkdir()
+        script = src / f"{ENTRY_MODULE}.py"
+        script.write_text(ENTRY_SCRIPT, encoding="utf-8")
+        files = [src / "mechanism.toml", src / META_FILE]
+        shutil.copyfile(mech_path, files[0])
+        files[1].write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        _documentation(tmp / "doc", f"{name} ({mech.name}, FMI 3.0)", markdown_table(table))
+        try:
+            built = FmuBuilder.build_FMU(script, dest=tmp / "out", project_files=files,
+                                         documentation_folder=tmp / "doc", **FMU_OPTIONS)
+        finally:
+            sys.path[:] = saved_path
+            sys.modules.pop(ENTRY_MODULE, None)
+            if saved_module is not None:
+                sys.modules[ENTRY_MODULE] = saved_module
+        with zipfile.ZipFile(built) as zf:
+            xml = zf.read("modelDescription.xml")
+        _rewrite_model_description(Path(built), postprocess3(xml, table))
+        shutil.copyfile(built, target)
+    return target
