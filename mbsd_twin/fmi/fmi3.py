@@ -17,7 +17,6 @@ declared types, exact start values, ``ModelStructure`` with the direct dependenc
 from __future__ import annotations
 
 import json
-import math
 import re
 import shutil
 import sys
@@ -31,16 +30,13 @@ from typing import Any
 from pythonfmu3 import DefaultExperiment, Float64, Fmi3Causality, Fmi3Slave, Fmi3Status, Fmi3StepResult, Fmi3Variability
 
 from .. import __version__
-from ..dynamics import SolverFailure
-from ..errors import MbsdError, PortError
 from ..loader import load_mechanism
 from ..simulator import Simulator
 from .modeldescription import naming_convention
-from .native import build_simulator
+from .slave_logic import META_FILE, SlaveLogic
 from .units import DECLARED_TYPES, DISPLAY_UNITS, declared_type, parse_unit
 from .variables import GENERIC_OUTPUTS, SLIDER_CRANK_OUTPUTS, FmuVariable, fmu_variables, markdown_table
 
-META_FILE = "mbsd_twin_fmu.json"
 STATE_FORMAT = "mbsd-twin-fmu3-state/1"
 ENTRY_MODULE = "mbsd_twin_fmu3"
 # pythonfmu3 finds the slave class by a regular expression over the script text: the class
@@ -72,153 +68,41 @@ _ORDER = ("ModelExchange", "CoSimulation", "ScheduledExecution", "UnitDefinition
           "LogCategories", "DefaultExperiment", "Annotations", "ModelVariables", "ModelStructure")
 
 
-class MechanismSlave3(Fmi3Slave):
-    """FMI 3.0 co-simulation slave of the mechanism in the FMU's resources."""
+class MechanismSlave3(SlaveLogic, Fmi3Slave):
+    """FMI 3.0 co-simulation slave of the mechanism in the FMU's resources (behaviour: SlaveLogic)."""
+
+    STATUS_ERROR = Fmi3Status.error
+    STATUS_DISCARD = Fmi3Status.discard
+    STATE_FORMAT = STATE_FORMAT
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        res = Path(self.resources or ".")
-        meta = json.loads((res / META_FILE).read_text(encoding="utf-8"))
-        self._mech = load_mechanism(res / meta["mechanism"])
+        meta = self._load(self.resources)
         self.modelName = meta["model_name"]
-        self.description = meta.get("description") or f"{self._mech.name}: planar multibody model (mbsd-twin)"
+        self.description = self._description(meta)
         self.author = "mbsd-twin"
         self.version = meta.get("mbsd_twin_version")
         exp = meta.get("default_experiment", {})
         self.default_experiment = DefaultExperiment(start_time=exp.get("start", 0.0), stop_time=exp.get("stop"),
                                                     step_size=exp.get("step"))
-        self._sim = Simulator(self._mech)
-        self._table = fmu_variables(self._sim, meta["outputs"])
-        self._defaults = {v.name: float(v.start) for v in self._table if v.causality == "parameter"
-                          and v.start is not None}
-        self._fixed: dict[str, float] = {}
-        self._tunable = {v.name: float(v.start or 0.0) for v in self._table if v.variability == "tunable"}
-        self._inputs = {v.name: float(v.start or 0.0) for v in self._table if v.causality == "input"}
-        self._start_time = 0.0
-        self._initialized = False
-        self._dirty = False
         self.register_variable(Float64("time", causality=Fmi3Causality.independent,
                                        variability=Fmi3Variability.continuous, description=TIME.description,
                                        getter=lambda: self._sim.time if self._initialized else self._start_time),
                                nested=False)
         for v in self._table:
-            self._register(v)
+            getter, setter = self._accessors(v)
+            self.register_variable(
+                Float64(v.name, start=v.start, causality=_CAUSALITY[v.causality],
+                        variability=_VARIABILITY[v.variability], description=v.description, getter=getter,
+                        setter=setter, unit=v.unit),
+                nested=False)
 
-    # ------------------------------------------------------------- variables
-    def _register(self, v: FmuVariable) -> None:
-        name = v.name
-        if v.causality == "input":
-            getter, setter = (lambda: self._inputs[name]), (lambda x: self._set_input(name, x))
-        elif v.causality == "output":
-            getter, setter = (lambda: self._output(name)), None
-        elif v.variability == "tunable":
-            getter, setter = (lambda: self._tunable[name]), (lambda x: self._set_tunable(name, x))
-        else:
-            getter = lambda: self._fixed.get(name, self._defaults[name])  # noqa: E731
-            setter = lambda x: self._set_fixed(name, x)  # noqa: E731
-        self.register_variable(
-            Float64(name, start=v.start, causality=_CAUSALITY[v.causality], variability=_VARIABILITY[v.variability],
-                    description=v.description, getter=getter, setter=setter, unit=v.unit),
-            nested=False)
-
-    def _set_input(self, name: str, value: float) -> None:
-        value = float(value)
-        if value != self._inputs[name]:
-            self._inputs[name] = value
-            self._dirty = True
-
-    def _set_fixed(self, name: str, value: float) -> None:
-        if self._initialized:
-            raise PortError(f"parameter {name} is fixed: it can only be set before initialisation", name=name)
-        self._fixed[name] = float(value)
-
-    def _set_tunable(self, name: str, value: float) -> None:
-        value = float(value)
-        if self._initialized:
-            try:
-                self._sim.set_parameter(name, value)
-            except MbsdError as exc:
-                self.log(str(exc), Fmi3Status.error)
-                raise
-        self._tunable[name] = value
-
-    def _push_inputs(self) -> None:
-        for name, value in self._inputs.items():
-            self._sim.set_input(name, value)
-
-    def _output(self, name: str) -> float:
-        if self._dirty:
-            try:
-                self._push_inputs()
-            except PortError:
-                return math.nan
-            self._dirty = False
-        return self._sim.get_output(name)
-
-    # ------------------------------------------------------------ life cycle
     def setup_experiment(self, start_time: float) -> None:
         self._start_time = float(start_time)
 
-    def exit_initialization_mode(self) -> None:
-        changed = {n: v for n, v in self._fixed.items() if v != self._defaults[n]}
-        try:
-            self._sim = build_simulator(self._mech, changed, self._tunable, self._start_time, self._inputs,
-                                        base=self._sim)
-        except MbsdError as exc:
-            self.log(str(exc), Fmi3Status.error)
-            raise
-        self._initialized = True
-        self._dirty = True
-
     def do_step(self, current_time: float, step_size: float) -> Fmi3StepResult:
-        if not self._initialized:
-            self.log("doStep called before the FMU was initialised", Fmi3Status.error)
-            return Fmi3StepResult(status=Fmi3Status.error)
-        t = self._sim.time
-        if abs(current_time - t) > 1e-9 * max(1.0, abs(t)):
-            self.log(f"doStep from t={current_time!r} s but the FMU is at t={t!r} s", Fmi3Status.discard)
-            return Fmi3StepResult(status=Fmi3Status.discard)
-        try:
-            self._push_inputs()
-            self._sim.advance_to(current_time + step_size)
-        except (SolverFailure, PortError) as exc:
-            self.log(f"doStep from t={current_time!r} s by {step_size!r} s discarded: {exc}", Fmi3Status.discard)
-            self._dirty = True
-            return Fmi3StepResult(status=Fmi3Status.discard)
-        self._dirty = False
-        return Fmi3StepResult(status=Fmi3Status.ok)
-
-    # ----------------------------------------------------------------- state
-    def _get_fmu_state(self) -> bytes:
-        data = {"format": STATE_FORMAT, "sim": self._sim.get_state().decode(), "inputs": self._inputs,
-                "fixed": self._fixed, "tunable": self._tunable, "start_time": self._start_time,
-                "initialized": self._initialized}
-        return json.dumps(data).encode()
-
-    def _set_fmu_state(self, state: bytes) -> None:
-        try:
-            data = json.loads(bytes(state).decode())
-            ok = data.get("format") == STATE_FORMAT
-        except (UnicodeDecodeError, ValueError, AttributeError, TypeError):
-            ok = False
-        if not ok:
-            self.log(f"not a {STATE_FORMAT} state", Fmi3Status.error)
-            raise ValueError(f"not a {STATE_FORMAT} state")
-        self._sim.set_state(data["sim"].encode())
-        self._inputs = {k: float(v) for k, v in data["inputs"].items()}
-        self._fixed = {k: float(v) for k, v in data["fixed"].items()}
-        self._tunable = {k: float(v) for k, v in data["tunable"].items()}
-        self._start_time = float(data["start_time"])
-        self._initialized = bool(data["initialized"])
-        self._dirty = True
-
-    @staticmethod
-    def _fmu_state_to_bytes(state: bytes) -> bytes:
-        return bytes(state)
-
-    @staticmethod
-    def _fmu_state_from_bytes(state: bytes) -> bytes:
-        return bytes(state)
+        refused = self._step(current_time, step_size)
+        return Fmi3StepResult(status=Fmi3Status.ok if refused is None else refused)
 
 
 # ------------------------------------------------------------------ modelDescription post-processing
