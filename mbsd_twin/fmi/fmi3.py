@@ -77,14 +77,7 @@ class MechanismSlave3(SlaveLogic, Fmi3Slave):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        meta = self._load(self.resources)
-        self.modelName = meta["model_name"]
-        self.description = self._description(meta)
-        self.author = "mbsd-twin"
-        self.version = meta.get("mbsd_twin_version")
-        exp = meta.get("default_experiment", {})
-        self.default_experiment = DefaultExperiment(start_time=exp.get("start", 0.0), stop_time=exp.get("stop"),
-                                                    step_size=exp.get("step"))
+        self._describe(self._load(self.resources), DefaultExperiment)
         self.register_variable(Float64("time", causality=Fmi3Causality.independent,
                                        variability=Fmi3Variability.continuous, description=TIME.description,
                                        getter=lambda: self._sim.time if self._initialized else self._start_time),

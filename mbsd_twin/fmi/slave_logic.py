@@ -54,8 +54,16 @@ class SlaveLogic:
         self._dirty = False
         return meta
 
-    def _description(self, meta: dict[str, Any]) -> str:
-        return str(meta.get("description") or f"{self._mech.name}: planar multibody model (mbsd-twin)")
+    def _describe(self, meta: dict[str, Any], experiment: Callable[..., Any]) -> None:
+        """Model name, description, author, version and DefaultExperiment from the metadata
+        (``experiment`` is the PythonFMU version's DefaultExperiment class)."""
+        self.modelName = meta["model_name"]
+        self.description = str(meta.get("description") or f"{self._mech.name}: planar multibody model (mbsd-twin)")
+        self.author = "mbsd-twin"
+        self.version = meta.get("mbsd_twin_version")
+        exp = meta.get("default_experiment", {})
+        self.default_experiment = experiment(start_time=exp.get("start", 0.0), stop_time=exp.get("stop"),
+                                             step_size=exp.get("step"))
 
     # ------------------------------------------------------------- variables
     def _accessors(self, v: FmuVariable) -> tuple[Getter, Setter]:
