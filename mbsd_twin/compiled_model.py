@@ -63,65 +63,86 @@ def _profiles(profiles: Sequence[Profile | None]) -> tuple[NDArray[np.int64], F]
     return _i([c[0] for c in codes]), pp
 
 
+def group(ints: Sequence[Any], floats: Sequence[Any], k: int) -> tuple[NDArray[np.int64], F]:
+    """One kind's records as an int64 (k, ·) and a float64 (k, ·) array, one row per element:
+    each entry of ``ints``/``floats`` is a column (length k) or a block of columns (k × c)."""
+    if k == 0:
+        return np.zeros((0, len(ints)), I64), np.zeros((0, len(floats)))
+    ic = [np.asarray(x, dtype=I64).reshape(k, -1) for x in ints]
+    fc = [np.asarray(x, dtype=float).reshape(k, -1) for x in floats]
+    return np.ascontiguousarray(np.hstack(ic)), np.ascontiguousarray(np.hstack(fc))
+
+
+# columns (see nb_kernels): co I[ci, cj] F[s_i, s_j]; ra I[ci, cj] F[phi0]; pl I[ci, cj] F[s_i, s_j, n̂];
+# gr I[ci, cj] F[ratio, c0]; cd I[ci, axis, profile] F[s_i, profile params]; dd I[ci, cj, profile]
+# F[s_i, s_j, profile params]
+_EMPTY = {"co": (2, 4), "ra": (2, 1), "pl": (2, 6), "gr": (2, 2), "cd": (3, 6), "dd": (3, 8)}  # (ints, floats)
+
+
+def _constraint_group(k: Any) -> tuple[str, tuple[Any, ...]]:
+    n = len(k.col_i)
+    if isinstance(k, kn.CoincidentPoints):
+        return "co", group([k.col_i, k.col_j], [k.s_i, k.s_j], n)
+    if isinstance(k, kn.RelativeAngle):
+        return "ra", group([k.col_i, k.col_j], [k.phi0], n)
+    if isinstance(k, kn.PointOnLine):
+        return "pl", group([k.col_i, k.col_j], [k.s_i, k.s_j, k.nhat], n)
+    if isinstance(k, kn.GearRatio):
+        return "gr", group([k.col_i, k.col_j], [k.ratio, k.c0], n)
+    if isinstance(k, kn.CoordinateDriver):
+        pk, pp = _profiles(k.profiles)
+        return "cd", group([k.col_i, k.axis, pk], [k.s_i, pp], n)
+    if isinstance(k, kn.DistanceDriver):
+        pk, pp = _profiles(k.profiles)
+        return "dd", group([k.col_i, k.col_j, pk], [k.s_i, k.s_j, pp], n)
+    raise Unsupported(f"constraint kind {type(k).__name__}")
+
+
 def _constraints(system: System) -> tuple[tuple[Any, ...], NDArray[np.int64]]:
-    empty2, emptyi, emptyf = np.zeros((0, 2)), _i([]), _f([])
-    parts: dict[str, tuple[Any, ...]] = {
-        "co": (0, emptyi, emptyi, empty2, empty2), "ra": (0, emptyi, emptyi, emptyf),
-        "pl": (0, emptyi, emptyi, empty2, empty2, empty2), "gr": (0, emptyi, emptyi, emptyf, emptyf),
-        "cd": (0, emptyi, emptyi, empty2, emptyi, np.zeros((0, 4))),
-        "dd": (0, emptyi, emptyi, empty2, empty2, emptyi, np.zeros((0, 4)))}
+    parts = {key: (0, *group([[]] * ni, [[]] * nf, 0)) for key, (ni, nf) in _EMPTY.items()}
     Jc = -np.ones((system.n_constraints, WIDTH), dtype=I64)
     off = 0
     for k in system.kernels:
         r = len(k.rows)
         Jc[off:off + r, : k.cols.shape[1]] = np.where(k.cols < system.n_coord, k.cols, -1)
-        if isinstance(k, kn.CoincidentPoints):
-            parts["co"] = (off, _i(k.col_i), _i(k.col_j), _f2(k.s_i), _f2(k.s_j))
-        elif isinstance(k, kn.RelativeAngle):
-            parts["ra"] = (off, _i(k.col_i), _i(k.col_j), _f(k.phi0))
-        elif isinstance(k, kn.PointOnLine):
-            parts["pl"] = (off, _i(k.col_i), _i(k.col_j), _f2(k.s_i), _f2(k.s_j), _f2(k.nhat))
-        elif isinstance(k, kn.GearRatio):
-            parts["gr"] = (off, _i(k.col_i), _i(k.col_j), _f(k.ratio), _f(k.c0))
-        elif isinstance(k, kn.CoordinateDriver):
-            parts["cd"] = (off, _i(k.col_i), _i(k.axis), _f2(k.s_i), *_profiles(k.profiles))
-        elif isinstance(k, kn.DistanceDriver):
-            parts["dd"] = (off, _i(k.col_i), _i(k.col_j), _f2(k.s_i), _f2(k.s_j), *_profiles(k.profiles))
-        else:
-            raise Unsupported(f"constraint kind {type(k).__name__}")
+        key, (gi, gf) = _constraint_group(k)
+        parts[key] = (off, gi, gf)
         off += r
     return tuple(parts[key] for key in ("co", "ra", "pl", "gr", "cd", "dd")), Jc
 
 
-def _magnitudes(loads: Sequence[Load], inputs: Sequence[str]) -> tuple[Any, ...]:
+def _magnitudes(loads: Sequence[Load], inputs: Sequence[str]) -> tuple[list[Any], list[Any]]:
+    """Magnitude columns: ints [kind, input index, profile code], floats [value, profile params]."""
     kind = [1 if x.input else 2 if x.profile is not None else 0 for x in loads]
     idx = [inputs.index(x.input) if x.input else 0 for x in loads]
     pk, pp = _profiles([x.profile for x in loads])
-    return _i(kind), _f([x.value for x in loads]), _i(idx), pk, pp
+    return [kind, idx, pk], [[x.value for x in loads], pp]
 
 
+# columns: fo I[ci, body_frame, kind, idx, profile] F[p, d, value, profile params];
+# to I[ci, cj, kind, idx, profile] F[value, profile params]; sd I[ci, cj] F[p_i, p_j, k, c, L0];
+# rs I[ci, cj] F[k, c, phi0]; pf I[ci, cj] F[p_i, p_j, u, c]
 def _loads(system: System) -> tuple[Any, ...]:
-    e2, ei, ef = np.zeros((0, 2)), _i([]), _f([])
-    mags_empty = (ei, ef, ei, ei, np.zeros((0, 4)))
-    fo: tuple[Any, ...] = (ei, e2, e2, np.zeros(0, dtype=np.bool_), *mags_empty)
-    to: tuple[Any, ...] = (ei, ei, *mags_empty)
-    sd: tuple[Any, ...] = (ei, ei, e2, e2, ef, ef, ef)
-    rs: tuple[Any, ...] = (ei, ei, ef, ef, ef)
-    pf: tuple[Any, ...] = (ei, ei, e2, e2, e2, ef)
+    fo, to = group([[]] * 5, [[]] * 9, 0), group([[]] * 5, [[]] * 5, 0)
+    sd, rs, pf = group([[]] * 2, [[]] * 7, 0), group([[]] * 2, [[]] * 3, 0), group([[]] * 2, [[]] * 7, 0)
     names = list(system.input_names)
+    kinds = (ld.Forces, ld.Torques, ld.SpringDampers, ld.RotationalSpringDampers, ld.PrismaticFriction)
     for g in system.loads.groups:
-        if isinstance(g, ld.Forces):
-            fo = (_i(g.ci), _f2(g.p), _f2(g.d), np.asarray(g.body_frame, np.bool_), *_magnitudes(g.loads, names))
-        elif isinstance(g, ld.Torques):
-            to = (_i(g.ci), _i(g.cj), *_magnitudes(g.loads, names))
-        elif isinstance(g, ld.SpringDampers):
-            sd = (_i(g.ci), _i(g.cj), _f2(g.pi), _f2(g.pj), _f(g.k), _f(g.c), _f(g.L0))
-        elif isinstance(g, ld.RotationalSpringDampers):
-            rs = (_i(g.ci), _i(g.cj), _f(g.k), _f(g.c), _f(g.phi0))
-        elif isinstance(g, ld.PrismaticFriction):
-            pf = (_i(g.ci), _i(g.cj), _f2(g.pi), _f2(g.pj), _f2(g.u), _f(g.c))
-        else:
+        if not isinstance(g, kinds):
             raise Unsupported(f"load kind {type(g).__name__}")
+        n = len(g.ci)
+        if isinstance(g, ld.Forces):
+            mi, mf = _magnitudes(g.loads, names)
+            fo = group([g.ci, np.asarray(g.body_frame, dtype=bool), *mi], [g.p, g.d, *mf], n)
+        elif isinstance(g, ld.Torques):
+            mi, mf = _magnitudes(g.loads, names)
+            to = group([g.ci, g.cj, *mi], mf, n)
+        elif isinstance(g, ld.SpringDampers):
+            sd = group([g.ci, g.cj], [g.pi, g.pj, g.k, g.c, g.L0], n)
+        elif isinstance(g, ld.RotationalSpringDampers):
+            rs = group([g.ci, g.cj], [g.k, g.c, g.phi0], n)
+        else:
+            pf = group([g.ci, g.cj], [g.pi, g.pj, g.u, g.c], n)
     return fo, to, sd, rs, pf
 
 

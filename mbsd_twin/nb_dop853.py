@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 from scipy.integrate._ivp import dop853_coefficients as _tab
 
-from .nb_solve import accelerations, project
+from .nb_solve import accelerate, project, workspace
 
 TAB_A = np.ascontiguousarray(_tab.A[:_tab.N_STAGES, :_tab.N_STAGES])
 TAB_B = np.ascontiguousarray(_tab.B)
@@ -30,13 +30,15 @@ OK, FAIL_STEP, FAIL_SOLVE, FAIL_PROJECT, FAIL_MAX_STEPS = 0, -1, -2, -3, -4
 
 
 @njit(cache=True)
-def rhs(t, y, inputs, model):  # noqa: ANN001
-    n = model[0]
-    Jc = model[3]
-    q, v = y[:n], y[n:2 * n]
-    a, lam, el, di, pin, C, Jv, Ct, ok = accelerations(t, q, v, inputs, model)
-    dy = np.empty_like(y)
-    dy[:n], dy[n:2 * n] = v, a
+def rhs_into(t, y, inputs, model, ws, dy):  # noqa: ANN001
+    """dy/dt into ``dy`` using the workspace ``ws`` (nb_solve.workspace); False if the solve failed
+    or the result is not finite."""
+    n, Jc = model[0], model[3]
+    v = y[n:2 * n]
+    _, di, pin, ok = accelerate(t, y[:n], v, inputs, model, ws)
+    Jv, lam, a = ws[4], ws[10], ws[11]
+    for i in range(n):
+        dy[i], dy[n + i] = v[i], a[i]
     dy[2 * n], dy[2 * n + 1] = di, pin
     pc = 0.0
     for r in range(lam.shape[0]):
@@ -50,6 +52,14 @@ def rhs(t, y, inputs, model):  # noqa: ANN001
     for k in range(dy.shape[0]):
         if not math.isfinite(dy[k]):
             finite = False
+    return finite
+
+
+@njit(cache=True)
+def rhs(t, y, inputs, model):  # noqa: ANN001
+    """One-off call: (dy/dt, finite)."""
+    dy = np.empty_like(y)
+    finite = rhs_into(t, y, inputs, model, workspace(model), dy)
     return dy, finite
 
 
@@ -74,28 +84,24 @@ def initial_step(t, y, f, inputs, model, rtol, atol, max_step):  # noqa: ANN001
 
 
 @njit(cache=True)
-def _stages(t, y, f, h, inputs, model, K):  # noqa: ANN001
+def _stages(t, y, f, h, inputs, model, K, ws, ys, y_new):  # noqa: ANN001
+    """Stages into K (K[N_STAGES] = f(t + h, y_new)) and the 8th-order solution into y_new."""
     K[0] = f
     ok = True
     ny = y.shape[0]
-    ys = np.empty(ny)
     for s in range(1, N_STAGES):
         for i in range(ny):
             acc = 0.0
             for j in range(s):
                 acc += TAB_A[s, j] * K[j, i]
             ys[i] = y[i] + h * acc
-        K[s], fine = rhs(t + TAB_C[s] * h, ys, inputs, model)
-        ok = ok and fine
-    y_new = np.empty(ny)
+        ok = rhs_into(t + TAB_C[s] * h, ys, inputs, model, ws, K[s]) and ok
     for i in range(ny):
         acc = 0.0
         for j in range(N_STAGES):
             acc += TAB_B[j] * K[j, i]
         y_new[i] = y[i] + h * acc
-    f_new, fine = rhs(t + h, y_new, inputs, model)
-    K[N_STAGES] = f_new
-    return y_new, f_new, ok and fine
+    return rhs_into(t + h, y_new, inputs, model, ws, K[N_STAGES]) and ok
 
 
 @njit(cache=True)
@@ -115,10 +121,24 @@ def _error_norm(K, h, y, y_new, rtol, atol):  # noqa: ANN001
 
 
 @njit(cache=True)
+def _project_step(t, y, f, inputs, model, ptol, ws, y_p, f_p):  # noqa: ANN001
+    """Project y into y_p and evaluate f_p there; status OK, FAIL_PROJECT or FAIL_SOLVE."""
+    y_p[:] = y
+    if not project(t, y_p, model, ptol, ws):
+        return FAIL_PROJECT
+    if not rhs_into(t, y_p, inputs, model, ws, f_p):
+        return FAIL_SOLVE
+    return OK
+
+
+@njit(cache=True)
 def advance(t, y, f, h_abs, t_end, inputs, model, rtol, atol, max_step, proj, ptol, max_steps):  # noqa: ANN001
     """Integrate from t to exactly t_end. Returns (t, y, f, h_abs, steps, status)."""
-    n = model[0]
-    K = np.empty((N_STAGES + 1, y.shape[0]))
+    ny = y.shape[0]
+    K = np.empty((N_STAGES + 1, ny))
+    ws = workspace(model)
+    y, f = y.copy(), f.copy()
+    ys, y_new, f_p = np.empty(ny), np.empty(ny), np.empty(ny)
     steps = 0
     while t < t_end:
         if steps >= max_steps:
@@ -131,7 +151,7 @@ def advance(t, y, f, h_abs, t_end, inputs, model, rtol, atol, max_step, proj, pt
                 return t, y, f, h_abs, steps, FAIL_STEP
             t_new = min(t + h_abs, t_end)
             h = t_new - t
-            y_new, f_new, fine = _stages(t, y, f, h, inputs, model, K)
+            fine = _stages(t, y, f, h, inputs, model, K, ws, ys, y_new)
             err = _error_norm(K, h, y, y_new, rtol, atol) if fine else np.inf
             if err < 1.0:
                 factor = 10.0 if err == 0.0 else min(10.0, 0.9 * err ** (-1.0 / 8.0))
@@ -141,15 +161,16 @@ def advance(t, y, f, h_abs, t_end, inputs, model, rtol, atol, max_step, proj, pt
                 break
             h_abs = h * max(0.2, 0.9 * err ** (-1.0 / 8.0)) if math.isfinite(err) else 0.5 * h
             rejected = True
-        t, y, f = t_new, y_new, f_new
+        t = t_new
+        y, y_new = y_new, y
+        f[:] = K[N_STAGES]
         steps += 1
         if proj:
-            q, v, ok = project(t, y[:n], y[n:2 * n], model, ptol)
-            if not ok:
-                return t, y, f, h_abs, steps, FAIL_PROJECT
-            y = y.copy()
-            y[:n], y[n:2 * n] = q, v
-            f, fine = rhs(t, y, inputs, model)
-            if not fine:
-                return t, y, f, h_abs, steps, FAIL_SOLVE
+            status = _project_step(t, y, f, inputs, model, ptol, ws, ys, f_p)
+            if status == FAIL_PROJECT:
+                return t, y, f, h_abs, steps, status
+            y, ys = ys, y
+            f, f_p = f_p, f
+            if status != OK:
+                return t, y, f, h_abs, steps, status
     return t, y, f, h_abs, steps, OK

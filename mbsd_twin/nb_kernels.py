@@ -4,7 +4,9 @@ tests compare against), written as scalar loops so that a right-hand side costs 
 
 Data layout (see ``compiled_model.py``): ``qx``/``vx`` are q/v with the ground's three zeros
 appended; the Jacobian is row-structured: row r has up to six entries ``Jv[r, k]`` at columns
-``Jc[r, k]`` (−1: unused or a ground column). Each constraint kind is a tuple of arrays.
+``Jc[r, k]`` (−1: unused or a ground column). Each constraint kind is (row offset, int64 records,
+float64 records) and each load kind (int64 records, float64 records), one row per element (few arrays:
+every array a kernel unpacks costs reference-count updates on each call).
 """
 
 from __future__ import annotations
@@ -37,19 +39,26 @@ def profile(code: int, p: np.ndarray, t: float) -> tuple[float, float, float]:
 
 
 @njit(cache=True)
-def _att(qx: np.ndarray, col: int, sx: float, sy: float) -> tuple[float, float]:
-    """World attachment vector A(θ)·s of a body-fixed point."""
-    c, s = math.cos(qx[col + 2]), math.sin(qx[col + 2])
+def trig(qx: np.ndarray, cs: np.ndarray) -> None:
+    """cs[col], cs[col + 1] = cos, sin of the angle qx[col + 2] of every body (ground included)."""
+    for col in range(0, qx.shape[0], 3):
+        cs[col], cs[col + 1] = math.cos(qx[col + 2]), math.sin(qx[col + 2])
+
+
+@njit(cache=True)
+def _att(cs: np.ndarray, col: int, sx: float, sy: float) -> tuple[float, float]:
+    """World attachment vector A(θ)·s of a body-fixed point (cs from ``trig``)."""
+    c, s = cs[col], cs[col + 1]
     return c * sx - s * sy, s * sx + c * sy
 
 
 @njit(cache=True)
-def _coincident(qx, vx, co, C, Jv, Ct, G, gam):  # noqa: ANN001
-    off, ci, cj, si, sj = co
-    for k in range(ci.shape[0]):
-        i, j, r = ci[k], cj[k], off + 2 * k
-        aix, aiy = _att(qx, i, si[k, 0], si[k, 1])
-        ajx, ajy = _att(qx, j, sj[k, 0], sj[k, 1])
+def _coincident(qx, cs, vx, co, C, Jv, Ct, G, gam):  # noqa: ANN001
+    off, gi, gf = co
+    for k in range(gi.shape[0]):
+        i, j, r = gi[k, 0], gi[k, 1], off + 2 * k
+        aix, aiy = _att(cs, i, gf[k, 0], gf[k, 1])
+        ajx, ajy = _att(cs, j, gf[k, 2], gf[k, 3])
         C[r] = qx[i] + aix - qx[j] - ajx
         C[r + 1] = qx[i + 1] + aiy - qx[j + 1] - ajy
         Jv[r, 0], Jv[r, 1], Jv[r, 2], Jv[r, 3], Jv[r, 4], Jv[r, 5] = 1.0, 0.0, -aiy, -1.0, 0.0, ajy
@@ -64,24 +73,24 @@ def _coincident(qx, vx, co, C, Jv, Ct, G, gam):  # noqa: ANN001
 
 @njit(cache=True)
 def _angles(qx, ra, gr, C, Jv, Ct, G):  # noqa: ANN001
-    off, ci, cj, phi0 = ra
-    for k in range(ci.shape[0]):
+    off, gi, gf = ra
+    for k in range(gi.shape[0]):
         r = off + k
-        C[r] = qx[cj[k] + 2] - qx[ci[k] + 2] - phi0[k]
+        C[r] = qx[gi[k, 1] + 2] - qx[gi[k, 0] + 2] - gf[k, 0]
         Jv[r, 0], Jv[r, 1] = -1.0, 1.0
         Ct[r] = G[r] = 0.0
-    off, ci, cj, ratio, c0 = gr
-    for k in range(ci.shape[0]):
+    off, gi, gf = gr
+    for k in range(gi.shape[0]):
         r = off + k
-        C[r] = qx[ci[k] + 2] - ratio[k] * qx[cj[k] + 2] - c0[k]
-        Jv[r, 0], Jv[r, 1] = 1.0, -ratio[k]
+        C[r] = qx[gi[k, 0] + 2] - gf[k, 0] * qx[gi[k, 1] + 2] - gf[k, 1]
+        Jv[r, 0], Jv[r, 1] = 1.0, -gf[k, 0]
         Ct[r] = G[r] = 0.0
 
 
 @njit(cache=True)
-def _sep(qx, vx, i, j, sx_i, sy_i, sx_j, sy_j):  # noqa: ANN001
-    aix, aiy = _att(qx, i, sx_i, sy_i)
-    ajx, ajy = _att(qx, j, sx_j, sy_j)
+def _sep(qx, cs, vx, i, j, sx_i, sy_i, sx_j, sy_j):  # noqa: ANN001
+    aix, aiy = _att(cs, i, sx_i, sy_i)
+    ajx, ajy = _att(cs, j, sx_j, sy_j)
     dx, dy = qx[j] + ajx - qx[i] - aix, qx[j + 1] + ajy - qx[i + 1] - aiy
     wi, wj = vx[i + 2], vx[j + 2]
     ddx = vx[j] - wj * ajy - vx[i] + wi * aiy
@@ -90,12 +99,12 @@ def _sep(qx, vx, i, j, sx_i, sy_i, sx_j, sy_j):  # noqa: ANN001
 
 
 @njit(cache=True)
-def _point_on_line(qx, vx, pl, C, Jv, Ct, G, gam):  # noqa: ANN001
-    off, ci, cj, si, sj, nh = pl
-    for k in range(ci.shape[0]):
-        i, j, r = ci[k], cj[k], off + k
-        aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, vx, i, j, si[k, 0], si[k, 1], sj[k, 0], sj[k, 1])
-        nx, ny = _att(qx, i, nh[k, 0], nh[k, 1])
+def _point_on_line(qx, cs, vx, pl, C, Jv, Ct, G, gam):  # noqa: ANN001
+    off, gi, gf = pl
+    for k in range(gi.shape[0]):
+        i, j, r = gi[k, 0], gi[k, 1], off + k
+        aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, cs, vx, i, j, gf[k, 0], gf[k, 1], gf[k, 2], gf[k, 3])
+        nx, ny = _att(cs, i, gf[k, 4], gf[k, 5])
         C[r] = nx * dx + ny * dy
         Jv[r, 0], Jv[r, 1] = -nx, -ny
         Jv[r, 2] = (-ny * dx + nx * dy) - (-nx * aiy + ny * aix)
@@ -107,29 +116,29 @@ def _point_on_line(qx, vx, pl, C, Jv, Ct, G, gam):  # noqa: ANN001
 
 
 @njit(cache=True)
-def _drivers(qx, vx, t, cd, dd, C, Jv, Ct, G, gam):  # noqa: ANN001
-    off, ci, axis, s, pk, pp = cd
-    for k in range(ci.shape[0]):
-        i, r = ci[k], off + k
-        ax, ay = _att(qx, i, s[k, 0], s[k, 1])
-        f, fd, fdd = profile(pk[k], pp[k], t)
+def _drivers(qx, cs, vx, t, cd, dd, C, Jv, Ct, G, gam):  # noqa: ANN001
+    off, gi, gf = cd
+    for k in range(gi.shape[0]):
+        i, r, axis = gi[k, 0], off + k, gi[k, 1]
+        ax, ay = _att(cs, i, gf[k, 0], gf[k, 1])
+        f, fd, fdd = profile(gi[k, 2], gf[k, 2:], t)
         w2 = vx[i + 2] ** 2
-        if axis[k] == 0:
+        if axis == 0:
             C[r], Jv[r, 0], Jv[r, 1], Jv[r, 2], gvv = qx[i] + ax - f, 1.0, 0.0, -ay, -ax * w2
-        elif axis[k] == 1:
+        elif axis == 1:
             C[r], Jv[r, 0], Jv[r, 1], Jv[r, 2], gvv = qx[i + 1] + ay - f, 0.0, 1.0, ax, -ay * w2
         else:
             C[r], Jv[r, 0], Jv[r, 1], Jv[r, 2], gvv = qx[i + 2] - f, 0.0, 0.0, 1.0, 0.0
         Ct[r] = -fd
         if gam:
             G[r] = fdd - gvv
-    off, ci, cj, si, sj, pk, pp = dd
-    for k in range(ci.shape[0]):
-        i, j, r = ci[k], cj[k], off + k
-        aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, vx, i, j, si[k, 0], si[k, 1], sj[k, 0], sj[k, 1])
+    off, gi, gf = dd
+    for k in range(gi.shape[0]):
+        i, j, r = gi[k, 0], gi[k, 1], off + k
+        aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, cs, vx, i, j, gf[k, 0], gf[k, 1], gf[k, 2], gf[k, 3])
         L = math.hypot(dx, dy)
         ux, uy = dx / L, dy / L
-        f, fd, fdd = profile(pk[k], pp[k], t)
+        f, fd, fdd = profile(gi[k, 2], gf[k, 4:], t)
         C[r] = L - f
         Jv[r, 0], Jv[r, 1], Jv[r, 2] = -ux, -uy, -(-ux * aiy + uy * aix)
         Jv[r, 3], Jv[r, 4], Jv[r, 5] = ux, uy, -ux * ajy + uy * ajx
@@ -142,22 +151,22 @@ def _drivers(qx, vx, t, cd, dd, C, Jv, Ct, G, gam):  # noqa: ANN001
 
 
 @njit(cache=True)
-def constraint_rows(qx, vx, t, cons, C, Jv, Ct, G, gam):  # noqa: ANN001
+def constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, gam):  # noqa: ANN001
     """Fill C, Jv, Ct (and γ when ``gam``) for every constraint row."""
     co, ra, pl, gr, cd, dd = cons
-    _coincident(qx, vx, co, C, Jv, Ct, G, gam)
+    _coincident(qx, cs, vx, co, C, Jv, Ct, G, gam)
     _angles(qx, ra, gr, C, Jv, Ct, G)
-    _point_on_line(qx, vx, pl, C, Jv, Ct, G, gam)
-    _drivers(qx, vx, t, cd, dd, C, Jv, Ct, G, gam)
+    _point_on_line(qx, cs, vx, pl, C, Jv, Ct, G, gam)
+    _drivers(qx, cs, vx, t, cd, dd, C, Jv, Ct, G, gam)
 
 
 @njit(cache=True)
-def body_blocks(qx, vx, bodies, Mb, Q):  # noqa: ANN001
+def body_blocks(qx, cs, vx, bodies, Mb, Q):  # noqa: ANN001
     """Per-body 3×3 mass blocks Mb (nb, 3, 3) and gravity + velocity-product forces into Q."""
     mass, inertia, cg, g = bodies
     for b in range(mass.shape[0]):
         col = 3 * b
-        gx, gy = _att(qx, col, cg[b, 0], cg[b, 1])
+        gx, gy = _att(cs, col, cg[b, 0], cg[b, 1])
         bx, by = -gy, gx
         m = mass[b]
         Mb[b, 0, 0] = Mb[b, 1, 1] = m
@@ -189,59 +198,59 @@ def _magnitude(kind: int, value: float, idx: int, pk: int, pp: np.ndarray, input
 
 
 @njit(cache=True)
-def applied_loads(qx, vx, t, inputs, loads, Q, n):  # noqa: ANN001
+def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
     """Add every applied load into Q; return (elastic energy, dissipated power, input power)."""
     fo, to, sd, rs, pf = loads
     el, di, pin = 0.0, 0.0, 0.0
-    ci, p, d, bodyf, kind, val, idx, pk, pp = fo
-    for k in range(ci.shape[0]):
-        i = ci[k]
-        m = _magnitude(kind[k], val[k], idx[k], pk[k], pp[k], inputs, t)
-        dx, dy = d[k, 0], d[k, 1]
-        if bodyf[k]:
-            dx, dy = _att(qx, i, dx, dy)
+    gi, gf = fo  # I[ci, body_frame, kind, idx, profile] F[p, d, value, profile params]
+    for k in range(gi.shape[0]):
+        i = gi[k, 0]
+        m = _magnitude(gi[k, 2], gf[k, 4], gi[k, 3], gi[k, 4], gf[k, 5:], inputs, t)
+        dx, dy = gf[k, 2], gf[k, 3]
+        if gi[k, 1]:
+            dx, dy = _att(cs, i, dx, dy)
         fx, fy = dx * m, dy * m
-        ax, ay = _att(qx, i, p[k, 0], p[k, 1])
+        ax, ay = _att(cs, i, gf[k, 0], gf[k, 1])
         _apply(Q, i, n, fx, fy, ax * fy - ay * fx)
         w = vx[i + 2]
         pin += fx * (vx[i] - w * ay) + fy * (vx[i + 1] + w * ax)
-    ci, cj, kind, val, idx, pk, pp = to
-    for k in range(ci.shape[0]):
-        m = _magnitude(kind[k], val[k], idx[k], pk[k], pp[k], inputs, t)
-        _apply(Q, ci[k], n, 0.0, 0.0, m)
-        _apply(Q, cj[k], n, 0.0, 0.0, -m)
-        pin += m * (vx[ci[k] + 2] - vx[cj[k] + 2])
-    ci, cj, pi, pj, kk, cc, L0 = sd
-    for k in range(ci.shape[0]):
-        i, j = ci[k], cj[k]
-        aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, vx, i, j, pi[k, 0], pi[k, 1], pj[k, 0], pj[k, 1])
+    gi, gf = to  # I[ci, cj, kind, idx, profile] F[value, profile params]
+    for k in range(gi.shape[0]):
+        m = _magnitude(gi[k, 2], gf[k, 0], gi[k, 3], gi[k, 4], gf[k, 1:], inputs, t)
+        _apply(Q, gi[k, 0], n, 0.0, 0.0, m)
+        _apply(Q, gi[k, 1], n, 0.0, 0.0, -m)
+        pin += m * (vx[gi[k, 0] + 2] - vx[gi[k, 1] + 2])
+    gi, gf = sd  # I[ci, cj] F[p_i, p_j, k, c, L0]
+    for k in range(gi.shape[0]):
+        i, j, kk, cc, L0 = gi[k, 0], gi[k, 1], gf[k, 4], gf[k, 5], gf[k, 6]
+        aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, cs, vx, i, j, gf[k, 0], gf[k, 1], gf[k, 2], gf[k, 3])
         L = max(math.hypot(dx, dy), 1e-12)
         ux, uy = dx / L, dy / L
         Ld = ux * ddx + uy * ddy
-        T = kk[k] * (L - L0[k]) + cc[k] * Ld
+        T = kk * (L - L0) + cc * Ld
         fx, fy = T * ux, T * uy
         _apply(Q, i, n, fx, fy, aix * fy - aiy * fx)
         _apply(Q, j, n, -fx, -fy, -(ajx * fy - ajy * fx))
-        el += 0.5 * kk[k] * (L - L0[k]) ** 2
-        di += cc[k] * Ld * Ld
-    ci, cj, kk, cc, phi0 = rs
-    for k in range(ci.shape[0]):
-        i, j = ci[k], cj[k]
-        dphi = qx[j + 2] - qx[i + 2] - phi0[k]
+        el += 0.5 * kk * (L - L0) ** 2
+        di += cc * Ld * Ld
+    gi, gf = rs  # I[ci, cj] F[k, c, phi0]
+    for k in range(gi.shape[0]):
+        i, j, kk, cc = gi[k, 0], gi[k, 1], gf[k, 0], gf[k, 1]
+        dphi = qx[j + 2] - qx[i + 2] - gf[k, 2]
         dw = vx[j + 2] - vx[i + 2]
-        tau = -kk[k] * dphi - cc[k] * dw
+        tau = -kk * dphi - cc * dw
         _apply(Q, j, n, 0.0, 0.0, tau)
         _apply(Q, i, n, 0.0, 0.0, -tau)
-        el += 0.5 * kk[k] * dphi * dphi
-        di += cc[k] * dw * dw
-    ci, cj, pi, pj, u, cc = pf
-    for k in range(ci.shape[0]):
-        i, j = ci[k], cj[k]
-        aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, vx, i, j, pi[k, 0], pi[k, 1], pj[k, 0], pj[k, 1])
-        ux, uy = _att(qx, i, u[k, 0], u[k, 1])
+        el += 0.5 * kk * dphi * dphi
+        di += cc * dw * dw
+    gi, gf = pf  # I[ci, cj] F[p_i, p_j, u, c]
+    for k in range(gi.shape[0]):
+        i, j, cc = gi[k, 0], gi[k, 1], gf[k, 6]
+        aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, cs, vx, i, j, gf[k, 0], gf[k, 1], gf[k, 2], gf[k, 3])
+        ux, uy = _att(cs, i, gf[k, 4], gf[k, 5])
         sdot = wi * (-uy * dx + ux * dy) + ux * ddx + uy * ddy
-        f = -cc[k] * sdot
+        f = -cc * sdot
         _apply(Q, i, n, -f * ux, -f * uy, f * ((-uy * dx + ux * dy) - (-ux * aiy + uy * aix)))
         _apply(Q, j, n, f * ux, f * uy, f * (-ux * ajy + uy * ajx))
-        di += cc[k] * sdot * sdot
+        di += cc * sdot * sdot
     return el, di, pin

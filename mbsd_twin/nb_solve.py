@@ -17,7 +17,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .nb_kernels import applied_loads, body_blocks, constraint_rows
+from .nb_kernels import applied_loads, body_blocks, constraint_rows, trig
 
 
 @njit(cache=True)
@@ -38,19 +38,19 @@ def _inv3(Mb: np.ndarray, out: np.ndarray) -> None:
 
 
 @njit(cache=True)
-def _schur(Jv, Minv, sd, m_act):  # noqa: ANN001
-    """Banded lower storage of S = A·M⁻¹·Aᵀ (Sb[p, d] = S[p, p − d])."""
+def _schur(Jv, Minv, sd, Sb):  # noqa: ANN001
+    """Banded lower storage of S = A·M⁻¹·Aᵀ (Sb[p, d] = S[p, p − d]) into Sb."""
     perm, ptr, pos, slot, bw = sd
-    Sb = np.zeros((m_act, bw + 1))
+    Sb[:] = 0.0
     for b in range(ptr.shape[0] - 1):
         for e1 in range(ptr[b], ptr[b + 1]):
             p1, r1 = pos[e1], perm[pos[e1]]
-            x = np.empty(3)  # A[p1, b-columns]
-            for al in range(3):
-                x[al] = Jv[r1, slot[e1, al]] if slot[e1, al] >= 0 else 0.0
-            u0 = Minv[b, 0, 0] * x[0] + Minv[b, 0, 1] * x[1] + Minv[b, 0, 2] * x[2]
-            u1 = Minv[b, 1, 0] * x[0] + Minv[b, 1, 1] * x[1] + Minv[b, 1, 2] * x[2]
-            u2 = Minv[b, 2, 0] * x[0] + Minv[b, 2, 1] * x[1] + Minv[b, 2, 2] * x[2]
+            x0 = Jv[r1, slot[e1, 0]] if slot[e1, 0] >= 0 else 0.0  # A[p1, b-columns]
+            x1 = Jv[r1, slot[e1, 1]] if slot[e1, 1] >= 0 else 0.0
+            x2 = Jv[r1, slot[e1, 2]] if slot[e1, 2] >= 0 else 0.0
+            u0 = Minv[b, 0, 0] * x0 + Minv[b, 0, 1] * x1 + Minv[b, 0, 2] * x2
+            u1 = Minv[b, 1, 0] * x0 + Minv[b, 1, 1] * x1 + Minv[b, 1, 2] * x2
+            u2 = Minv[b, 2, 0] * x0 + Minv[b, 2, 1] * x1 + Minv[b, 2, 2] * x2
             for e2 in range(ptr[b], ptr[b + 1]):
                 p2, r2 = pos[e2], perm[pos[e2]]
                 if p2 > p1:
@@ -63,7 +63,6 @@ def _schur(Jv, Minv, sd, m_act):  # noqa: ANN001
                 if slot[e2, 2] >= 0:
                     acc += Jv[r2, slot[e2, 2]] * u2
                 Sb[p1, p1 - p2] += acc
-    return Sb
 
 
 @njit(cache=True)
@@ -96,62 +95,78 @@ def band_solve(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> bool:
 
 
 @njit(cache=True)
-def _a_times(Jv, Jc, perm, x):  # noqa: ANN001
-    """(A·x)[p] over the active rows in band order (ground columns are −1)."""
-    out = np.zeros(perm.shape[0])
+def _a_times(Jv, Jc, perm, x, out):  # noqa: ANN001
+    """out[p] = (A·x)[p] over the active rows in band order (ground columns are −1)."""
     for p in range(perm.shape[0]):
         r = perm[p]
+        out[p] = 0.0
         for k in range(Jc.shape[1]):
             if Jc[r, k] >= 0:
                 out[p] += Jv[r, k] * x[Jc[r, k]]
-    return out
 
 
 @njit(cache=True)
-def _at_times(Jv, Jc, perm, lam, n):  # noqa: ANN001
-    out = np.zeros(n)
+def _sub_at_times(Jv, Jc, perm, lam, x, tmp):  # noqa: ANN001
+    """x −= Aᵀ·λ (Aᵀ·λ accumulated in tmp first)."""
+    tmp[:] = 0.0
     for p in range(perm.shape[0]):
         r = perm[p]
         for k in range(Jc.shape[1]):
             if Jc[r, k] >= 0:
-                out[Jc[r, k]] += Jv[r, k] * lam[p]
-    return out
+                tmp[Jc[r, k]] += Jv[r, k] * lam[p]
+    for i in range(tmp.shape[0]):
+        x[i] -= tmp[i]
 
 
 @njit(cache=True)
-def _minv_times(Minv, x):  # noqa: ANN001
-    out = np.zeros(x.shape[0])
+def _minv_times(Minv, x, out):  # noqa: ANN001
     for b in range(Minv.shape[0]):
         for i in range(3):
             s = 0.0
             for j in range(3):
                 s += Minv[b, i, j] * x[3 * b + j]
             out[3 * b + i] = s
-    return out
 
 
 @njit(cache=True)
-def accelerations(t, q, v, inputs, model):  # noqa: ANN001
-    """a, λ (all rows; dropped rows 0), energy rates (dissipated, input) and C, Jv, Ct; ok flag."""
+def workspace(model):  # noqa: ANN001
+    """Scratch arrays for one model: qx, vx, cs (n + 3); C, Jv, Ct, G, λ (rows); Mb, Minv;
+    Qx (n + 3); a, z, tmp (n); band vector and banded S (active rows). Reused by every call."""
+    n, m, Jc, sd = model[0], model[1], model[3], model[6]
+    ma, nb = sd[0].shape[0], n // 3
+    e1, e3 = np.zeros(n + 3), np.zeros((nb, 3, 3))
+    return (e1, np.zeros(n + 3), np.zeros(n + 3), np.zeros(m), np.zeros((m, Jc.shape[1])), np.zeros(m),
+            np.zeros(m), e3, np.zeros((nb, 3, 3)), np.zeros(n + 3), np.zeros(m), np.zeros(n), np.zeros(n),
+            np.zeros(n), np.zeros(ma), np.zeros((ma, sd[4] + 1)))
+
+
+@njit(cache=True)
+def _load_state(q, v, ws, n):  # noqa: ANN001
+    qx, vx, cs = ws[0], ws[1], ws[2]
+    for i in range(n):
+        qx[i], vx[i] = q[i], v[i]
+    trig(qx, cs)
+
+
+@njit(cache=True)
+def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
+    """a, λ (all rows; dropped rows 0), C, Jv, Ct into ``ws``; returns the energy rates (elastic,
+    dissipated, input) and the ok flag."""
     n, m, cons, Jc, bodies, loads, sd, baum = model
-    qx, vx = np.zeros(n + 3), np.zeros(n + 3)
-    qx[:n], vx[:n] = q, v
-    C, Ct, G = np.empty(m), np.empty(m), np.empty(m)
-    Jv = np.zeros((m, Jc.shape[1]))
-    constraint_rows(qx, vx, t, cons, C, Jv, Ct, G, True)
-    nb = n // 3
-    Mb, Minv = np.empty((nb, 3, 3)), np.empty((nb, 3, 3))
-    Qx = np.zeros(n + 3)
-    body_blocks(qx, vx, bodies, Mb, Qx)
-    el, di, pin = applied_loads(qx, vx, t, inputs, loads, Qx, n)
-    Q = Qx[:n]
+    qx, vx, cs, C, Jv, Ct, G, Mb, Minv, Qx, lam, a, z, tmp, rhs, Sb = ws
+    _load_state(q, v, ws, n)
+    constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, True)
+    Qx[:] = 0.0
+    body_blocks(qx, cs, vx, bodies, Mb, Qx)
+    el, di, pin = applied_loads(qx, cs, vx, t, inputs, loads, Qx, n)
     _inv3(Mb, Minv)
     perm, bw = sd[0], sd[4]
-    lam = np.zeros(m)
-    z = _minv_times(Minv, Q)
+    lam[:] = 0.0
+    _minv_times(Minv, Qx, z)
     if perm.shape[0] == 0:
-        return z, lam, el, di, pin, C, Jv, Ct, True
-    rhs = _a_times(Jv, Jc, perm, z)
+        a[:] = z
+        return el, di, pin, True
+    _a_times(Jv, Jc, perm, z, rhs)
     for p in range(perm.shape[0]):
         r = perm[p]
         g = G[r]
@@ -162,19 +177,28 @@ def accelerations(t, q, v, inputs, model):  # noqa: ANN001
                     cdot += Jv[r, k] * v[Jc[r, k]]
             g -= 2.0 * baum[1] * cdot + baum[2] * baum[2] * C[r]
         rhs[p] -= g
-    Sb = _schur(Jv, Minv, sd, perm.shape[0])
+    _schur(Jv, Minv, sd, Sb)
     ok = band_solve(Sb, rhs, bw)
-    a = _minv_times(Minv, Q - _at_times(Jv, Jc, perm, rhs, n))
+    z[:] = Qx[:n]
+    _sub_at_times(Jv, Jc, perm, rhs, z, tmp)
+    _minv_times(Minv, z, a)
     for p in range(perm.shape[0]):
         lam[perm[p]] = rhs[p]
-    return a, lam, el, di, pin, C, Jv, Ct, ok
+    return el, di, pin, ok
 
 
 @njit(cache=True)
-def _identity_schur(Jv, Jc, perm, bw):  # noqa: ANN001
-    """Banded A·Aᵀ over the active rows (for the minimum-norm projections)."""
+def accelerations(t, q, v, inputs, model):  # noqa: ANN001
+    """One-off call: a, λ, energy rates (elastic, dissipated, input), C, Jv, Ct (fresh arrays); ok."""
+    ws = workspace(model)
+    el, di, pin, ok = accelerate(t, q, v, inputs, model, ws)
+    return ws[11], ws[10], el, di, pin, ws[3], ws[4], ws[5], ok
+
+
+@njit(cache=True)
+def _identity_schur(Jv, Jc, perm, bw, Sb):  # noqa: ANN001
+    """Banded A·Aᵀ over the active rows into Sb (for the minimum-norm projections)."""
     m = perm.shape[0]
-    Sb = np.zeros((m, bw + 1))
     for p1 in range(m):
         r1 = perm[p1]
         for p2 in range(max(0, p1 - bw), p1 + 1):
@@ -188,42 +212,44 @@ def _identity_schur(Jv, Jc, perm, bw):  # noqa: ANN001
                     if Jc[r2, k2] == c1:
                         acc += Jv[r1, k1] * Jv[r2, k2]
             Sb[p1, p1 - p2] = acc
-    return Sb
 
 
 @njit(cache=True)
-def project(t, q, v, model, tol):  # noqa: ANN001
-    """Minimum-norm projection of q onto C = 0 (Newton) and of v onto Cq·v + Ct = 0."""
-    n, m, cons, Jc, bodies, loads, sd, baum = model
+def project(t, y, model, tol, ws):  # noqa: ANN001
+    """Minimum-norm projection, in place in y = [q, v, …], of q onto C = 0 (Newton) and of v onto
+    Cq·v + Ct = 0. False if a solve failed (y is then partly projected)."""
+    n, cons, Jc, sd = model[0], model[2], model[3], model[6]
     perm, bw = sd[0], sd[4]
     if perm.shape[0] == 0:
-        return q, v, True
-    qx, vx = np.zeros(n + 3), np.zeros(n + 3)
-    C, Ct, G = np.empty(m), np.empty(m), np.empty(m)
-    Jv = np.zeros((m, Jc.shape[1]))
-    q = q.copy()
+        return True
+    qx, vx, cs, C, Jv, Ct, G = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6]
+    tmp, c, Sb = ws[13], ws[14], ws[15]
+    q, v = y[:n], y[n:2 * n]
+    vx[:] = 0.0
     for _ in range(8):
         qx[:n] = q
-        constraint_rows(qx, vx, t, cons, C, Jv, Ct, G, False)
-        c = np.empty(perm.shape[0])
+        trig(qx, cs)
+        constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, False)
         worst = 0.0
         for p in range(perm.shape[0]):
             c[p] = C[perm[p]]
             worst = max(worst, abs(c[p]))
         if worst <= tol:
             break
-        Sb = _identity_schur(Jv, Jc, perm, bw)
+        _identity_schur(Jv, Jc, perm, bw, Sb)
         if not band_solve(Sb, c, bw):
-            return q, v, False
-        q -= _at_times(Jv, Jc, perm, c, n)
+            return False
+        _sub_at_times(Jv, Jc, perm, c, q, tmp)
     qx[:n] = q
-    constraint_rows(qx, vx, t, cons, C, Jv, Ct, G, False)
-    r = _a_times(Jv, Jc, perm, v)
+    trig(qx, cs)
+    constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, False)
+    _a_times(Jv, Jc, perm, v, c)
     for p in range(perm.shape[0]):
-        r[p] += Ct[perm[p]]
-    Sb = _identity_schur(Jv, Jc, perm, bw)
-    ok = band_solve(Sb, r, bw)
-    return q, v - _at_times(Jv, Jc, perm, r, n), ok
+        c[p] += Ct[perm[p]]
+    _identity_schur(Jv, Jc, perm, bw, Sb)
+    ok = band_solve(Sb, c, bw)
+    _sub_at_times(Jv, Jc, perm, c, v, tmp)
+    return ok
 
 
 @njit(cache=True)
