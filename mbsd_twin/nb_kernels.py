@@ -38,7 +38,7 @@ def profile(code: int, p: np.ndarray, t: float) -> tuple[float, float, float]:
     return p[3] + p[0] * s, p[0] * w * c, -p[0] * w * w * s
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def trig(qx: np.ndarray, cs: np.ndarray) -> None:
     """cs[col], cs[col + 1] = cos, sin of the angle qx[col + 2] of every body (ground included)."""
     for col in range(0, qx.shape[0], 3):
@@ -52,7 +52,7 @@ def _att(cs: np.ndarray, col: int, sx: float, sy: float) -> tuple[float, float]:
     return c * sx - s * sy, s * sx + c * sy
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _coincident(qx, cs, vx, co, C, Jv, Ct, G, gam):  # noqa: ANN001
     off, gi, gf = co
     for k in range(gi.shape[0]):
@@ -71,7 +71,7 @@ def _coincident(qx, cs, vx, co, C, Jv, Ct, G, gam):  # noqa: ANN001
             G[r + 1] = aiy * wi2 - ajy * wj2
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _angles(qx, ra, gr, C, Jv, Ct, G):  # noqa: ANN001
     off, gi, gf = ra
     for k in range(gi.shape[0]):
@@ -98,7 +98,7 @@ def _sep(qx, cs, vx, i, j, sx_i, sy_i, sx_j, sy_j):  # noqa: ANN001
     return aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _point_on_line(qx, cs, vx, pl, C, Jv, Ct, G, gam):  # noqa: ANN001
     off, gi, gf = pl
     for k in range(gi.shape[0]):
@@ -115,7 +115,7 @@ def _point_on_line(qx, cs, vx, pl, C, Jv, Ct, G, gam):  # noqa: ANN001
                      + nx * (wi * wi * aix - wj * wj * ajx) + ny * (wi * wi * aiy - wj * wj * ajy))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _drivers(qx, cs, vx, t, cd, dd, C, Jv, Ct, G, gam):  # noqa: ANN001
     off, gi, gf = cd
     for k in range(gi.shape[0]):
@@ -150,7 +150,7 @@ def _drivers(qx, cs, vx, t, cd, dd, C, Jv, Ct, G, gam):  # noqa: ANN001
             G[r] = fdd - lvv
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, gam):  # noqa: ANN001
     """Fill C, Jv, Ct (and γ when ``gam``) for every constraint row."""
     co, ra, pl, gr, cd, dd = cons
@@ -160,7 +160,7 @@ def constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, gam):  # noqa: ANN001
     _drivers(qx, cs, vx, t, cd, dd, C, Jv, Ct, G, gam)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def body_blocks(qx, cs, vx, bodies, Mb, Q):  # noqa: ANN001
     """Per-body 3×3 mass blocks Mb (nb, 3, 3) and gravity + velocity-product forces into Q."""
     mass, inertia, cg, g = bodies
@@ -197,7 +197,7 @@ def _magnitude(kind: int, value: float, idx: int, pk: int, pp: np.ndarray, input
     return value
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
     """Add every applied load into Q; return (elastic energy, dissipated power, input power)."""
     fo, to, sd, rs, pf = loads

@@ -8,6 +8,11 @@ its Cholesky factorisation costs O(m·bw²): linear in the number of bodies for 
 
 ``sd`` (solve data): perm (active rows in band order), body_ptr/body_pos/body_slot (for each body,
 the band positions of the rows touching it and the Jacobian slots of its x, y, θ), bw.
+
+Scratch arrays come from ``workspace(model)`` (one per integration call). The per-evaluation
+helpers are inlined at the numba IR level (``inline="always"``): a call that passes tuples of
+arrays otherwise pays an atomic reference-count update per array, which dominated the cost of a
+right-hand side. The price is a longer first compilation (cached afterwards).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from numba import njit
 from .nb_kernels import applied_loads, body_blocks, constraint_rows, trig
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _inv3(Mb: np.ndarray, out: np.ndarray) -> None:
     for b in range(Mb.shape[0]):
         a, bb, c = Mb[b, 0, 0], Mb[b, 0, 1], Mb[b, 0, 2]
@@ -37,7 +42,7 @@ def _inv3(Mb: np.ndarray, out: np.ndarray) -> None:
         out[b, 2, 2] = (a * e - bb * d) / det
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _schur(Jv, Minv, sd, Sb):  # noqa: ANN001
     """Banded lower storage of S = A·M⁻¹·Aᵀ (Sb[p, d] = S[p, p − d]) into Sb."""
     perm, ptr, pos, slot, bw = sd
@@ -65,7 +70,7 @@ def _schur(Jv, Minv, sd, Sb):  # noqa: ANN001
                 Sb[p1, p1 - p2] += acc
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def band_solve(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> bool:
     """In-place banded Cholesky of Sb and solve; ``rhs`` becomes the solution. False if S is not
     positive definite (singular configuration or redundant rows)."""
@@ -94,7 +99,7 @@ def band_solve(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> bool:
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _a_times(Jv, Jc, perm, x, out):  # noqa: ANN001
     """out[p] = (A·x)[p] over the active rows in band order (ground columns are −1)."""
     for p in range(perm.shape[0]):
@@ -105,7 +110,7 @@ def _a_times(Jv, Jc, perm, x, out):  # noqa: ANN001
                 out[p] += Jv[r, k] * x[Jc[r, k]]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _sub_at_times(Jv, Jc, perm, lam, x, tmp):  # noqa: ANN001
     """x −= Aᵀ·λ (Aᵀ·λ accumulated in tmp first)."""
     tmp[:] = 0.0
@@ -118,7 +123,7 @@ def _sub_at_times(Jv, Jc, perm, lam, x, tmp):  # noqa: ANN001
         x[i] -= tmp[i]
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _minv_times(Minv, x, out):  # noqa: ANN001
     for b in range(Minv.shape[0]):
         for i in range(3):
@@ -140,7 +145,7 @@ def workspace(model):  # noqa: ANN001
             np.zeros(n), np.zeros(ma), np.zeros((ma, sd[4] + 1)))
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _load_state(q, v, ws, n):  # noqa: ANN001
     qx, vx, cs = ws[0], ws[1], ws[2]
     for i in range(n):
@@ -148,7 +153,7 @@ def _load_state(q, v, ws, n):  # noqa: ANN001
     trig(qx, cs)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
     """a, λ (all rows; dropped rows 0), C, Jv, Ct into ``ws``; returns the energy rates (elastic,
     dissipated, input) and the ok flag."""
@@ -195,7 +200,7 @@ def accelerations(t, q, v, inputs, model):  # noqa: ANN001
     return ws[11], ws[10], el, di, pin, ws[3], ws[4], ws[5], ok
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _identity_schur(Jv, Jc, perm, bw, Sb):  # noqa: ANN001
     """Banded A·Aᵀ over the active rows into Sb (for the minimum-norm projections)."""
     m = perm.shape[0]
