@@ -30,6 +30,8 @@ class CompiledStepper:
         baum = (opts.baumgarte_alpha, opts.baumgarte_beta) if opts.drift == "baumgarte" else None
         self.model, self.joints = pack(dyn.system, dyn.rows, baum)
         self.dyn, self.opts = dyn, opts
+        self._advance_opts = (float(opts.rtol), float(opts.atol), float(opts.max_step), opts.drift == "projection",
+                              float(opts.projection_tol), int(opts.max_steps))
         self.names = list(dyn.system.input_names)
         self.inputs = dict(inputs)
         self._u = self._input_array()
@@ -53,17 +55,15 @@ class CompiledStepper:
             self.f = self._rhs()
 
     def advance_to(self, t_end: float) -> None:
-        from .dynamics import SolverFailure
-
         if t_end <= self.t:
             return
-        o = self.opts
         t, y, f, h, steps, status = nd.advance(self.t, self.y, self.f, self.h_abs, float(t_end), self._u,
-                                               self.model, o.rtol, o.atol, o.max_step,
-                                               o.drift == "projection", o.projection_tol, o.max_steps)
-        self.t, self.y, self.f, self.h_abs = float(t), np.asarray(y), np.asarray(f), float(h)
-        self.steps += int(steps)
+                                               self.model, *self._advance_opts)
+        self.t, self.y, self.f, self.h_abs = t, y, f, h
+        self.steps += steps
         if status != nd.OK:
+            from .dynamics import SolverFailure
+
             raise SolverFailure(f"integration failed at t={self.t:.9g} s: {_FAILURES[status]}", time=self.t)
 
     def evaluate(self) -> tuple[F, F, F, float, F]:
