@@ -174,3 +174,4 @@ def advance(t, y, f, h_abs, t_end, inputs, model, rtol, atol, max_step, proj, pt
             if status != OK:
                 return t, y, f, h_abs, steps, status
     return t, y, f, h_abs, steps, OK
+

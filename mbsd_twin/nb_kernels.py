@@ -16,6 +16,8 @@ import math
 import numpy as np
 from numba import njit
 
+from .nb_cache import guard as guard_cache
+
 # profile codes: 0 constant(p0), 1 constant speed(speed p0, start p1), 2 polynomial(p0..),
 # 3 harmonic(amplitude p0, frequency p1 [Hz], phase p2, offset p3)
 
@@ -254,3 +256,7 @@ def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
         _apply(Q, j, n, f * ux, f * uy, f * (-ux * ajy + uy * ajx))
         di += cc * sdot * sdot
     return el, di, pin
+
+
+# nb_kernels is imported first by every compiled module: drop cached code from older sources now
+guard_cache(profile)

@@ -1,0 +1,34 @@
+"""The numba cache guard: stale compiled code of the nb_* modules is dropped when any of their
+sources (or numba) changes, and kept otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from mbsd_twin import nb_cache
+
+
+def _fake_dispatcher(folder: Path) -> SimpleNamespace:
+    return SimpleNamespace(_cache=SimpleNamespace(_cache_path=str(folder)))
+
+
+def test_stale_entries_are_removed_and_the_stamp_written(tmp_path: Path) -> None:
+    for name in ("nb_solve.accelerate-40.py311.nbi", "nb_solve.accelerate-40.py311.1.nbc", "other.nbi"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / nb_cache.STAMP).write_text("an older digest")
+    nb_cache.guard(_fake_dispatcher(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mbsd_twin_nb.stamp", "other.nbi"]
+    assert (tmp_path / nb_cache.STAMP).read_text() == nb_cache.digest()
+
+
+def test_matching_stamp_keeps_the_cache(tmp_path: Path) -> None:
+    (tmp_path / nb_cache.STAMP).write_text(nb_cache.digest())
+    (tmp_path / "nb_kernels.profile-26.py311.nbi").write_text("x")
+    nb_cache.guard(_fake_dispatcher(tmp_path))
+    assert (tmp_path / "nb_kernels.profile-26.py311.nbi").exists()
+
+
+def test_digest_covers_every_compiled_module() -> None:
+    here = Path(nb_cache.__file__).parent
+    assert set(nb_cache.MODULES) == {p.name for p in here.glob("nb_*.py")} - {"nb_cache.py"}
