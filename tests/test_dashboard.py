@@ -21,13 +21,13 @@ from PIL import Image
 from mbsd_twin import load_mechanism
 from mbsd_twin.dashboard import PoseSolver, Store
 from mbsd_twin.demo.procs import EmbeddedBroker, free_port
-from mbsd_twin.demo.rig import FastTrajectory, RigThread
+from mbsd_twin.demo.rig import RigThread
 from mbsd_twin.demo.run import DemoOptions, twin_config
 from mbsd_twin.plotting import read_csv
 from mbsd_twin.twin.config import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import encode, parse_sensor
-from mbsd_twin.twin.rig import MessageSource, RigConfig
+from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
 
 MECH = "examples/mechanisms/slider_crank.toml"
 CHROMIUM = "/usr/bin/chromium"
@@ -38,7 +38,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 def _core_outputs(n_batches: int) -> list[Any]:
     mech = load_mechanism(MECH)
     core = TwinCore(CoreConfig(solver_method="DOP853"), mech)
-    src = MessageSource(FastTrajectory(mech, RigConfig()), epoch=1000.0)
+    src = MessageSource(Trajectory(mech, RigConfig()), epoch=1000.0)
     outs = []
     for i in range(n_batches):
         batch = parse_sensor(encode(src.message(i)).encode(), "sc-01", 1 << 20)
