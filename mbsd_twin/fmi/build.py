@@ -19,16 +19,18 @@ import shutil
 import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
 from ..loader import load_mechanism
 from ..simulator import Simulator
 from .modeldescription import postprocess
 from .slave import META_FILE
-from .variables import GENERIC_OUTPUTS, SLIDER_CRANK_OUTPUTS, fmu_variables, markdown_table
+from .variables import GENERIC_OUTPUTS, SLIDER_CRANK_OUTPUTS, FmuVariable, fmu_variables, markdown_table
 
 ENTRY_MODULE = "mbsd_twin_fmu"
 ENTRY_SCRIPT = '''"""PythonFMU entry script of every mbsd-twin FMU (copied into the FMU's resources).
@@ -69,9 +71,29 @@ def model_identifier(name: str) -> str:
     return ident if ident[0].isalpha() else "M" + ident
 
 
-def _stage(tmp: Path, mech_path: Path, meta: Mapping[str, object]) -> tuple[Path, list[Path]]:
-    script = tmp / f"{ENTRY_MODULE}.py"
-    script.write_text(ENTRY_SCRIPT, encoding="utf-8")
+@dataclass(frozen=True)
+class Flavour:
+    """What differs between the FMI versions' builds: the PythonFMU package's builder, the entry
+    script, the modelDescription post-processor and the FMU options."""
+
+    label: str
+    builder: Callable[[], Any]
+    entry_module: str
+    entry_script: str
+    postprocess: Callable[[bytes, Sequence[FmuVariable]], bytes]
+    options: Mapping[str, Any]
+    meta: Mapping[str, str]
+
+
+def _fmi2_builder() -> Any:
+    from pythonfmu import FmuBuilder
+
+    return FmuBuilder
+
+
+def _stage(tmp: Path, mech_path: Path, meta: Mapping[str, object], flavour: Flavour) -> tuple[Path, list[Path]]:
+    script = tmp / f"{flavour.entry_module}.py"
+    script.write_text(flavour.entry_script, encoding="utf-8")
     files = [tmp / "mechanism.toml", tmp / META_FILE]
     shutil.copyfile(mech_path, files[0])
     files[1].write_text(json.dumps(meta, indent=2), encoding="utf-8")
@@ -104,11 +126,16 @@ def _rewrite_model_description(fmu: Path, xml: bytes) -> None:
 def build_fmu(mechanism: str | Path | None, dest: str | Path, outputs: Sequence[str] | None = None,
               model_name: str | None = None, stop_time: float | None = None,
               step_size: float | None = None) -> Path:
-    """Build the FMU of ``mechanism`` (``None``: the bundled slider crank) into ``dest`` (a ``.fmu``
-    file or a folder) and return its path. ``outputs``: glob patterns over the output names (see
-    :mod:`mbsd_twin.fmi.variables`)."""
-    from pythonfmu import FmuBuilder
+    """Build the FMI 2.0 FMU of ``mechanism`` (``None``: the bundled slider crank) into ``dest`` (a
+    ``.fmu`` file or a folder) and return its path. ``outputs``: glob patterns over the output names
+    (see :mod:`mbsd_twin.fmi.variables`)."""
+    return build_with(FMI2, mechanism, dest, outputs, model_name, stop_time, step_size)
 
+
+def build_with(flavour: Flavour, mechanism: str | Path | None, dest: str | Path, outputs: Sequence[str] | None,
+               model_name: str | None, stop_time: float | None, step_size: float | None) -> Path:
+    """The build shared by every FMI version: stage the mechanism and metadata, run PythonFMU's
+    builder, post-process modelDescription.xml, copy the FMU into place."""
     mech_path = Path(mechanism) if mechanism is not None else bundled_slider_crank()
     patterns = list(outputs or (SLIDER_CRANK_OUTPUTS if mechanism is None else GENERIC_OUTPUTS))
     mech = load_mechanism(mech_path)
@@ -119,27 +146,31 @@ def build_fmu(mechanism: str | Path | None, dest: str | Path, outputs: Sequence[
     experiment = {"start": DEFAULT_EXPERIMENT["start"], "stop": stop_time or DEFAULT_EXPERIMENT["stop"],
                   "step": step_size or DEFAULT_EXPERIMENT["step"]}
     meta = {"mechanism": "mechanism.toml", "model_name": name, "outputs": patterns,
-            "mbsd_twin_version": __version__, "default_experiment": experiment,
-            "description": f"{mech.name}: planar multibody co-simulation model (mbsd-twin {__version__})"}
+            "mbsd_twin_version": __version__, "default_experiment": experiment, **flavour.meta,
+            "description": f"{mech.name}: planar multibody co-simulation model (mbsd-twin {__version__}"
+                           f"{flavour.label})"}
     dest = Path(dest)
     target = dest if dest.suffix == ".fmu" else dest / f"{name}.fmu"
     target.parent.mkdir(parents=True, exist_ok=True)
-    saved_path, saved_module = list(sys.path), sys.modules.pop(ENTRY_MODULE, None)
+    saved_path, saved_module = list(sys.path), sys.modules.pop(flavour.entry_module, None)
     with tempfile.TemporaryDirectory(prefix="mbsd_fmu_") as tmpd:
         tmp = Path(tmpd)
         (tmp / "src").mkdir()
-        script, files = _stage(tmp / "src", mech_path, meta)
-        _documentation(tmp / "doc", f"{name} ({mech.name})", markdown_table(table))
+        script, files = _stage(tmp / "src", mech_path, meta, flavour)
+        _documentation(tmp / "doc", f"{name} ({mech.name}{flavour.label})", markdown_table(table))
         try:
-            built = FmuBuilder.build_FMU(script, dest=tmp / f"{name}.fmu", project_files=files,
-                                         documentation_folder=tmp / "doc", **FMU_OPTIONS)
-        finally:
+            built = flavour.builder().build_FMU(script, dest=tmp / "out", project_files=files,
+                                                documentation_folder=tmp / "doc", **flavour.options)
+        finally:  # PythonFMU imports the entry script: leave sys.path and sys.modules as they were
             sys.path[:] = saved_path
-            sys.modules.pop(ENTRY_MODULE, None)
+            sys.modules.pop(flavour.entry_module, None)
             if saved_module is not None:
-                sys.modules[ENTRY_MODULE] = saved_module
+                sys.modules[flavour.entry_module] = saved_module
         with zipfile.ZipFile(built) as zf:
             xml = zf.read("modelDescription.xml")
-        _rewrite_model_description(Path(built), postprocess(xml, table))
+        _rewrite_model_description(Path(built), flavour.postprocess(xml, table))
         shutil.copyfile(built, target)
     return target
+
+
+FMI2 = Flavour("", _fmi2_builder, ENTRY_MODULE, ENTRY_SCRIPT, postprocess, FMU_OPTIONS, {})

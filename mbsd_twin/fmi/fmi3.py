@@ -16,26 +16,17 @@ declared types, exact start values, ``ModelStructure`` with the direct dependenc
 
 from __future__ import annotations
 
-import json
-import re
-import shutil
-import sys
-import tempfile
 import xml.etree.ElementTree as ET
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pythonfmu3 import DefaultExperiment, Float64, Fmi3Causality, Fmi3Slave, Fmi3Status, Fmi3StepResult, Fmi3Variability
 
-from .. import __version__
-from ..loader import load_mechanism
-from ..simulator import Simulator
-from .modeldescription import naming_convention
-from .slave_logic import META_FILE, SlaveLogic
-from .units import DECLARED_TYPES, DISPLAY_UNITS, declared_type, parse_unit
-from .variables import GENERIC_OUTPUTS, SLIDER_CRANK_OUTPUTS, FmuVariable, fmu_variables, markdown_table
+from .modeldescription import naming_convention, unit_definitions
+from .slave_logic import SlaveLogic
+from .units import DECLARED_TYPES, declared_type
+from .variables import FmuVariable
 
 STATE_FORMAT = "mbsd-twin-fmu3-state/1"
 ENTRY_MODULE = "mbsd_twin_fmu3"
@@ -99,17 +90,6 @@ class MechanismSlave3(SlaveLogic, Fmi3Slave):
 
 
 # ------------------------------------------------------------------ modelDescription post-processing
-def _unit_definitions(units: Sequence[str]) -> ET.Element:
-    node = ET.Element("UnitDefinitions")
-    for name in units:
-        unit = ET.SubElement(node, "Unit", {"name": name})
-        ET.SubElement(unit, "BaseUnit", {k: str(e) for k, e in parse_unit(name).exponents.items()})
-        if name in DISPLAY_UNITS:
-            display, factor = DISPLAY_UNITS[name]
-            ET.SubElement(unit, "DisplayUnit", {"name": display, "factor": repr(factor)})
-    return node
-
-
 def _type_definitions(units: Sequence[str]) -> ET.Element | None:
     node = ET.Element("TypeDefinitions")
     for unit in units:
@@ -171,7 +151,7 @@ def postprocess3(xml: bytes, variables: Sequence[FmuVariable]) -> bytes:
     refs = {fv.get("name", ""): fv.get("valueReference", "") for fv in fvs}
     root.set("variableNamingConvention", naming_convention([v.name for v in table]))
     units = sorted({v.unit for v in table})
-    extra = {"UnitDefinitions": _unit_definitions(units), "TypeDefinitions": _type_definitions(units),
+    extra = {"UnitDefinitions": unit_definitions(units), "TypeDefinitions": _type_definitions(units),
              "ModelStructure": _model_structure(variables, refs)}
     children = {child.tag: child for child in root}
     children.update({k: v for k, v in extra.items() if v is not None})
@@ -185,57 +165,19 @@ def postprocess3(xml: bytes, variables: Sequence[FmuVariable]) -> bytes:
 
 
 # ----------------------------------------------------------------------------------- build
+def _fmi3_builder() -> Any:
+    from pythonfmu3 import FmuBuilder
+
+    return FmuBuilder
+
+
 def build_fmu3(mechanism: str | Path | None, dest: str | Path, outputs: Sequence[str] | None = None,
                model_name: str | None = None, stop_time: float | None = None,
                step_size: float | None = None) -> Path:
     """Build the FMI 3.0 co-simulation FMU of ``mechanism`` (``None``: the bundled slider crank)
     into ``dest`` (a ``.fmu`` file or a folder); same arguments as :func:`~mbsd_twin.fmi.build.build_fmu`."""
-    from pythonfmu3 import FmuBuilder
+    from .build import Flavour, build_with
 
-    from .build import (
-        DEFAULT_EXPERIMENT,
-        _documentation,
-        _rewrite_model_description,
-        bundled_slider_crank,
-        model_identifier,
-    )
-
-    mech_path = Path(mechanism) if mechanism is not None else bundled_slider_crank()
-    patterns = list(outputs or (SLIDER_CRANK_OUTPUTS if mechanism is None else GENERIC_OUTPUTS))
-    mech = load_mechanism(mech_path)
-    name = model_name or model_identifier(mech.name)
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise ValueError(f"model name {name!r} must be a C identifier")
-    table = fmu_variables(Simulator(mech), patterns)
-    experiment = {"start": DEFAULT_EXPERIMENT["start"], "stop": stop_time or DEFAULT_EXPERIMENT["stop"],
-                  "step": step_size or DEFAULT_EXPERIMENT["step"]}
-    meta = {"mechanism": "mechanism.toml", "model_name": name, "outputs": patterns,
-            "mbsd_twin_version": __version__, "default_experiment": experiment, "fmi_version": "3.0",
-            "description": f"{mech.name}: planar multibody co-simulation model (mbsd-twin {__version__}, FMI 3.0)"}
-    dest = Path(dest)
-    target = dest if dest.suffix == ".fmu" else dest / f"{name}.fmu"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    saved_path, saved_module = list(sys.path), sys.modules.pop(ENTRY_MODULE, None)
-    with tempfile.TemporaryDirectory(prefix="mbsd_fmu3_") as tmpd:
-        tmp = Path(tmpd)
-        src = tmp / "src"
-        src.mkdir()
-        script = src / f"{ENTRY_MODULE}.py"
-        script.write_text(ENTRY_SCRIPT, encoding="utf-8")
-        files = [src / "mechanism.toml", src / META_FILE]
-        shutil.copyfile(mech_path, files[0])
-        files[1].write_text(json.dumps(meta, indent=2), encoding="utf-8")
-        _documentation(tmp / "doc", f"{name} ({mech.name}, FMI 3.0)", markdown_table(table))
-        try:
-            built = FmuBuilder.build_FMU(script, dest=tmp / "out", project_files=files,
-                                         documentation_folder=tmp / "doc", **FMU_OPTIONS)
-        finally:
-            sys.path[:] = saved_path
-            sys.modules.pop(ENTRY_MODULE, None)
-            if saved_module is not None:
-                sys.modules[ENTRY_MODULE] = saved_module
-        with zipfile.ZipFile(built) as zf:
-            xml = zf.read("modelDescription.xml")
-        _rewrite_model_description(Path(built), postprocess3(xml, table))
-        shutil.copyfile(built, target)
-    return target
+    flavour = Flavour(", FMI 3.0", _fmi3_builder, ENTRY_MODULE, ENTRY_SCRIPT, postprocess3, FMU_OPTIONS,
+                      {"fmi_version": "3.0"})
+    return build_with(flavour, mechanism, dest, outputs, model_name, stop_time, step_size)

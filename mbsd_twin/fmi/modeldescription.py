@@ -33,7 +33,8 @@ def naming_convention(names: Sequence[str]) -> str:
     return "structured" if all(_IDENT.match(n) for n in names) else "flat"
 
 
-def _unit_definitions(units: Sequence[str]) -> ET.Element:
+def unit_definitions(units: Sequence[str]) -> ET.Element:
+    """<UnitDefinitions> with SI base-unit exponents (and display units) for ``units``."""
     node = ET.Element("UnitDefinitions")
     for name in units:
         unit = ET.SubElement(node, "Unit", {"name": name})
@@ -108,7 +109,7 @@ def postprocess(xml: bytes, variables: Sequence[FmuVariable]) -> bytes:
         _fix_variable(sv, var)
     root.set("variableNamingConvention", naming_convention([v.name for v in variables]))
     units = sorted({v.unit for v in variables})
-    extra = {"UnitDefinitions": _unit_definitions(units), "TypeDefinitions": _type_definitions(units),
+    extra = {"UnitDefinitions": unit_definitions(units), "TypeDefinitions": _type_definitions(units),
              "ModelStructure": _model_structure(variables)}
     children = {child.tag: child for child in root}
     children.update({k: v for k, v in extra.items() if v is not None})
