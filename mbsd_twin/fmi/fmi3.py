@@ -23,7 +23,7 @@ from typing import Any
 
 from pythonfmu3 import DefaultExperiment, Float64, Fmi3Causality, Fmi3Slave, Fmi3Status, Fmi3StepResult, Fmi3Variability
 
-from .modeldescription import naming_convention, unit_definitions
+from .modeldescription import assemble, naming_convention, unit_definitions
 from .slave_logic import SlaveLogic
 from .units import DECLARED_TYPES, declared_type
 from .variables import FmuVariable
@@ -153,15 +153,7 @@ def postprocess3(xml: bytes, variables: Sequence[FmuVariable]) -> bytes:
     units = sorted({v.unit for v in table})
     extra = {"UnitDefinitions": unit_definitions(units), "TypeDefinitions": _type_definitions(units),
              "ModelStructure": _model_structure(variables, refs)}
-    children = {child.tag: child for child in root}
-    children.update({k: v for k, v in extra.items() if v is not None})
-    for child in list(root):
-        root.remove(child)
-    for tag in _ORDER:
-        if tag in children:
-            root.append(children[tag])
-    ET.indent(root, space="  ")
-    return ET.tostring(root, encoding="UTF-8", xml_declaration=True)
+    return assemble(root, extra, _ORDER)
 
 
 # ----------------------------------------------------------------------------------- build

@@ -111,11 +111,17 @@ def postprocess(xml: bytes, variables: Sequence[FmuVariable]) -> bytes:
     units = sorted({v.unit for v in variables})
     extra = {"UnitDefinitions": unit_definitions(units), "TypeDefinitions": _type_definitions(units),
              "ModelStructure": _model_structure(variables)}
+    return assemble(root, extra, _ORDER)
+
+
+def assemble(root: ET.Element, extra: dict[str, ET.Element | None], order: Sequence[str]) -> bytes:
+    """``root`` with the ``extra`` children added or replaced, every child in the schema ``order``,
+    serialised as indented UTF-8 XML."""
     children = {child.tag: child for child in root}
     children.update({k: v for k, v in extra.items() if v is not None})
     for child in list(root):
         root.remove(child)
-    for tag in _ORDER:
+    for tag in order:
         if tag in children:
             root.append(children[tag])
     ET.indent(root, space="  ")
