@@ -24,7 +24,6 @@ from scipy.optimize import brentq
 import mbsd_twin as mt
 from mbsd_twin.contact import ContactSpec, Polyline
 from mbsd_twin.model import Load
-from mbsd_twin.postprocess import with_load_outputs
 from mbsd_twin.results import TIME_SPEC
 from mbsd_twin.surfaces import Graph, Line, Polynomial, Spline
 from mbsd_twin.validation import validate_mechanism
@@ -130,7 +129,6 @@ def test_ball_largest_penetration_and_contact_outputs() -> None:
         out = sim.outputs()
         rows.append([sim.time, *(out[s.name] for s in sim.output_specs)])
     res = mt.Result([TIME_SPEC, *sim.output_specs], np.array(rows))
-    res = with_load_outputs(sim.system, res)
     pen = res["floor.penetration"]
     k = int(np.argmax(pen))
     assert R - res["ball.y"][k] == pytest.approx(pen[k], abs=1e-12)
@@ -168,7 +166,7 @@ def downhill_speed(res: mt.Result, alpha: float) -> np.ndarray:
 def test_block_creeps_below_the_friction_limit() -> None:
     alpha, mu, v_lim = math.atan(0.15), 0.5, 0.01
     mech = block_on_slope(alpha, mu, v_lim)
-    res = with_load_outputs(mt.compile_mechanism(mech), mt.simulate(mech, 0.3, 0.01))
+    res = mt.simulate(mech, 0.3, 0.01)
     creep = v_lim * math.atanh(math.tan(alpha) / mu)
     v = downhill_speed(res, alpha)
     assert v[-1] == pytest.approx(creep, rel=1e-4)
@@ -202,7 +200,7 @@ def test_uniform_disc_rolls_without_slipping(tan_alpha: float, mu: float) -> Non
     """tan α < 3μ in both cases; in the first tan α > μ, so a block would slide."""
     alpha, v_lim = math.atan(tan_alpha), 0.01
     mech = disc_on_slope(alpha, mu, v_lim)
-    res = with_load_outputs(mt.compile_mechanism(mech), mt.simulate(mech, 0.3, 0.01))
+    res = mt.simulate(mech, 0.3, 0.01)
     v = res["disc.vx"] * math.cos(alpha) - res["disc.vy"] * math.sin(alpha)
     late = res.time > 0.1
     slope = np.polyfit(res.time[late], v[late], 1)[0]
