@@ -148,6 +148,14 @@ def kinematics(mech: Mechanism | System, t: F, opts: KinematicsOptions | None = 
                   system.mechanism.source, warns + sw.warnings)
 
 
+def multipliers(system: System, t: F, q: F, v: F, a: F, jinv: F,
+                inputs: dict[str, float] | None = None) -> F:
+    """λ (B, m) from Cqᵀ·λ = Q − M·a, with ``jinv`` (B, n, m) the (pseudo-)inverse Jacobians of the
+    sweep (minimum-norm λ with redundant constraints)."""
+    rhs = system.forces_batch(q, v, t, inputs) - np.einsum("bij,bj->bi", system.mass_matrix_batch(q), a)
+    return np.einsum("bji,bj->bi", jinv, rhs)
+
+
 def inverse_dynamics(mech: Mechanism | System, t: F, opts: KinematicsOptions | None = None,
                      progress: ProgressFn | None = None) -> Result:
     """Kinematics plus joint reactions and driver efforts from M·a + Cqᵀ·λ = Q at the times ``t``.
@@ -158,10 +166,7 @@ def inverse_dynamics(mech: Mechanism | System, t: F, opts: KinematicsOptions | N
     opts = opts or KinematicsOptions()
     warns = _require_dof0(system, "inverse dynamics", opts)
     sw = _blocked_sweep(system, t, opts, progress)
-    M = system.mass_matrix_batch(sw.q)
-    Q = system.forces_batch(sw.q, sw.v, sw.t)
-    rhs = Q - np.einsum("bij,bj->bi", M, sw.a)
-    lam = np.einsum("bji,bj->bi", sw.jinv, rhs)  # Cqᵀ·λ = Q − M·a
+    lam = multipliers(system, sw.t, sw.q, sw.v, sw.a, sw.jinv)
     Cq = sw.Cq
     cols = {"time": sw.t, **kinematic_columns(system, sw.q, sw.v, sw.a),
             **reaction_columns(system, sw.q, Cq, lam)}

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..analysis import multipliers
 from ..kinematics import (
     KinematicsOptions,
     assemble,
@@ -179,9 +180,7 @@ class TorqueEstimator:
             _, _, Ct = self.system.evaluate_batch(q, t)
         v, a, solver = velocity_acceleration(self.system, q, t, Cq, Ct)
         assert solver is not None
-        M = self.system.mass_matrix_batch(q)
-        Q = self.system.forces_batch(q, v, t)
-        lam = np.einsum("bji,bj->bi", solver.inv, Q - np.einsum("bij,bj->bi", M, a))
+        lam = multipliers(self.system, t, q, v, a, solver.inv)
         effort = reaction_columns(self.system, q, Cq, lam)[f"{DRIVER}.effort"]
         self.q, self.v, self.a, self.t_last = q[-1], v[-1], a[-1], float(t[-1])
         if not np.isfinite(effort).all():
