@@ -1,6 +1,12 @@
-"""The compiled stepper: the same interface as ``dynamics.Stepper`` over the numba kernels and
-the compiled DOP853 integrator. Chosen by ``SolverOptions(backend="auto")`` when the mechanism and
-options are supported (``compiled_model.Unsupported`` otherwise)."""
+"""The compiled stepper: the same interface as ``dynamics.Stepper`` over the numba kernels and the
+continuous DOP853 integration of ``nb_stepper``. Chosen by ``SolverOptions(backend="auto")`` when
+the mechanism and options are supported (``compiled_model.Unsupported`` otherwise).
+
+While the inputs stay the same the integrator keeps its own step sizes across calls and serves
+communication points from its dense output (projected onto the constraints); a changed input
+restarts it at the current point, with the next call's steps ending exactly at its target. The
+whole integrator state is one float array (``nb_stepper``), exported bit for bit.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import nb_dop853 as nd
+from . import nb_stepper as ns
 from .compiled_model import Unsupported, pack
-from .nb_solve import accelerations, output_vector, reactions
+from .nb_flat import flatten
 
 F = NDArray[Any]
 _FAILURES = {nd.FAIL_STEP: "required step size became too small",
@@ -29,69 +36,72 @@ class CompiledStepper:
             raise Unsupported(f"method {opts.method} (the compiled path integrates with DOP853)")
         baum = (opts.baumgarte_alpha, opts.baumgarte_beta) if opts.drift == "baumgarte" else None
         self.model, self.joints = pack(dyn.system, dyn.rows, baum)
+        self._ib, self._fb = flatten(self.model, self.joints)
         self.dyn, self.opts = dyn, opts
-        self._advance_opts = (float(opts.rtol), float(opts.atol), float(opts.max_step), opts.drift == "projection",
-                              float(opts.projection_tol), int(opts.max_steps))
+        ny = len(y0)
+        self._wb = np.zeros(ns.scratch_size(self.model, ny))
+        self._ob = np.array([opts.rtol, opts.atol, opts.max_step, float(opts.drift == "projection"),
+                             opts.projection_tol, float(opts.max_steps), float(opts.energy_error_control)])
         self.names = list(dyn.system.input_names)
         self.inputs = dict(inputs)
         self._u = self._input_array()
-        self.t, self.y = float(t0), np.array(y0, dtype=float)
-        self.f = self._rhs()
-        self.h_abs = float(nd.initial_step(self.t, self.y, self.f, self._u, self.model, opts.rtol, opts.atol,
-                                           opts.max_step))
-        self.steps = 0
+        self._S = np.zeros(ns.state_size(ny))
+        self._clip = False
+        self._out: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
+        self.reset_state(t0, y0)
+
+    @property
+    def t(self) -> float:
+        return float(self._S[0])
+
+    @property
+    def y(self) -> F:
+        """State at ``t`` (a view: q, v, energy integrals)."""
+        ny = (len(self._S) - ns.HS) // 11
+        return self._S[ns.HS + 3 * ny:ns.HS + 4 * ny]
+
+    @property
+    def steps(self) -> int:
+        return int(self._S[4])
 
     def _input_array(self) -> F:
         return np.array([float(self.inputs.get(k, 0.0)) for k in self.names] or [0.0])
-
-    def _rhs(self) -> F:
-        dy, _ = nd.rhs(self.t, self.y, self._u, self.model)
-        return np.asarray(dy)
 
     def set_inputs(self, inputs: dict[str, float]) -> None:
         if inputs != self.inputs:
             self.inputs = dict(inputs)
             self._u = self._input_array()
-            self.f = self._rhs()
+            self._clip = True
+            ns.restart(self._S, self._u, self._ib, self._fb, self._wb)
 
     def advance_to(self, t_end: float) -> None:
-        if t_end <= self.t:
-            return
-        t, y, f, h, steps, status = nd.advance(self.t, self.y, self.f, self.h_abs, float(t_end), self._u,
-                                               self.model, *self._advance_opts)
-        self.t, self.y, self.f, self.h_abs = t, y, f, h
-        self.steps += steps
+        status = ns.advance(self._S, float(t_end), self._u, self._clip, self._ib, self._fb, self._wb, self._ob)
+        self._clip = False
         if status != nd.OK:
             from .dynamics import SolverFailure
 
             raise SolverFailure(f"integration failed at t={self.t:.9g} s: {_FAILURES[status]}", time=self.t)
 
-    def evaluate(self) -> tuple[F, F, F, float, F]:
-        """a, λ, joint reactions (n_joints, 3), elastic energy and C at the current point."""
-        n = self.model[0]
-        q, v = self.y[:n], self.y[n:2 * n]
-        a, lam, el, _, _, C, Jv, _, _ = accelerations(self.t, q, v, self._u, self.model)
-        return a, lam, reactions(q, lam, Jv, self.model[3], self.joints, n), float(el), C
-
     def output_vector(self, react_idx: NDArray[np.intp], effort_rows: NDArray[np.intp], e0: float) -> F:
         """Every Simulator output at the current point, in port order (see nb_solve.output_vector)."""
-        return np.asarray(output_vector(self.t, self.y, self._u, self.model, self.joints,
-                                        np.asarray(react_idx, dtype=np.int64),
-                                        np.asarray(effort_rows, dtype=np.int64), float(e0)))
+        if self._out is None:
+            self._out = (np.ascontiguousarray(react_idx, dtype=np.int64).reshape(-1, 2),
+                         np.ascontiguousarray(effort_rows, dtype=np.int64))
+        return np.asarray(ns.outputs(self._S, self._u, self._ib, self._fb, self._wb, *self._out, float(e0)))
 
     def export(self) -> dict[str, object]:
-        return {"t": self.t, "y": [float(x) for x in self.y], "f": [float(x) for x in self.f],
-                "h_abs": self.h_abs, "steps": self.steps, "inputs": dict(self.inputs)}
+        return {"S": self._S.tolist(), "clip": self._clip, "inputs": dict(self.inputs)}
 
     def restore(self, data: dict[str, Any]) -> None:
-        self.t, self.y = float(data["t"]), np.array(data["y"], dtype=float)
-        self.f, self.h_abs = np.array(data["f"], dtype=float), float(data["h_abs"])
-        self.steps, self.inputs = int(data["steps"]), dict(data["inputs"])
+        S = np.array(data["S"], dtype=float)
+        if S.shape != self._S.shape:
+            raise ValueError("the saved integrator state does not fit this mechanism")
+        self._S[:] = S
+        self._clip, self.inputs = bool(data["clip"]), dict(data["inputs"])
         self._u = self._input_array()
 
     def reset_state(self, t: float, y: F) -> None:
         """Restart from (t, y) with a fresh initial step (the model stays packed)."""
-        o = self.opts
-        self.t, self.y = float(t), np.array(y, dtype=float)
-        self.f = self._rhs()
-        self.h_abs = float(nd.initial_step(self.t, self.y, self.f, self._u, self.model, o.rtol, o.atol, o.max_step))
+        ns.start(self._S, float(t), np.ascontiguousarray(y, dtype=float), self._u, self._ib, self._fb, self._wb,
+                 self._ob)
+        self._clip = False

@@ -1,9 +1,9 @@
 """Keep numba's on-disk cache consistent across the compiled modules.
 
 numba re-validates a cached function against its *own* source file only. The compiled path inlines
-helpers across ``nb_kernels``, ``nb_solve`` and ``nb_dop853`` (``inline="always"``), so a change in
+helpers across the ``nb_*`` modules (``inline="always"``), so a change in
 one of them would leave stale machine code in the cache of the others — after an upgrade of the
-package, for instance. :func:`guard` stamps the cache folder with a digest of all three sources and
+package, for instance. :func:`guard` stamps the cache folder with a digest of all their sources and
 numba's version and removes every cached ``nb_*`` entry when the stamp differs.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import numba
 
-MODULES = ("nb_kernels.py", "nb_solve.py", "nb_dop853.py")
+MODULES = ("nb_kernels.py", "nb_solve.py", "nb_dop853.py", "nb_flat.py", "nb_stepper.py")
 STAMP = "mbsd_twin_nb.stamp"
 
 

@@ -3,8 +3,8 @@
 Step-size control follows the standard scheme (Hairer, Nørsett & Wanner): error norm from the
 5th- and 3rd-order embedded estimates, safety factor 0.9, step factor bounded to [0.2, 10], no
 increase right after a rejected step. The Butcher tableau is taken from scipy's DOP853 tables, so
-both integrators use the same method. Positions and velocities are projected onto the constraints
-after every accepted step when asked.
+both integrators use the same method. The stepping itself (with projection and dense output) is
+in ``nb_stepper``.
 
 State y = [q (n), v (n), E_diss, W_in, W_con]; see ``dynamics.py``.
 """
@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 from scipy.integrate._ivp import dop853_coefficients as _tab
 
-from .nb_solve import accelerate, project, workspace
+from .nb_solve import accelerate, workspace
 
 TAB_A = np.ascontiguousarray(_tab.A[:_tab.N_STAGES, :_tab.N_STAGES])
 TAB_B = np.ascontiguousarray(_tab.B)
@@ -25,6 +25,7 @@ TAB_C = np.ascontiguousarray(_tab.C[:_tab.N_STAGES])
 TAB_E3 = np.ascontiguousarray(_tab.E3)
 TAB_E5 = np.ascontiguousarray(_tab.E5)
 N_STAGES = _tab.N_STAGES
+N_QUAD = 3  # E_diss, W_in, W_con (see _error_norm)
 
 OK, FAIL_STEP, FAIL_SOLVE, FAIL_PROJECT, FAIL_MAX_STEPS = 0, -1, -2, -3, -4
 
@@ -105,11 +106,14 @@ def _stages(t, y, f, h, inputs, model, K, ws, ys, y_new):  # noqa: ANN001
 
 
 @njit(cache=True)
-def _error_norm(K, h, y, y_new, rtol, atol):  # noqa: ANN001
+def _error_norm(K, h, y, y_new, rtol, atol, n_ctrl):  # noqa: ANN001
+    """scipy's DOP853 error norm over the first ``n_ctrl`` components: all of them, or without the
+    last N_QUAD (the energy integrals, quadratures of the state) when their error control is off,
+    as CVODES allows (the numpy path then gives them an infinite atol: the same norm)."""
     n5, n3 = 0.0, 0.0
-    for i in range(K.shape[1]):
+    for i in range(n_ctrl):
         e5, e3 = 0.0, 0.0
-        for j in range(K.shape[0]):
+        for j in range(TAB_E5.shape[0]):  # K may hold extra (dense-output) stages below
             e5 += TAB_E5[j] * K[j, i]
             e3 += TAB_E3[j] * K[j, i]
         sc = atol + max(abs(y[i]), abs(y_new[i])) * rtol
@@ -118,60 +122,3 @@ def _error_norm(K, h, y, y_new, rtol, atol):  # noqa: ANN001
     if n5 == 0.0 and n3 == 0.0:
         return 0.0
     return abs(h) * n5 / math.sqrt((n5 + 0.01 * n3) * K.shape[1])
-
-
-@njit(cache=True)
-def _project_step(t, y, f, inputs, model, ptol, ws, y_p, f_p):  # noqa: ANN001
-    """Project y into y_p and evaluate f_p there; status OK, FAIL_PROJECT or FAIL_SOLVE."""
-    y_p[:] = y
-    if not project(t, y_p, model, ptol, ws):
-        return FAIL_PROJECT
-    if not rhs_into(t, y_p, inputs, model, ws, f_p):
-        return FAIL_SOLVE
-    return OK
-
-
-@njit(cache=True)
-def advance(t, y, f, h_abs, t_end, inputs, model, rtol, atol, max_step, proj, ptol, max_steps):  # noqa: ANN001
-    """Integrate from t to exactly t_end. Returns (t, y, f, h_abs, steps, status)."""
-    ny = y.shape[0]
-    K = np.empty((N_STAGES + 1, ny))
-    ws = workspace(model)
-    y, f = y.copy(), f.copy()
-    ys, y_new, f_p = np.empty(ny), np.empty(ny), np.empty(ny)
-    steps = 0
-    while t < t_end:
-        if steps >= max_steps:
-            return t, y, f, h_abs, steps, FAIL_MAX_STEPS
-        min_step = 10.0 * (np.nextafter(t, np.inf) - t)
-        h_abs = min(max(h_abs, min_step), max_step)
-        rejected = False
-        while True:
-            if h_abs < min_step:
-                return t, y, f, h_abs, steps, FAIL_STEP
-            t_new = min(t + h_abs, t_end)
-            h = t_new - t
-            fine = _stages(t, y, f, h, inputs, model, K, ws, ys, y_new)
-            err = _error_norm(K, h, y, y_new, rtol, atol) if fine else np.inf
-            if err < 1.0:
-                factor = 10.0 if err == 0.0 else min(10.0, 0.9 * err ** (-1.0 / 8.0))
-                if rejected:
-                    factor = min(1.0, factor)
-                h_abs = h * factor
-                break
-            h_abs = h * max(0.2, 0.9 * err ** (-1.0 / 8.0)) if math.isfinite(err) else 0.5 * h
-            rejected = True
-        t = t_new
-        y, y_new = y_new, y
-        f[:] = K[N_STAGES]
-        steps += 1
-        if proj:
-            status = _project_step(t, y, f, inputs, model, ptol, ws, ys, f_p)
-            if status == FAIL_PROJECT:
-                return t, y, f, h_abs, steps, status
-            y, ys = ys, y
-            f, f_p = f_p, f
-            if status != OK:
-                return t, y, f, h_abs, steps, status
-    return t, y, f, h_abs, steps, OK
-

@@ -299,12 +299,13 @@ def energies(q, v, bodies):  # noqa: ANN001
 
 
 @njit(cache=True)
-def output_vector(t, y, inputs, model, joints, react_idx, effort_rows, e0):  # noqa: ANN001
+def output_vector(t, y, inputs, model, joints, react_idx, effort_rows, e0, ws):  # noqa: ANN001
     """Every Simulator output in port order: per body x, y, θ, vx, vy, ω, ax, ay, α; reactions;
-    driver efforts; energy terms; position residual."""
+    driver efforts; energy terms; position residual (``ws``: scratch from ``workspace``)."""
     n = model[0]
     q, v = y[:n], y[n:2 * n]
-    a, lam, el, _, _, C, Jv, _, _ = accelerations(t, q, v, inputs, model)
+    el, _, _, _ = accelerate(t, q, v, inputs, model, ws)
+    a, lam, C, Jv = ws[11], ws[10], ws[3], ws[4]
     react = reactions(q, lam, Jv, model[3], joints, n)
     nb = n // 3
     out = np.empty(9 * nb + react_idx.shape[0] + effort_rows.shape[0] + 9)

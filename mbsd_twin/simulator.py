@@ -41,7 +41,7 @@ from .ports import (
 from .system import compile_mechanism
 
 F = NDArray[Any]
-STATE_FORMAT = "mbsd-twin-state/1"
+STATE_FORMAT = "mbsd-twin-state/2"
 
 
 class Simulator:

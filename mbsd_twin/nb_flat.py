@@ -1,0 +1,113 @@
+"""Flat buffers for the compiled path: the packed model in one int64 and one float64 array.
+
+Calling a compiled function from Python costs a type dispatch and an unboxing per argument; the
+packed model is a nested tuple of some forty arrays, which made each call cost about 2.5 µs — more
+than a right-hand side. :func:`flatten` copies the model and the joint table into two buffers
+(``ib``, ``fb``); the compiled entry points rebuild the tuple inside numba with
+:func:`unflatten` (array views, no copy), so a call passes a handful of arrays.
+
+``ib`` layout: ``HEAD`` scalars (n, m, band width, the six constraint groups' first rows), then
+(start, rows, columns) of each int array and of each float array, then the int data; the float
+data fill ``fb``. Scratch arrays come from one float buffer too (:func:`workspace_size`,
+:func:`workspace_in`), allocated once per stepper instead of once per call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+HEAD = 9
+N_INT, N_FLOAT = 20, 17
+
+
+def flatten(model: tuple[Any, ...], joints: tuple[Any, ...]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
+    """(ib, fb) holding ``model`` and ``joints`` (see ``compiled_model.pack``)."""
+    n, m, cons, Jc, bodies, loads, sd, baum = model
+    ints = [g[1] for g in cons] + [Jc] + [g[0] for g in loads] + list(sd[:4]) + list(joints[:4])
+    floats = [g[2] for g in cons] + list(bodies) + [g[1] for g in loads] + [baum, joints[4]]
+    assert len(ints) == N_INT and len(floats) == N_FLOAT
+    head = [int(n), int(m), int(sd[4]), *(int(g[0]) for g in cons)]
+    table: list[int] = []
+    start = HEAD + 3 * (N_INT + N_FLOAT)
+    for a in ints:
+        table += [start, a.shape[0], a.size // max(a.shape[0], 1) if a.ndim == 2 else 1]
+        start += a.size
+    fstart = 0
+    for a in floats:
+        table += [fstart, a.shape[0], a.size // max(a.shape[0], 1) if a.ndim == 2 else 1]
+        fstart += a.size
+    ib = np.concatenate([np.array(head + table, dtype=np.int64)] + [np.ravel(a).astype(np.int64) for a in ints])
+    fb = np.concatenate([np.zeros(0)] + [np.ravel(a).astype(float) for a in floats])
+    return ib, fb
+
+
+@njit(cache=True, inline="always")
+def _i2(ib, k):  # noqa: ANN001
+    e = HEAD + 3 * k
+    s, r, c = ib[e], ib[e + 1], ib[e + 2]
+    return ib[s:s + r * c].reshape((r, c))
+
+
+@njit(cache=True, inline="always")
+def _i1(ib, k):  # noqa: ANN001
+    e = HEAD + 3 * k
+    return ib[ib[e]:ib[e] + ib[e + 1]]
+
+
+@njit(cache=True, inline="always")
+def _f2(ib, fb, k):  # noqa: ANN001
+    e = HEAD + 3 * (N_INT + k)
+    s, r, c = ib[e], ib[e + 1], ib[e + 2]
+    return fb[s:s + r * c].reshape((r, c))
+
+
+@njit(cache=True, inline="always")
+def _f1(ib, fb, k):  # noqa: ANN001
+    e = HEAD + 3 * (N_INT + k)
+    return fb[ib[e]:ib[e] + ib[e + 1]]
+
+
+@njit(cache=True, inline="always")
+def unflatten(ib, fb):  # noqa: ANN001
+    """(model, joints) as views into the buffers; the same structure as ``compiled_model.pack``."""
+    cons = ((ib[3], _i2(ib, 0), _f2(ib, fb, 0)), (ib[4], _i2(ib, 1), _f2(ib, fb, 1)),
+            (ib[5], _i2(ib, 2), _f2(ib, fb, 2)), (ib[6], _i2(ib, 3), _f2(ib, fb, 3)),
+            (ib[7], _i2(ib, 4), _f2(ib, fb, 4)), (ib[8], _i2(ib, 5), _f2(ib, fb, 5)))
+    bodies = (_f1(ib, fb, 6), _f1(ib, fb, 7), _f2(ib, fb, 8), _f1(ib, fb, 9))
+    loads = ((_i2(ib, 7), _f2(ib, fb, 10)), (_i2(ib, 8), _f2(ib, fb, 11)), (_i2(ib, 9), _f2(ib, fb, 12)),
+             (_i2(ib, 10), _f2(ib, fb, 13)), (_i2(ib, 11), _f2(ib, fb, 14)))
+    sd = (_i1(ib, 12), _i1(ib, 13), _i1(ib, 14), _i2(ib, 15), ib[2])
+    model = (ib[0], ib[1], cons, _i2(ib, 6), bodies, loads, sd, _f1(ib, fb, 15))
+    joints = (_i1(ib, 16), _i1(ib, 17), _i1(ib, 18), _i1(ib, 19), _f2(ib, fb, 16))
+    return model, joints
+
+
+@njit(cache=True)
+def workspace_size(n, m, width, n_active, bw):  # noqa: ANN001
+    """Length of the float buffer :func:`workspace_in` carves (same order, same sizes)."""
+    nb = n // 3
+    return 4 * (n + 3) + 4 * m + m * width + 18 * nb + 3 * n + n_active * (bw + 2)
+
+
+@njit(cache=True, inline="always")
+def workspace_in(wb, model):  # noqa: ANN001
+    """The scratch arrays of ``nb_solve.workspace`` as views into ``wb``."""
+    n, m, Jc, sd = model[0], model[1], model[3], model[6]
+    ma, bw, w, nb = sd[0].shape[0], sd[4], Jc.shape[1], n // 3
+    o1, o2, o3 = n + 3, 2 * (n + 3), 3 * (n + 3)
+    o4 = o3 + m
+    o5 = o4 + m * w
+    o6, o7 = o5 + m, o5 + 2 * m
+    o8 = o7 + 9 * nb
+    o9 = o8 + 9 * nb
+    o10 = o9 + n + 3
+    o11 = o10 + m
+    o12, o13, o14 = o11 + n, o11 + 2 * n, o11 + 3 * n
+    o15 = o14 + ma
+    return (wb[0:o1], wb[o1:o2], wb[o2:o3], wb[o3:o4], wb[o4:o5].reshape((m, w)), wb[o5:o6], wb[o6:o7],
+            wb[o7:o8].reshape((nb, 3, 3)), wb[o8:o9].reshape((nb, 3, 3)), wb[o9:o10], wb[o10:o11],
+            wb[o11:o12], wb[o12:o13], wb[o13:o14], wb[o14:o15], wb[o15:o15 + ma * (bw + 1)].reshape((ma, bw + 1)))

@@ -1,0 +1,227 @@
+"""Compiled integration that continues across communication points, with DOP853 dense output.
+
+A co-simulation step is usually shorter than the step the error control allows (1 ms against
+several ms for the slider crank at rtol 1e-8). Clipping every internal step to the communication
+point would multiply the work; instead, while the inputs stay the same, the integrator keeps its
+own steps and a communication point inside the last step is served by the method's 7th-order dense
+output (scipy's DOP853 interpolant: three extra stages per step that needs it), projected onto the
+position and velocity constraints. The projected output state is never fed back, so with unchanged
+inputs the internal steps — and the trajectory — do not depend on the communication grid at all.
+When an input changes, the step beyond the current time is dropped and integration restarts from
+the output state, with steps clipped to the next communication point (``clip``) until the inputs
+hold still again.
+
+All of it lives in one float64 array ``S`` (``state_size``), so ``S`` is the complete state:
+
+    S[0] t       output time (the last communication point reached)
+    S[1] t_old   start of the last accepted internal step
+    S[2] t_new   its end, where integration continues
+    S[3] h_abs   next internal step size
+    S[4]         accepted internal steps so far
+    S[5]         1 when F holds the dense output of [t_old, t_new]
+    then y_new, f_new (state and derivative at t_new, projected), y_old (at t_old), y_out (at t),
+    F (7 × ny dense-output coefficients).
+
+The model comes as flat buffers (``nb_flat``); ``wb`` is scratch, ``ob`` the options
+(rtol, atol, max_step, projection 0/1, projection tolerance, max steps per call, energy error
+control 0/1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numba import njit
+from scipy.integrate._ivp import dop853_coefficients as _tab
+
+from . import nb_dop853 as nd
+from .nb_flat import unflatten, workspace_in, workspace_size
+from .nb_solve import output_vector, project
+
+HS = 8
+N_EXT = _tab.N_STAGES_EXTENDED
+A_EXT = np.ascontiguousarray(_tab.A)
+C_EXT = np.ascontiguousarray(_tab.C)
+D = np.ascontiguousarray(_tab.D)
+OK, FAIL_STEP, FAIL_SOLVE, FAIL_PROJECT, FAIL_MAX_STEPS = nd.OK, nd.FAIL_STEP, nd.FAIL_SOLVE, nd.FAIL_PROJECT, \
+    nd.FAIL_MAX_STEPS
+
+
+def state_size(ny: int) -> int:
+    return HS + 11 * ny
+
+
+def scratch_size(model: tuple[Any, ...], ny: int) -> int:
+    n, m, Jc, sd = model[0], model[1], model[3], model[6]
+    return int(workspace_size(n, m, Jc.shape[1], sd[0].shape[0], sd[4])) + (N_EXT + 3) * ny
+
+
+@njit(cache=True, inline="always")
+def _views(S):  # noqa: ANN001
+    ny = (S.shape[0] - HS) // 11
+    o = HS
+    return (S[o:o + ny], S[o + ny:o + 2 * ny], S[o + 2 * ny:o + 3 * ny], S[o + 3 * ny:o + 4 * ny],
+            S[o + 4 * ny:o + 11 * ny].reshape((7, ny)))
+
+
+@njit(cache=True, inline="always")
+def _scratch(wb, model, ny):  # noqa: ANN001
+    n, m, Jc, sd = model[0], model[1], model[3], model[6]
+    o = workspace_size(n, m, Jc.shape[1], sd[0].shape[0], sd[4])
+    K = wb[o:o + N_EXT * ny].reshape((N_EXT, ny))
+    o += N_EXT * ny
+    return workspace_in(wb, model), K, wb[o:o + ny], wb[o + ny:o + 2 * ny]
+
+
+@njit(cache=True)
+def start(S, t0, y0, u, ib, fb, wb, ob):  # noqa: ANN001
+    """Fill S from (t0, y0) with a fresh initial step size; False if f(t0, y0) failed."""
+    model, _ = unflatten(ib, fb)
+    y_new, f_new, y_old, y_out, _F = _views(S)
+    ws, _K, _ys, _yr = _scratch(wb, model, y0.shape[0])
+    y_new[:] = y0
+    y_old[:] = y0
+    y_out[:] = y0
+    S[0] = S[1] = S[2] = t0
+    S[4] = S[5] = 0.0
+    ok = nd.rhs_into(t0, y_new, u, model, ws, f_new)
+    S[3] = nd.initial_step(t0, y_new, f_new, u, model, ob[0], ob[1], ob[2])
+    return ok
+
+
+@njit(cache=True)
+def restart(S, u, ib, fb, wb):  # noqa: ANN001
+    """Continue from (t, y_out) with new inputs: the rest of the last step is dropped."""
+    model, _ = unflatten(ib, fb)
+    y_new, f_new, _y_old, y_out, _F = _views(S)
+    ws, _K, _ys, _yr = _scratch(wb, model, y_new.shape[0])
+    y_new[:] = y_out
+    S[1] = S[2] = S[0]
+    S[5] = 0.0
+    return nd.rhs_into(S[0], y_new, u, model, ws, f_new)
+
+
+@njit(cache=True, inline="always")
+def _step(S, u, model, ws, K, ys, yr, t_limit, ob):  # noqa: ANN001
+    """One accepted step from t_new (retrying with smaller steps); y_old ← y_new, y_new ← the
+    projected result. Returns a status."""
+    y_new, f_new, y_old, _y_out, _F = _views(S)
+    rtol, atol, max_step, ptol = ob[0], ob[1], ob[2], ob[4]
+    n_ctrl = y_new.shape[0] - (0 if ob[6] > 0.0 else nd.N_QUAD)
+    t = S[2]
+    min_step = 10.0 * (np.nextafter(t, np.inf) - t)
+    h_abs = min(max(S[3], min_step), max_step)
+    rejected = False
+    while True:
+        if h_abs < min_step:
+            return FAIL_STEP
+        t_next = min(t + h_abs, t_limit)
+        h = t_next - t
+        fine = nd._stages(t, y_new, f_new, h, u, model, K, ws, ys, yr)
+        err = nd._error_norm(K, h, y_new, yr, rtol, atol, n_ctrl) if fine else np.inf
+        if err < 1.0:
+            factor = 10.0 if err == 0.0 else min(10.0, 0.9 * err ** (-1.0 / 8.0))
+            S[3] = h * (min(1.0, factor) if rejected else factor)
+            break
+        h_abs = h * max(0.2, 0.9 * err ** (-1.0 / 8.0)) if math.isfinite(err) else 0.5 * h
+        rejected = True
+    y_old[:] = y_new
+    y_new[:] = yr
+    S[1], S[2], S[5] = t, t_next, 0.0
+    S[4] += 1.0
+    if ob[3] > 0.0:
+        if not project(t_next, y_new, model, ptol, ws):
+            return FAIL_PROJECT
+        if not nd.rhs_into(t_next, y_new, u, model, ws, f_new):
+            return FAIL_SOLVE
+    else:
+        f_new[:] = K[nd.N_STAGES]
+    return OK
+
+
+@njit(cache=True, inline="always")
+def _dense(S, u, model, ws, K, ys, yr):  # noqa: ANN001
+    """F from the stages of the last step (K, unprojected end yr): three extra stages."""
+    _y_new, _f_new, y_old, _y_out, F = _views(S)
+    t_old, h = S[1], S[2] - S[1]
+    ny = y_old.shape[0]
+    ok = True
+    for s in range(nd.N_STAGES + 1, N_EXT):
+        for i in range(ny):
+            acc = 0.0
+            for j in range(s):
+                acc += A_EXT[s, j] * K[j, i]
+            ys[i] = y_old[i] + h * acc
+        ok = nd.rhs_into(t_old + C_EXT[s] * h, ys, u, model, ws, K[s]) and ok
+    for i in range(ny):
+        dy = yr[i] - y_old[i]
+        F[0, i] = dy
+        F[1, i] = h * K[0, i] - dy
+        F[2, i] = 2.0 * dy - h * (K[nd.N_STAGES, i] + K[0, i])
+        for r in range(D.shape[0]):
+            acc = 0.0
+            for j in range(N_EXT):
+                acc += D[r, j] * K[j, i]
+            F[3 + r, i] = h * acc
+    S[5] = 1.0
+    return ok
+
+
+@njit(cache=True, inline="always")
+def _interpolate(S, t, model, ws, ob):  # noqa: ANN001
+    """y_out ← the dense output at t, projected onto the constraints when asked."""
+    _y_new, _f_new, y_old, y_out, F = _views(S)
+    x = (t - S[1]) / (S[2] - S[1])
+    for i in range(y_old.shape[0]):
+        acc = 0.0
+        for r in range(6, -1, -1):
+            acc += F[r, i]
+            acc *= x if (6 - r) % 2 == 0 else 1.0 - x
+        y_out[i] = y_old[i] + acc
+    S[0] = t
+    if ob[3] > 0.0 and not project(t, y_out, model, ob[4], ws):
+        return FAIL_PROJECT
+    return OK
+
+
+@njit(cache=True)
+def advance(S, t_end, u, clip, ib, fb, wb, ob):  # noqa: ANN001
+    """Bring the output state to t_end (inputs u held). With ``clip`` the internal steps end at
+    t_end; otherwise they run on and t_end is interpolated. On failure the output state is the last
+    accepted step's. Returns a status (nb_dop853.OK or a FAIL_* code)."""
+    if t_end <= S[0]:
+        return OK
+    model, _ = unflatten(ib, fb)
+    y_new, _f_new, _y_old, y_out, _F = _views(S)
+    ws, K, ys, yr = _scratch(wb, model, y_new.shape[0])
+    if S[5] > 0.0 and t_end <= S[2]:
+        return _interpolate(S, t_end, model, ws, ob)
+    limit = t_end if clip else np.inf
+    status, steps = OK, 0
+    while S[2] < t_end:
+        if steps >= ob[5]:
+            status = FAIL_MAX_STEPS
+            break
+        status = _step(S, u, model, ws, K, ys, yr, limit, ob)
+        steps += 1
+        if status != OK:
+            break
+    if status != OK or S[2] == t_end:
+        y_out[:] = y_new
+        S[0], S[5] = S[2], 0.0
+        return status
+    if not _dense(S, u, model, ws, K, ys, yr):
+        y_out[:] = y_new
+        S[0], S[5] = S[2], 0.0
+        return FAIL_SOLVE
+    return _interpolate(S, t_end, model, ws, ob)
+
+
+@njit(cache=True)
+def outputs(S, u, ib, fb, wb, react_idx, effort_rows, e0):  # noqa: ANN001
+    """Every Simulator output at the output state (nb_solve.output_vector)."""
+    model, joints = unflatten(ib, fb)
+    _y_new, _f_new, _y_old, y_out, _F = _views(S)
+    return output_vector(S[0], y_out, u, model, joints, react_idx, effort_rows, e0, workspace_in(wb, model))
