@@ -24,7 +24,7 @@ from typing import Any
 from pythonfmu3 import DefaultExperiment, Float64, Fmi3Causality, Fmi3Slave, Fmi3Status, Fmi3StepResult, Fmi3Variability
 
 from .modeldescription import assemble, naming_convention, unit_definitions
-from .slave_logic import SlaveLogic
+from .slave_logic import Getter, Setter, SlaveLogic
 from .units import DECLARED_TYPES, declared_type
 from .variables import FmuVariable
 
@@ -65,6 +65,8 @@ class MechanismSlave3(SlaveLogic, Fmi3Slave):
     STATUS_ERROR = Fmi3Status.error
     STATUS_DISCARD = Fmi3Status.discard
     STATE_FORMAT = STATE_FORMAT
+    get_float64 = SlaveLogic._get_values  # fmi3GetFloat64 / fmi3SetFloat64 in bulk, not variable by variable
+    set_float64 = SlaveLogic._set_values
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -73,13 +75,7 @@ class MechanismSlave3(SlaveLogic, Fmi3Slave):
                                        variability=Fmi3Variability.continuous, description=TIME.description,
                                        getter=lambda: self._sim.time if self._initialized else self._start_time),
                                nested=False)
-        for v in self._table:
-            getter, setter = self._accessors(v)
-            self.register_variable(
-                Float64(v.name, start=v.start, causality=_CAUSALITY[v.causality],
-                        variability=_VARIABILITY[v.variability], description=v.description, getter=getter,
-                        setter=setter, unit=v.unit),
-                nested=False)
+        self._register_all(_float64)
 
     def setup_experiment(self, start_time: float) -> None:
         self._start_time = float(start_time)
@@ -87,6 +83,11 @@ class MechanismSlave3(SlaveLogic, Fmi3Slave):
     def do_step(self, current_time: float, step_size: float) -> Fmi3StepResult:
         refused = self._step(current_time, step_size)
         return Fmi3StepResult(status=Fmi3Status.ok if refused is None else refused)
+
+
+def _float64(v: FmuVariable, getter: Getter, setter: Setter) -> Float64:
+    return Float64(v.name, start=v.start, causality=_CAUSALITY[v.causality], variability=_VARIABILITY[v.variability],
+                   description=v.description, getter=getter, setter=setter, unit=v.unit)
 
 
 # ------------------------------------------------------------------ modelDescription post-processing

@@ -20,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -37,23 +38,35 @@ def output_names(fmu: str | Path) -> list[str]:
     return [v.name for v in md.modelVariables if v.causality == "output"]
 
 
+def fmpy_signals(start: float, stop: float, step: float,
+                 inputs: Mapping[str, InputProfile] | None) -> NDArray[Any] | None:
+    """fmpy's input table: every profile tabulated at every communication point (None: no inputs)."""
+    if not inputs:
+        return None
+    times = communication_points(start, stop, step)
+    dtype = [("time", np.float64)] + [(n, np.float64) for n in inputs]
+    return np.array([(t, *(f(float(t)) for f in inputs.values())) for t in times], dtype=dtype)
+
+
+def simulate_fmpy(fmu: str | Path, start: float, stop: float, step: float, signals: NDArray[Any] | None = None,
+                  parameters: Mapping[str, float] | None = None, outputs: Sequence[str] | None = None) -> Arrays:
+    """``fmpy.simulate_fmu`` with ``output_interval = step`` (fmpy would pick a coarser
+    communication step otherwise), the input table ``signals`` (:func:`fmpy_signals`) and every
+    output (or ``outputs``) recorded."""
+    from fmpy import simulate_fmu
+
+    res = simulate_fmu(str(fmu), start_time=start, stop_time=stop, step_size=step, output_interval=step,
+                       input=signals, start_values=dict(parameters or {}),
+                       output=list(outputs) if outputs is not None else output_names(fmu), validate=False)
+    return {name: np.asarray(res[name], dtype=float) for name in res.dtype.names}
+
+
 def run_fmpy(fmu: str | Path, start: float, stop: float, step: float,
              inputs: Mapping[str, InputProfile] | None = None,
              parameters: Mapping[str, float] | None = None) -> Arrays:
-    """``fmpy.simulate_fmu`` with ``output_interval = step`` (fmpy would pick a coarser
-    communication step otherwise) and the inputs tabulated at every communication point, so that
-    fmpy hands the FMU exactly ``profile(t)`` at each point."""
-    from fmpy import simulate_fmu
-
-    signals = None
-    if inputs:
-        times = communication_points(start, stop, step)
-        dtype = [("time", np.float64)] + [(n, np.float64) for n in inputs]
-        signals = np.array([(t, *(f(float(t)) for f in inputs.values())) for t in times], dtype=dtype)
-    res = simulate_fmu(str(fmu), start_time=start, stop_time=stop, step_size=step, output_interval=step,
-                       input=signals, start_values=dict(parameters or {}), output=output_names(fmu),
-                       validate=False)
-    return {name: np.asarray(res[name], dtype=float) for name in res.dtype.names}
+    """:func:`simulate_fmpy` with the inputs tabulated at every communication point, so that fmpy
+    hands the FMU exactly ``profile(t)`` at each point."""
+    return simulate_fmpy(fmu, start, stop, step, fmpy_signals(start, stop, step, inputs), parameters)
 
 
 def run_libcosim(fmu: str | Path, stop: float, step: float, inputs: Mapping[str, InputProfile] | None = None,

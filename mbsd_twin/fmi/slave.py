@@ -18,7 +18,7 @@ from typing import Any
 from pythonfmu import DefaultExperiment, Fmi2Causality, Fmi2Initial, Fmi2Slave, Fmi2Variability, Real
 from pythonfmu.enums import Fmi2Status
 
-from .slave_logic import META_FILE, SlaveLogic
+from .slave_logic import META_FILE, Getter, Setter, SlaveLogic
 from .variables import FmuVariable
 
 __all__ = ["META_FILE", "STATE_FORMAT", "MechanismSlave"]
@@ -31,24 +31,18 @@ _VARIABILITY = {"continuous": Fmi2Variability.continuous, "fixed": Fmi2Variabili
 
 
 class MechanismSlave(SlaveLogic, Fmi2Slave):
-    """FMI 2.0 co-simulation slave of the mechanism in the FMU's resources."""
+    """FMI 2.0 co-simulation slave of the mechanism in the FMU's resources (behaviour: SlaveLogic)."""
 
     STATUS_ERROR = Fmi2Status.error
     STATUS_DISCARD = Fmi2Status.discard
     STATE_FORMAT = STATE_FORMAT
+    get_real = SlaveLogic._get_values  # fmi2GetReal / fmi2SetReal in bulk, not variable by variable
+    set_real = SlaveLogic._set_values
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._describe(self._load(self.resources), DefaultExperiment)
-        for v in self._table:
-            self._register(v)
-
-    def _register(self, v: FmuVariable) -> None:
-        getter, setter = self._accessors(v)
-        self.register_variable(
-            Real(v.name, start=v.start, causality=_CAUSALITY[v.causality], variability=_VARIABILITY[v.variability],
-                 initial=_INITIAL.get(v.causality), description=v.description, getter=getter, setter=setter),
-            nested=False)
+        self._register_all(_real)
 
     def setup_experiment(self, start_time: float, stop_time: float | None = None,
                          tolerance: float | None = None) -> None:
@@ -56,3 +50,8 @@ class MechanismSlave(SlaveLogic, Fmi2Slave):
 
     def do_step(self, current_time: float, step_size: float) -> bool:
         return self._step(current_time, step_size) is None
+
+
+def _real(v: FmuVariable, getter: Getter, setter: Setter) -> Real:
+    return Real(v.name, start=v.start, causality=_CAUSALITY[v.causality], variability=_VARIABILITY[v.variability],
+                initial=_INITIAL.get(v.causality), description=v.description, getter=getter, setter=setter)

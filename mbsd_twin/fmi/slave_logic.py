@@ -6,16 +6,27 @@ Simulator is built at the experiment's start time (an invalid value raises there
 naming the parameter); a step advances the persistent Simulator with the inputs held and a
 :class:`~mbsd_twin.SolverFailure` becomes a discarded step with the reason logged; the FMU state is
 the Simulator's full state, so rollback is bit-identical. A subclass mixes it with a PythonFMU slave
-class and sets ``STATUS_ERROR``, ``STATUS_DISCARD`` and ``STATE_FORMAT``.
+class, sets ``STATUS_ERROR``, ``STATUS_DISCARD`` and ``STATE_FORMAT``, registers the variables with
+:meth:`SlaveLogic._register_all` and serves the host's bulk get/set calls (``fmi2GetReal``,
+``fmi3GetFloat64`` …) with :meth:`SlaveLogic._get_values` and :meth:`SlaveLogic._set_values`.
+
+Per communication step a master typically sets every input, steps and reads every output. That
+path avoids PythonFMU's per-variable dispatch: value references map to an input slot or an output
+position once; the outputs come from ONE ``Simulator.output_vector()`` call per instant, kept as a
+list until the time, the state, an input or a parameter changes; inputs are handed to the
+Simulator only when one changed (the Simulator keeps them across steps). A new input is felt at
+once by the feed-through outputs (accelerations, reactions), before the next step.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..dynamics import SolverFailure
 from ..errors import MbsdError, PortError
@@ -36,6 +47,8 @@ class SlaveLogic:
     STATUS_DISCARD: Any
     STATE_FORMAT: str
     log: Callable[..., None]  # provided by the PythonFMU slave class
+    vars: dict[int, Any]  # PythonFMU's registered variables by value reference
+    register_variable: Callable[..., None]
 
     def _load(self, resources: str | None) -> dict[str, Any]:
         """Read the FMU's resources; set up the Simulator and the variable table; the metadata."""
@@ -48,11 +61,21 @@ class SlaveLogic:
                           and v.start is not None}
         self._fixed: dict[str, float] = {}
         self._tunable = {v.name: float(v.start or 0.0) for v in self._table if v.variability == "tunable"}
-        self._inputs = {v.name: float(v.start or 0.0) for v in self._table if v.causality == "input"}
+        self._in_names = [v.name for v in self._table if v.causality == "input"]
+        self._in_values = [float(v.start or 0.0) for v in self._table if v.causality == "input"]
+        self._out_names = [v.name for v in self._table if v.causality == "output"]
         self._start_time = 0.0
         self._initialized = False
-        self._dirty = False
+        self._dirty = False  # held inputs not yet handed to the Simulator
+        self._bind_outputs()
         return meta
+
+    def _bind_outputs(self) -> None:
+        """Where the FMU's outputs sit in ``Simulator.output_vector()`` (None: all of them, in order)."""
+        index = {name: k for k, name in enumerate(self._sim.output_names())}
+        pos = [index[name] for name in self._out_names]
+        self._out_pick = None if pos == list(range(len(index))) else np.array(pos, dtype=np.intp)
+        self._outs: list[float] | None = None  # the outputs at the current instant, once computed
 
     def _describe(self, meta: dict[str, Any], experiment: Callable[..., Any]) -> None:
         """Model name, description, author, version and DefaultExperiment from the metadata
@@ -66,21 +89,69 @@ class SlaveLogic:
                                              step_size=exp.get("step"))
 
     # ------------------------------------------------------------- variables
+    def _register_all(self, make: Callable[[FmuVariable, Getter, Setter], Any]) -> None:
+        """Register every variable of the table (``make`` builds the PythonFMU variable from the
+        table entry, its getter and its setter) and index inputs and outputs by value reference."""
+        self._vr_in: dict[int, int] = {}
+        self._vr_out: dict[int, int] = {}
+        for v in self._table:
+            var = make(v, *self._accessors(v))
+            self.register_variable(var, nested=False)
+            if v.causality == "input":
+                self._vr_in[var.value_reference] = len(self._vr_in)
+            elif v.causality == "output":
+                self._vr_out[var.value_reference] = len(self._vr_out)
+        self._in_vrs = list(self._vr_in)
+        self._out_vrs = list(self._vr_out)
+
     def _accessors(self, v: FmuVariable) -> tuple[Getter, Setter]:
         name = v.name
         if v.causality == "input":
-            return (lambda: self._inputs[name]), (lambda x: self._set_input(name, x))
+            k = self._in_names.index(name)
+            return (lambda: self._in_values[k]), (lambda x: self._set_input(k, x))
         if v.causality == "output":
-            return (lambda: self._output(name)), None
+            k = self._out_names.index(name)
+            return (lambda: self._outputs()[k]), None
         if v.variability == "tunable":
             return (lambda: self._tunable[name]), (lambda x: self._set_tunable(name, x))
         return (lambda: self._fixed.get(name, self._defaults[name])), (lambda x: self._set_fixed(name, x))
 
-    def _set_input(self, name: str, value: float) -> None:
+    def _get_values(self, vrs: Sequence[int]) -> list[float]:
+        """The host's bulk read (``fmi2GetReal``, ``fmi3GetFloat64``): every output at once in
+        registration order is one list copy; anything else goes variable by variable (a value
+        reference that is not registered raises KeyError, as in PythonFMU)."""
+        if vrs == self._out_vrs:
+            return self._outputs()[:]
+        values = []
+        for vr in vrs:
+            k = self._vr_out.get(vr)
+            values.append(self._outputs()[k] if k is not None else float(self.vars[vr].getter()))
+        return values
+
+    def _set_values(self, vrs: Sequence[int], values: Sequence[float]) -> None:
+        """The host's bulk write (``fmi2SetReal``, ``fmi3SetFloat64``; scalars only): every input
+        at once in registration order is one list comparison; anything else goes through the
+        variable's setter (outputs have none: TypeError, as in PythonFMU)."""
+        if vrs == self._in_vrs:
+            new = [float(x) for x in values]
+            if new != self._in_values:
+                self._in_values = new
+                self._dirty = True
+                self._outs = None
+            return
+        for vr, x in zip(vrs, values, strict=True):
+            k = self._vr_in.get(vr)
+            if k is None:
+                self.vars[vr].setter(x)
+            else:
+                self._set_input(k, x)
+
+    def _set_input(self, k: int, value: float) -> None:
         value = float(value)
-        if value != self._inputs[name]:
-            self._inputs[name] = value
+        if value != self._in_values[k]:
+            self._in_values[k] = value
             self._dirty = True
+            self._outs = None
 
     def _set_fixed(self, name: str, value: float) -> None:
         if self._initialized:
@@ -95,33 +166,43 @@ class SlaveLogic:
             except MbsdError as exc:
                 self.log(str(exc), self.STATUS_ERROR)
                 raise
+            self._outs = None
         self._tunable[name] = value
 
     def _push_inputs(self) -> None:
-        """Hand the held inputs to the Simulator (raises PortError for a non-finite value)."""
-        for name, value in self._inputs.items():
-            self._sim.set_input(name, value)
-
-    def _output(self, name: str) -> float:
+        """Hand the held inputs to the Simulator if one changed (raises PortError for a
+        non-finite value; the inputs then stay pending)."""
         if self._dirty:
+            for name, value in zip(self._in_names, self._in_values, strict=True):
+                self._sim.set_input(name, value)
+            self._dirty = False
+
+    def _outputs(self) -> list[float]:
+        """The FMU's outputs at the current instant (with the held inputs), from one
+        ``Simulator.output_vector()`` call, kept until the time, the state, an input or a parameter
+        changes. Every output is NaN while an input is invalid (non-finite)."""
+        outs = self._outs
+        if outs is None:
             try:
                 self._push_inputs()
             except PortError:
-                return math.nan
-            self._dirty = False
-        return self._sim.get_output(name)
+                return [math.nan] * len(self._out_names)
+            vec = self._sim.output_vector()
+            outs = self._outs = (vec if self._out_pick is None else vec[self._out_pick]).tolist()
+        return outs
 
     # ------------------------------------------------------------ life cycle
     def exit_initialization_mode(self) -> None:
         changed = {n: v for n, v in self._fixed.items() if v != self._defaults[n]}
         try:
-            self._sim = build_simulator(self._mech, changed, self._tunable, self._start_time, self._inputs,
-                                        base=self._sim)
+            self._sim = build_simulator(self._mech, changed, self._tunable, self._start_time,
+                                        dict(zip(self._in_names, self._in_values, strict=True)), base=self._sim)
         except MbsdError as exc:
             self.log(str(exc), self.STATUS_ERROR)
             raise
         self._initialized = True
         self._dirty = True
+        self._bind_outputs()
 
     def _step(self, current_time: float, step_size: float) -> Any:
         """Advance to ``current_time + step_size``: None when done, else the status (error or
@@ -133,6 +214,7 @@ class SlaveLogic:
         if abs(current_time - t) > 1e-9 * max(1.0, abs(t)):
             self.log(f"doStep from t={current_time!r} s but the FMU is at t={t!r} s", self.STATUS_DISCARD)
             return self.STATUS_DISCARD
+        self._outs = None
         try:
             self._push_inputs()
             self._sim.advance_to(current_time + step_size)
@@ -140,12 +222,12 @@ class SlaveLogic:
             self.log(f"doStep from t={current_time!r} s by {step_size!r} s discarded: {exc}", self.STATUS_DISCARD)
             self._dirty = True
             return self.STATUS_DISCARD
-        self._dirty = False
         return None
 
     # ----------------------------------------------------------------- state
     def _get_fmu_state(self) -> bytes:
-        data = {"format": self.STATE_FORMAT, "sim": self._sim.get_state().decode(), "inputs": self._inputs,
+        data = {"format": self.STATE_FORMAT, "sim": self._sim.get_state().decode(),
+                "inputs": dict(zip(self._in_names, self._in_values, strict=True)),
                 "fixed": self._fixed, "tunable": self._tunable, "start_time": self._start_time,
                 "initialized": self._initialized}
         return json.dumps(data).encode()
@@ -160,12 +242,13 @@ class SlaveLogic:
             self.log(f"not a {self.STATE_FORMAT} state", self.STATUS_ERROR)
             raise ValueError(f"not a {self.STATE_FORMAT} state")
         self._sim.set_state(data["sim"].encode())
-        self._inputs = {k: float(v) for k, v in data["inputs"].items()}
+        self._in_values = [float(data["inputs"][name]) for name in self._in_names]
         self._fixed = {k: float(v) for k, v in data["fixed"].items()}
         self._tunable = {k: float(v) for k, v in data["tunable"].items()}
         self._start_time = float(data["start_time"])
         self._initialized = bool(data["initialized"])
         self._dirty = True
+        self._outs = None
 
     @staticmethod
     def _fmu_state_to_bytes(state: bytes) -> bytes:
