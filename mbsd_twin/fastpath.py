@@ -4,8 +4,12 @@ the mechanism and options are supported (``compiled_model.Unsupported`` otherwis
 
 While the inputs stay the same the integrator keeps its own step sizes across calls and serves
 communication points from its dense output (projected onto the constraints); a changed input
-restarts it at the current point, with the next call's steps ending exactly at its target. The
-whole integrator state is one float array (``nb_stepper``), exported bit for bit.
+restarts it at the current point. Inputs that change at every call (a twin streaming measured
+torque) make the stepper clip its steps to the communication points instead, so that no step runs
+past a point where the next input takes over. An input change that is not followed by another at
+the next call leaves the step sequence independent of the communication grid: the same internal
+steps, bit for bit, for 1 ms and 0.1 s points. The whole integrator state is one float array
+(``nb_stepper``) and two flags, exported bit for bit.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ class CompiledStepper:
         self.inputs = dict(inputs)
         self._u = self._input_array()
         self._S = np.zeros(ns.state_size(ny))
-        self._clip = False
+        self._changed = self._changed_before = False  # inputs changed for this call / the previous one
         self._out: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
         self.reset_state(t0, y0)
 
@@ -71,12 +75,15 @@ class CompiledStepper:
         if inputs != self.inputs:
             self.inputs = dict(inputs)
             self._u = self._input_array()
-            self._clip = True
+            self._changed = True
             ns.restart(self._S, self._u, self._ib, self._fb, self._wb)
 
     def advance_to(self, t_end: float) -> None:
-        status = ns.advance(self._S, float(t_end), self._u, self._clip, self._ib, self._fb, self._wb, self._ob)
-        self._clip = False
+        if t_end <= self._S[0]:
+            return
+        clip = self._changed and self._changed_before  # inputs streaming: end the steps at t_end
+        status = ns.advance(self._S, float(t_end), self._u, clip, self._ib, self._fb, self._wb, self._ob)
+        self._changed_before, self._changed = self._changed, False
         if status != nd.OK:
             from .dynamics import SolverFailure
 
@@ -90,18 +97,19 @@ class CompiledStepper:
         return np.asarray(ns.outputs(self._S, self._u, self._ib, self._fb, self._wb, *self._out, float(e0)))
 
     def export(self) -> dict[str, object]:
-        return {"S": self._S.tolist(), "clip": self._clip, "inputs": dict(self.inputs)}
+        return {"S": self._S.tolist(), "changed": [self._changed, self._changed_before], "inputs": dict(self.inputs)}
 
     def restore(self, data: dict[str, Any]) -> None:
         S = np.array(data["S"], dtype=float)
         if S.shape != self._S.shape:
             raise ValueError("the saved integrator state does not fit this mechanism")
         self._S[:] = S
-        self._clip, self.inputs = bool(data["clip"]), dict(data["inputs"])
+        self._changed, self._changed_before = (bool(x) for x in data["changed"])
+        self.inputs = dict(data["inputs"])
         self._u = self._input_array()
 
     def reset_state(self, t: float, y: F) -> None:
         """Restart from (t, y) with a fresh initial step (the model stays packed)."""
         ns.start(self._S, float(t), np.ascontiguousarray(y, dtype=float), self._u, self._ib, self._fb, self._wb,
                  self._ob)
-        self._clip = False
+        self._changed = self._changed_before = False

@@ -84,7 +84,7 @@ def initial_step(t, y, f, inputs, model, rtol, atol, max_step):  # noqa: ANN001
     return min(100.0 * h0, h1, max_step)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _stages(t, y, f, h, inputs, model, K, ws, ys, y_new):  # noqa: ANN001
     """Stages into K (K[N_STAGES] = f(t + h, y_new)) and the 8th-order solution into y_new."""
     K[0] = f

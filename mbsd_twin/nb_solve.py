@@ -219,7 +219,7 @@ def _identity_schur(Jv, Jc, perm, bw, Sb):  # noqa: ANN001
             Sb[p1, p1 - p2] = acc
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def project(t, y, model, tol, ws):  # noqa: ANN001
     """Minimum-norm projection, in place in y = [q, v, …], of q onto C = 0 (Newton) and of v onto
     Cq·v + Ct = 0. False if a solve failed (y is then partly projected)."""
@@ -298,7 +298,7 @@ def energies(q, v, bodies):  # noqa: ANN001
     return T, Vg
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def output_vector(t, y, inputs, model, joints, react_idx, effort_rows, e0, ws):  # noqa: ANN001
     """Every Simulator output in port order: per body x, y, θ, vx, vy, ω, ax, ay, α; reactions;
     driver efforts; energy terms; position residual (``ws``: scratch from ``workspace``)."""
