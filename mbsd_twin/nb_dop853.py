@@ -17,6 +17,7 @@ import numpy as np
 from numba import njit
 from scipy.integrate._ivp import dop853_coefficients as _tab
 
+from .nb_kernels import borrow, stash, unstash
 from .nb_solve import accelerate, workspace
 
 TAB_A = np.ascontiguousarray(_tab.A[:_tab.N_STAGES, :_tab.N_STAGES])
@@ -31,9 +32,9 @@ OK, FAIL_STEP, FAIL_SOLVE, FAIL_PROJECT, FAIL_MAX_STEPS = 0, -1, -2, -3, -4
 
 
 @njit(cache=True)
-def rhs_into(t, y, inputs, model, ws, dy):  # noqa: ANN001
-    """dy/dt into ``dy`` using the workspace ``ws`` (nb_solve.workspace); False if the solve failed
-    or the result is not finite."""
+def _rhs(t, y, dy, p):  # noqa: ANN001
+    """rhs_into with (inputs, model, ws) behind the stash pointer ``p`` (all arrays borrowed)."""
+    inputs, model, ws = unstash(p)
     n, Jc = model[0], model[3]
     v = y[n:2 * n]
     _, di, pin, ok = accelerate(t, y[:n], v, inputs, model, ws)
@@ -54,6 +55,13 @@ def rhs_into(t, y, inputs, model, ws, dy):  # noqa: ANN001
         if not math.isfinite(dy[k]):
             finite = False
     return finite
+
+
+@njit(cache=True)
+def rhs_into(t, y, inputs, model, ws, dy):  # noqa: ANN001
+    """dy/dt into ``dy`` using the workspace ``ws`` (nb_solve.workspace); False if the solve failed
+    or the result is not finite."""
+    return _rhs(t, borrow(y), borrow(dy), stash(borrow((inputs, model, ws))))
 
 
 @njit(cache=True)
@@ -90,19 +98,20 @@ def _stages(t, y, f, h, inputs, model, K, ws, ys, y_new):  # noqa: ANN001
     K[0] = f
     ok = True
     ny = y.shape[0]
+    p, Kb = stash(borrow((inputs, model, ws))), borrow(K)
     for s in range(1, N_STAGES):
         for i in range(ny):
             acc = 0.0
             for j in range(s):
                 acc += TAB_A[s, j] * K[j, i]
             ys[i] = y[i] + h * acc
-        ok = rhs_into(t + TAB_C[s] * h, ys, inputs, model, ws, K[s]) and ok
+        ok = _rhs(t + TAB_C[s] * h, borrow(ys), Kb[s], p) and ok
     for i in range(ny):
         acc = 0.0
         for j in range(N_STAGES):
             acc += TAB_B[j] * K[j, i]
         y_new[i] = y[i] + h * acc
-    return rhs_into(t + h, y_new, inputs, model, ws, K[N_STAGES]) and ok
+    return _rhs(t + h, borrow(y_new), Kb[N_STAGES], p) and ok
 
 
 @njit(cache=True)

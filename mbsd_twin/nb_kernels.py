@@ -15,8 +15,57 @@ import math
 
 import numpy as np
 from numba import njit
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from .nb_cache import guard as guard_cache
+
+
+def _borrowed(context, builder, ty, val):  # noqa: ANN001, ANN202
+    if isinstance(ty, types.Array):
+        ary = context.make_array(ty)(context, builder, value=val)
+        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+        ary.parent = cgutils.get_null_value(ary.parent.type)
+        return ary._getvalue()
+    if isinstance(ty, types.BaseTuple):
+        items = [_borrowed(context, builder, t, builder.extract_value(val, i)) for i, t in enumerate(ty)]
+        return context.make_tuple(builder, ty, items)
+    return val
+
+
+@intrinsic
+def borrow(typingctx, x):  # noqa: ANN001, ANN201
+    """``x`` (an array, or nested tuples of arrays and scalars) as views without an owner: the same
+    data, shapes and strides with a null meminfo, so that numba's reference counting of the views
+    (an atomic update per array and an opaque call that clobbers every cached load) costs nothing.
+    Only for scratch use while the caller holds the originals; never return or store the result."""
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        return _borrowed(context, builder, signature.args[0], args[0])
+
+    return x(x), codegen
+
+
+@intrinsic
+def stash(typingctx, x):  # noqa: ANN001, ANN201
+    """A pointer to a copy of ``x`` in the caller's stack frame (valid until the caller returns):
+    passing it instead of ``x`` spares a call with a tuple of many arrays from copying all their
+    fields as arguments. Read it back with :func:`unstash`."""
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        return cgutils.alloca_once_value(builder, args[0])
+
+    return types.CPointer(x)(x), codegen
+
+
+@intrinsic
+def unstash(typingctx, p):  # noqa: ANN001, ANN201
+    """The value behind a :func:`stash` pointer."""
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        return builder.load(args[0])
+
+    return p.dtype(p), codegen
 
 # profile codes: 0 constant(p0), 1 constant speed(speed p0, start p1), 2 polynomial(p0..),
 # 3 harmonic(amplitude p0, frequency p1 [Hz], phase p2, offset p3)

@@ -22,7 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .nb_kernels import applied_loads, body_blocks, constraint_rows, trig
+from .nb_kernels import applied_loads, body_blocks, borrow, constraint_rows, trig
 
 
 @njit(cache=True, inline="always")
@@ -146,8 +146,7 @@ def workspace(model):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def _load_state(q, v, ws, n):  # noqa: ANN001
-    qx, vx, cs = ws[0], ws[1], ws[2]
+def _load_state(q, v, qx, vx, cs, n):  # noqa: ANN001
     for i in range(n):
         qx[i], vx[i] = q[i], v[i]
     trig(qx, cs)
@@ -157,9 +156,10 @@ def _load_state(q, v, ws, n):  # noqa: ANN001
 def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
     """a, λ (all rows; dropped rows 0), C, Jv, Ct into ``ws``; returns the energy rates (elastic,
     dissipated, input) and the ok flag."""
-    n, m, cons, Jc, bodies, loads, sd, baum = model
-    qx, vx, cs, C, Jv, Ct, G, Mb, Minv, Qx, lam, a, z, tmp, rhs, Sb = ws
-    _load_state(q, v, ws, n)
+    n, m, cons, Jc, bodies, loads, sd, baum = borrow(model)
+    qx, vx, cs, C, Jv, Ct, G, Mb, Minv, Qx, lam, a, z, tmp, rhs, Sb = borrow(ws)
+    q, v, inputs = borrow(q), borrow(v), borrow(inputs)
+    _load_state(q, v, qx, vx, cs, n)
     constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, True)
     Qx[:] = 0.0
     body_blocks(qx, cs, vx, bodies, Mb, Qx)
