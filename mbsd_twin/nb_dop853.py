@@ -57,10 +57,10 @@ def _rhs(t, y, dy, p):  # noqa: ANN001
     return finite
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def rhs_into(t, y, inputs, model, ws, dy):  # noqa: ANN001
     """dy/dt into ``dy`` using the workspace ``ws`` (nb_solve.workspace); False if the solve failed
-    or the result is not finite."""
+    or the result is not finite. Inlined: the caller passes one pointer, not every array."""
     return _rhs(t, borrow(y), borrow(dy), stash(borrow((inputs, model, ws))))
 
 

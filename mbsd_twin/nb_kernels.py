@@ -63,7 +63,7 @@ def unstash(typingctx, p):  # noqa: ANN001, ANN201
     """The value behind a :func:`stash` pointer."""
 
     def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
-        return builder.load(args[0])
+        return _borrowed(context, builder, signature.return_type, builder.load(args[0]))
 
     return p.dtype(p), codegen
 
@@ -239,13 +239,15 @@ def _apply(Q, col, n, fx, fy, mz):  # noqa: ANN001
         Q[col + 2] += mz
 
 
-@njit(cache=True)
-def _magnitude(kind: int, value: float, idx: int, pk: int, pp: np.ndarray, inputs: np.ndarray, t: float) -> float:
+@njit(cache=True, inline="always")
+def _magnitude(gi, gf, k, o, inputs, t):  # noqa: ANN001
+    """Magnitude of load k: gf[k, o] (constant), an input or a profile (parameters gf[k, o + 1:])."""
+    kind = gi[k, 2]
     if kind == 1:
-        return inputs[idx]
+        return inputs[gi[k, 3]]
     if kind == 2:
-        return profile(pk, pp, t)[0]
-    return value
+        return profile(gi[k, 4], gf[k, o + 1:], t)[0]
+    return gf[k, o]
 
 
 @njit(cache=True, inline="always")
@@ -256,7 +258,7 @@ def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
     gi, gf = fo  # I[ci, body_frame, kind, idx, profile] F[p, d, value, profile params]
     for k in range(gi.shape[0]):
         i = gi[k, 0]
-        m = _magnitude(gi[k, 2], gf[k, 4], gi[k, 3], gi[k, 4], gf[k, 5:], inputs, t)
+        m = _magnitude(gi, gf, k, 4, inputs, t)
         dx, dy = gf[k, 2], gf[k, 3]
         if gi[k, 1]:
             dx, dy = _att(cs, i, dx, dy)
@@ -267,7 +269,7 @@ def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
         pin += fx * (vx[i] - w * ay) + fy * (vx[i + 1] + w * ax)
     gi, gf = to  # I[ci, cj, kind, idx, profile] F[value, profile params]
     for k in range(gi.shape[0]):
-        m = _magnitude(gi[k, 2], gf[k, 0], gi[k, 3], gi[k, 4], gf[k, 1:], inputs, t)
+        m = _magnitude(gi, gf, k, 0, inputs, t)
         _apply(Q, gi[k, 0], n, 0.0, 0.0, m)
         _apply(Q, gi[k, 1], n, 0.0, 0.0, -m)
         pin += m * (vx[gi[k, 0] + 2] - vx[gi[k, 1] + 2])

@@ -104,10 +104,11 @@ def _a_times(Jv, Jc, perm, x, out):  # noqa: ANN001
     """out[p] = (A·x)[p] over the active rows in band order (ground columns are −1)."""
     for p in range(perm.shape[0]):
         r = perm[p]
-        out[p] = 0.0
+        acc = 0.0
         for k in range(Jc.shape[1]):
             if Jc[r, k] >= 0:
-                out[p] += Jv[r, k] * x[Jc[r, k]]
+                acc += Jv[r, k] * x[Jc[r, k]]
+        out[p] = acc
 
 
 @njit(cache=True, inline="always")
@@ -169,7 +170,8 @@ def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
     lam[:] = 0.0
     _minv_times(Minv, Qx, z)
     if perm.shape[0] == 0:
-        a[:] = z
+        for i in range(n):
+            a[i] = z[i]
         return el, di, pin, True
     _a_times(Jv, Jc, perm, z, rhs)
     for p in range(perm.shape[0]):
@@ -184,7 +186,8 @@ def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
         rhs[p] -= g
     _schur(Jv, Minv, sd, Sb)
     ok = band_solve(Sb, rhs, bw)
-    z[:] = Qx[:n]
+    for i in range(n):
+        z[i] = Qx[i]
     _sub_at_times(Jv, Jc, perm, rhs, z, tmp)
     _minv_times(Minv, z, a)
     for p in range(perm.shape[0]):
