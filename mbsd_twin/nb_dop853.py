@@ -57,10 +57,11 @@ def _rhs(t, y, dy, p):  # noqa: ANN001
     return finite
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def rhs_into(t, y, inputs, model, ws, dy):  # noqa: ANN001
     """dy/dt into ``dy`` using the workspace ``ws`` (nb_solve.workspace); False if the solve failed
-    or the result is not finite. Inlined: the caller passes one pointer, not every array."""
+    or the result is not finite. Not inlined on purpose: the call keeps the caller's arrays alive
+    while _rhs works on owner-less views of them (``rhs`` passes a temporary workspace)."""
     return _rhs(t, borrow(y), borrow(dy), stash(borrow((inputs, model, ws))))
 
 

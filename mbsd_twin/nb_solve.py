@@ -156,7 +156,9 @@ def _load_state(q, v, qx, vx, cs, n):  # noqa: ANN001
 @njit(cache=True, inline="always")
 def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
     """a, λ (all rows; dropped rows 0), C, Jv, Ct into ``ws``; returns the energy rates (elastic,
-    dissipated, input) and the ok flag."""
+    dissipated, input) and the ok flag. Works on owner-less views (``borrow``) of the arguments:
+    being inlined, it needs the caller to keep them alive across the call (no temporaries such as
+    ``workspace(model)`` or ``q.copy()`` as arguments; views of a live array are fine)."""
     n, m, cons, Jc, bodies, loads, sd, baum = borrow(model)
     qx, vx, cs, C, Jv, Ct, G, Mb, Minv, Qx, lam, a, z, tmp, rhs, Sb = borrow(ws)
     q, v, inputs = borrow(q), borrow(v), borrow(inputs)
