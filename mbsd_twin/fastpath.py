@@ -50,6 +50,7 @@ class CompiledStepper:
         self.inputs = dict(inputs)
         self._u = self._input_array()
         self._S = np.zeros(ns.state_size(ny))
+        self.y = self._S[ns.HS + 3 * ny:ns.HS + 4 * ny]  # state at t (q, v, energy integrals): a view
         self._changed = self._changed_before = False  # inputs changed for this call / the previous one
         self._out: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
         self.reset_state(t0, y0)
@@ -57,12 +58,6 @@ class CompiledStepper:
     @property
     def t(self) -> float:
         return float(self._S[0])
-
-    @property
-    def y(self) -> F:
-        """State at ``t`` (a view: q, v, energy integrals)."""
-        ny = (len(self._S) - ns.HS) // 11
-        return self._S[ns.HS + 3 * ny:ns.HS + 4 * ny]
 
     @property
     def steps(self) -> int:

@@ -24,7 +24,9 @@ All of it lives in one float64 array ``S`` (``state_size``), so ``S`` is the com
 
 The model comes as flat buffers (``nb_flat``); ``wb`` is scratch, ``ob`` the options
 (rtol, atol, max_step, projection 0/1, projection tolerance, max steps per call, energy error
-control 0/1).
+control 0/1). Each entry point works on owner-less views of its arguments (``nb_kernels.borrow``:
+no reference counting on the ~60 views it builds); the caller, Python, holds the arrays meanwhile,
+and nothing borrowed is returned.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from scipy.integrate._ivp import dop853_coefficients as _tab
 
 from . import nb_dop853 as nd
 from .nb_flat import unflatten, workspace_in, workspace_size
+from .nb_kernels import borrow
 from .nb_solve import output_vector, project
 
 HS = 8
@@ -78,6 +81,7 @@ def _scratch(wb, model, ny):  # noqa: ANN001
 @njit(cache=True)
 def start(S, t0, y0, u, ib, fb, wb, ob):  # noqa: ANN001
     """Fill S from (t0, y0) with a fresh initial step size; False if f(t0, y0) failed."""
+    S, y0, u, ib, fb, wb, ob = borrow((S, y0, u, ib, fb, wb, ob))
     model, _ = unflatten(ib, fb)
     y_new, f_new, y_old, y_out, _F = _views(S)
     ws, _K, _ys, _yr = _scratch(wb, model, y0.shape[0])
@@ -94,6 +98,7 @@ def start(S, t0, y0, u, ib, fb, wb, ob):  # noqa: ANN001
 @njit(cache=True)
 def restart(S, u, ib, fb, wb):  # noqa: ANN001
     """Continue from (t, y_out) with new inputs: the rest of the last step is dropped."""
+    S, u, ib, fb, wb = borrow((S, u, ib, fb, wb))
     model, _ = unflatten(ib, fb)
     y_new, f_new, _y_old, y_out, _F = _views(S)
     ws, _K, _ys, _yr = _scratch(wb, model, y_new.shape[0])
@@ -193,6 +198,7 @@ def advance(S, t_end, u, clip, ib, fb, wb, ob):  # noqa: ANN001
     accepted step's. Returns a status (nb_dop853.OK or a FAIL_* code)."""
     if t_end <= S[0]:
         return OK
+    S, u, ib, fb, wb, ob = borrow((S, u, ib, fb, wb, ob))
     model, _ = unflatten(ib, fb)
     y_new, _f_new, _y_old, y_out, _F = _views(S)
     ws, K, ys, yr = _scratch(wb, model, y_new.shape[0])
@@ -222,6 +228,7 @@ def advance(S, t_end, u, clip, ib, fb, wb, ob):  # noqa: ANN001
 @njit(cache=True)
 def outputs(S, u, ib, fb, wb, react_idx, effort_rows, e0):  # noqa: ANN001
     """Every Simulator output at the output state (nb_solve.output_vector)."""
+    S, u, ib, fb, wb, react_idx, effort_rows = borrow((S, u, ib, fb, wb, react_idx, effort_rows))
     model, joints = unflatten(ib, fb)
     _y_new, _f_new, _y_old, y_out, _F = _views(S)
     return output_vector(S[0], y_out, u, model, joints, react_idx, effort_rows, e0, workspace_in(wb, model))
