@@ -95,7 +95,7 @@ def bench_simulator(t_end: float) -> None:
               f"{sim.outputs()['energy.balance_error']:.1e} J balance error, {sim._stepper.steps} internal steps")
 
 
-@njit(cache=True)
+@njit(cache=False)  # not cached: its code embeds the engine kernels, which change
 def _rhs_loop(reps: int, t: float, y: np.ndarray, u: np.ndarray, model: tuple) -> float:  # type: ignore[type-arg]
     """Right-hand sides as the integrator evaluates them (one workspace, reused)."""
     ws, dy = workspace(model), np.empty_like(y)
