@@ -108,3 +108,23 @@ class CompiledStepper:
         ns.start(self._S, float(t), np.ascontiguousarray(y, dtype=float), self._u, self._ib, self._fb, self._wb,
                  self._ob)
         self._changed = self._changed_before = False
+
+
+def warm() -> float:
+    """Compile the compiled path's kernels into numba's disk cache (a fresh install compiles for
+    one to two minutes on first use; afterwards loading takes about a second) by stepping the
+    bundled slider crank. Returns the wall time [s]. Run by ``make`` after installing, and by the
+    test session before any test starts a process of its own."""
+    import time
+    from importlib import resources
+
+    from .loader import load_mechanism
+    from .simulator import Simulator
+
+    t0 = time.perf_counter()
+    mech = load_mechanism(str(resources.files("mbsd_twin") / "data" / "mechanisms" / "slider_crank.toml"))
+    sim = Simulator(mech)
+    sim.set_input("motor_torque", 1.0)
+    sim.advance_to(0.0105)
+    sim.outputs()
+    return time.perf_counter() - t0

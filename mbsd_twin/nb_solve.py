@@ -22,7 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
-from .nb_kernels import applied_loads, body_blocks, borrow, constraint_rows, trig
+from .nb_kernels import applied_loads, body_blocks, borrow, constraint_rows, stash, trig, unstash
 
 
 @njit(cache=True, inline="always")
@@ -227,7 +227,15 @@ def _identity_schur(Jv, Jc, perm, bw, Sb):  # noqa: ANN001
 @njit(cache=True, inline="always")
 def project(t, y, model, tol, ws):  # noqa: ANN001
     """Minimum-norm projection, in place in y = [q, v, …], of q onto C = 0 (Newton) and of v onto
-    Cq·v + Ct = 0. False if a solve failed (y is then partly projected)."""
+    Cq·v + Ct = 0. False if a solve failed (y is then partly projected). A thin inlined wrapper:
+    the work is one compiled function that gets (model, ws) behind a stash pointer, so callers
+    neither copy some sixty array structs per call nor compile their own copy of it."""
+    return _project(t, borrow(y), tol, stash(borrow((model, ws))))
+
+
+@njit(cache=True)
+def _project(t, y, tol, p):  # noqa: ANN001
+    model, ws = unstash(p)
     n, cons, Jc, sd = model[0], model[2], model[3], model[6]
     perm, bw = sd[0], sd[4]
     if perm.shape[0] == 0:
