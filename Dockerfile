@@ -22,11 +22,9 @@ ENV MBSD_TWIN_BROKER=mqtt://mosquitto:1883 \
     MBSD_TWIN_METRICS_PORT=9108 \
     NUMBA_CACHE_DIR=/home/twin/.cache/numba
 # compile the engine's numba kernels once at build time (cached in NUMBA_CACHE_DIR), so a new
-# container answers at once instead of compiling for ~20 s on its first batch (-P: import the
+# container answers at once instead of compiling for about a minute on its first batch (-P: import the
 # installed package, not /app/mbsd_twin, so the cache belongs to the files the service runs)
-RUN python -P -c "import mbsd_twin as mt; from importlib.resources import files; \
-sim = mt.Simulator(mt.load_mechanism(str(files('mbsd_twin') / 'data/mechanisms/slider_crank.toml'))); \
-sim.advance_to(0.001); sim.outputs()"
+RUN python -P -c "from mbsd_twin.fastpath import warm; warm()"
 EXPOSE 9108
 
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
