@@ -39,9 +39,8 @@ class CompiledStepper:
         if opts.method != "DOP853":
             raise Unsupported(f"method {opts.method} (the compiled path integrates with DOP853)")
         baum = (opts.baumgarte_alpha, opts.baumgarte_beta) if opts.drift == "baumgarte" else None
-        self.model, self.joints = pack(dyn.system, dyn.rows, baum)
-        self._ib, self._fb = flatten(self.model, self.joints)
-        self.dyn, self.opts = dyn, opts
+        self.model, joints = pack(dyn.system, dyn.rows, baum)
+        self._ib, self._fb = flatten(self.model, joints)
         ny = len(y0)
         self._wb = np.zeros(ns.scratch_size(self.model, ny))
         self._ob = np.array([opts.rtol, opts.atol, opts.max_step, float(opts.drift == "projection"),
@@ -52,7 +51,6 @@ class CompiledStepper:
         self._S = np.zeros(ns.state_size(ny))
         self.y = self._S[ns.HS + 3 * ny:ns.HS + 4 * ny]  # state at t (q, v, energy integrals): a view
         self._changed = self._changed_before = False  # inputs changed for this call / the previous one
-        self._out: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
         self.reset_state(t0, y0)
 
     @property
@@ -84,12 +82,10 @@ class CompiledStepper:
 
             raise SolverFailure(f"integration failed at t={self.t:.9g} s: {_FAILURES[status]}", time=self.t)
 
-    def output_vector(self, react_idx: NDArray[np.intp], effort_rows: NDArray[np.intp], e0: float) -> F:
-        """Every Simulator output at the current point, in port order (see nb_solve.output_vector)."""
-        if self._out is None:
-            self._out = (np.ascontiguousarray(react_idx, dtype=np.int64).reshape(-1, 2),
-                         np.ascontiguousarray(effort_rows, dtype=np.int64))
-        return np.asarray(ns.outputs(self._S, self._u, self._ib, self._fb, self._wb, *self._out, float(e0)))
+    def output_vector(self, react_idx: NDArray[np.int64], effort_rows: NDArray[np.int64], e0: float) -> F:
+        """Every Simulator output at the current point, in port order (see nb_solve.output_vector):
+        ``react_idx`` (joint, component) pairs and ``effort_rows``, int64 arrays."""
+        return np.asarray(ns.outputs(self._S, self._u, self._ib, self._fb, self._wb, react_idx, effort_rows, e0))
 
     def export(self) -> dict[str, object]:
         return {"S": self._S.tolist(), "changed": [self._changed, self._changed_before], "inputs": dict(self.inputs)}
@@ -116,14 +112,12 @@ def warm() -> float:
     bundled slider crank. Returns the wall time [s]. Run by ``make`` after installing, and by the
     test session before any test starts a process of its own."""
     import time
-    from importlib import resources
 
-    from .loader import load_mechanism
+    from .loader import bundled_slider_crank, load_mechanism
     from .simulator import Simulator
 
     t0 = time.perf_counter()
-    mech = load_mechanism(str(resources.files("mbsd_twin") / "data" / "mechanisms" / "slider_crank.toml"))
-    sim = Simulator(mech)
+    sim = Simulator(load_mechanism(bundled_slider_crank()))
     sim.set_input("motor_torque", 1.0)
     sim.advance_to(0.0105)
     sim.outputs()

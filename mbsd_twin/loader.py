@@ -14,6 +14,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -418,3 +419,8 @@ def load_mechanism(path: str | os.PathLike[str]) -> Mechanism:
     except UnicodeDecodeError as exc:
         raise MechanismError([Problem(source, f"not UTF-8 text: {exc}")], source=source) from exc
     return loads_mechanism(text, source=source)
+
+
+def bundled_slider_crank() -> Path:
+    """Path of the slider crank shipped as package data (``examples/mechanisms/slider_crank.toml``)."""
+    return Path(str(resources.files("mbsd_twin") / "data" / "mechanisms" / "slider_crank.toml"))

@@ -168,8 +168,8 @@ class Simulator:
         self._index = {name: k for k, name in enumerate(self._names)}
         n_kin = 9 * s.n_body
         self._react_idx = np.array([(k, "xyz".index(c[1])) for k, j in enumerate(s.joints)
-                                    for c in j.components], dtype=np.intp).reshape(-1, 2)
-        self._effort_rows = np.array([d.row for d in s.drivers], dtype=np.intp)
+                                    for c in j.components], dtype=np.int64).reshape(-1, 2)
+        self._effort_rows = np.array([d.row for d in s.drivers], dtype=np.int64)
         self._n_kin = n_kin
         self._load_names = [sp.name for sp in s.loads.output_specs()]
         # state-only outputs (positions and velocities) need no solve

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..dashboard.store import Store
+from ..loader import bundled_slider_crank
 from ..twin.config import AlarmConfig, TwinConfig, load_config
 from ..twin.rig import RigConfig
 from .live import LiveView, Snapshot, residual_rms
@@ -44,19 +45,13 @@ class DemoOptions:
     solver: str = "DOP853"  # the twin's integrator (DOP853 runs on the compiled path)
 
 
-def bundled_mechanism() -> str:
-    from importlib import resources
-
-    return str(resources.files("mbsd_twin") / "data" / "mechanisms" / "slider_crank.toml")
-
-
 def twin_config(opts: DemoOptions, broker_url: str, port: int) -> TwinConfig:
     alarms = [{"name": a.name, "channel": a.channel, "source": a.source, "high": a.high, "low": a.low,
                "min_duration": a.min_duration} for a in DEMO_ALARMS]
     return load_config(None, env={}, overrides={
         "broker": {"url": broker_url, "protocol": opts.protocol},
         "core": {"alarms": alarms, "resync_bounds": {"theta": 0.03, "omega": 5.0}, "solver_method": opts.solver},
-        "service": {"mechanism": opts.mechanism or bundled_mechanism(), "start_level": 1},
+        "service": {"mechanism": opts.mechanism or str(bundled_slider_crank()), "start_level": 1},
         "metrics": {"host": opts.http_host, "port": port}})
 
 

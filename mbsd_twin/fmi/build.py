@@ -21,12 +21,11 @@ import tempfile
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..loader import load_mechanism
+from ..loader import bundled_slider_crank, load_mechanism
 from ..simulator import Simulator
 from .modeldescription import postprocess
 from .slave import META_FILE
@@ -57,11 +56,6 @@ FMU_OPTIONS = {"canHandleVariableCommunicationStepSize": True, "canGetAndSetFMUs
                "canSerializeFMUstate": True, "canBeInstantiatedOnlyOncePerProcess": False,
                "canInterpolateInputs": False, "needsExecutionTool": True}
 DEFAULT_EXPERIMENT = {"start": 0.0, "stop": 5.0, "step": 0.001}
-
-
-def bundled_slider_crank() -> Path:
-    """Path of the slider crank shipped as package data."""
-    return Path(str(resources.files("mbsd_twin") / "data" / "mechanisms" / "slider_crank.toml"))
 
 
 def model_identifier(name: str) -> str:
