@@ -102,7 +102,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     mech = load_mechanism(args.file)
     sets = parse_assignments(args.set, "--set")
     opts = SolverOptions(method=args.method, rtol=args.rtol, drift=args.drift,
-                         energy_error_control=not args.no_energy_error_control)
+                         error_norm=args.error_norm, energy_error_control=args.energy_error_control)
     res = simulate(mech, args.t_end, args.output_interval, inputs=sets, options=opts,
                    progress=Progress("simulate"))
     res.to_csv(args.output)
@@ -125,9 +125,11 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", default="DOP853", help="DOP853 (default), RK45, RK23, Radau, BDF, LSODA")
     p.add_argument("--rtol", type=float, default=1e-8, help="relative tolerance (default 1e-8)")
     p.add_argument("--drift", default="projection", help="projection (default), baumgarte or none")
-    p.add_argument("--no-energy-error-control", action="store_true",
-                   help="step-size control on positions and velocities only: faster, energy.balance_error "
-                        "about 100x larger (see docs/simulator.md)")
+    p.add_argument("--error-norm", default="max", choices=["max", "rms"],
+                   help="step-size error norm: max (default, every coordinate within rtol) or rms (scipy's)")
+    p.add_argument("--energy-error-control", action="store_true",
+                   help="keep the energy integrals in the step-size control: about 3x the steps, "
+                        "energy.balance_error about 1e4x smaller (see docs/simulator.md)")
     p.set_defaults(func=_cmd_simulate)
 
 

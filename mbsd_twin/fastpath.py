@@ -44,7 +44,8 @@ class CompiledStepper:
         ny = len(y0)
         self._wb = np.zeros(ns.scratch_size(self.model, ny))
         self._ob = np.array([opts.rtol, opts.atol, opts.max_step, float(opts.drift == "projection"),
-                             opts.projection_tol, float(opts.max_steps), float(opts.energy_error_control)])
+                             opts.projection_tol, float(opts.max_steps), float(opts.energy_error_control),
+                             float(opts.error_norm == "max")])
         self.names = list(dyn.system.input_names)
         self.inputs = dict(inputs)
         self._u = self._input_array()

@@ -116,19 +116,26 @@ def _stages(t, y, f, h, inputs, model, K, ws, ys, y_new):  # noqa: ANN001
 
 
 @njit(cache=True)
-def _error_norm(K, h, y, y_new, rtol, atol, n_ctrl):  # noqa: ANN001
-    """scipy's DOP853 error norm over the first ``n_ctrl`` components: all of them, or without the
-    last N_QUAD (the energy integrals, quadratures of the state) when their error control is off,
-    as CVODES allows (the numpy path then gives them an infinite atol: the same norm)."""
-    n5, n3 = 0.0, 0.0
+def _error_norm(K, h, y, y_new, rtol, atol, n_ctrl, use_max):  # noqa: ANN001
+    """DOP853's error norm over the first ``n_ctrl`` components: all of them, or without the last
+    N_QUAD (the energy integrals, quadratures of the state) when their error control is off, as
+    CVODES allows (the numpy path then gives them an infinite atol: the same norm). With
+    ``use_max`` the largest component's h·e5²/√(e5² + 0.01·e3²) (scaled), else scipy's root mean
+    square form (see ``error_norm.py``)."""
+    n5, n3, worst = 0.0, 0.0, 0.0
     for i in range(n_ctrl):
         e5, e3 = 0.0, 0.0
         for j in range(TAB_E5.shape[0]):  # K may hold extra (dense-output) stages below
             e5 += TAB_E5[j] * K[j, i]
             e3 += TAB_E3[j] * K[j, i]
         sc = atol + max(abs(y[i]), abs(y_new[i])) * rtol
-        n5 += (e5 / sc) ** 2
-        n3 += (e3 / sc) ** 2
+        a5, a3 = (e5 / sc) ** 2, (e3 / sc) ** 2
+        n5 += a5
+        n3 += a3
+        if use_max and a5 > 0.0:
+            worst = max(worst, a5 / math.sqrt(a5 + 0.01 * a3))
+    if use_max:
+        return abs(h) * worst
     if n5 == 0.0 and n3 == 0.0:
         return 0.0
     return abs(h) * n5 / math.sqrt((n5 + 0.01 * n3) * K.shape[1])

@@ -24,9 +24,9 @@ All of it lives in one float64 array ``S`` (``state_size``), so ``S`` is the com
 
 The model comes as flat buffers (``nb_flat``); ``wb`` is scratch, ``ob`` the options
 (rtol, atol, max_step, projection 0/1, projection tolerance, max steps per call, energy error
-control 0/1). Each entry point works on owner-less views of its arguments (``nb_kernels.borrow``:
-no reference counting on the ~60 views it builds); the caller, Python, holds the arrays meanwhile,
-and nothing borrowed is returned.
+control 0/1, max error norm 0/1: ``error_norm.py``). Each entry point works on owner-less views of
+its arguments (``nb_kernels.borrow``: no reference counting on the ~60 views it builds); the
+caller, Python, holds the arrays meanwhile, and nothing borrowed is returned.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def _step(S, u, model, ws, K, ys, yr, t_limit, ob):  # noqa: ANN001
         t_next = min(t + h_abs, t_limit)
         h = t_next - t
         fine = nd._stages(t, y_new, f_new, h, u, model, K, ws, ys, yr)
-        err = nd._error_norm(K, h, y_new, yr, rtol, atol, n_ctrl) if fine else np.inf
+        err = nd._error_norm(K, h, y_new, yr, rtol, atol, n_ctrl, ob[7]) if fine else np.inf
         if err < 1.0:
             factor = 10.0 if err == 0.0 else min(10.0, 0.9 * err ** (-1.0 / 8.0))
             S[3] = h * (min(1.0, factor) if rejected else factor)

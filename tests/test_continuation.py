@@ -1,6 +1,6 @@
 """The compiled stepper keeps its internal steps across communication points while the inputs hold
-still (dense output, projected), restarts when they change, and can leave the energy integrals
-out of the step-size control."""
+still (dense output, projected), restarts when they change; the step-size control's error norm
+(max or rms) and whether it includes the energy integrals."""
 
 from __future__ import annotations
 
@@ -89,16 +89,46 @@ def test_state_saved_inside_an_internal_step_continues_bit_identically() -> None
 
 
 @pytest.mark.parametrize("backend", ["compiled", "numpy"])
-def test_energy_error_control_off_takes_fewer_steps_within_the_tolerance(backend: str,
-                                                                         reference: mt.Result) -> None:
+def test_energy_error_control_takes_more_steps_and_tightens_the_balance(backend: str,
+                                                                        reference: mt.Result) -> None:
     times = np.arange(1, 21) * 0.1             # 2 s: the crank spins up to ~20 rad/s
-    on, on_out = _run(mt.SolverOptions(backend=backend, rtol=1e-9), times)
-    off, off_out = _run(mt.SolverOptions(backend=backend, rtol=1e-9, energy_error_control=False), times)
-    assert off._stepper.steps < 0.8 * on._stepper.steps
-    theta = np.array([o["crank.theta"] for o in off_out[:5]])
-    assert np.abs(theta - reference["crank.theta"][10::10]).max() < 1e-7
-    # the balance still closes, to the looser level this option documents
-    assert abs(off_out[-1]["energy.balance_error"]) < 1e-7 * off_out[-1]["energy.input_work"]
+    off, off_out = _run(mt.SolverOptions(backend=backend), times)
+    on, on_out = _run(mt.SolverOptions(backend=backend, energy_error_control=True), times)
+    assert on._stepper.steps > 2 * off._stepper.steps  # measured 1181 vs 381 (compiled)
+    for out in (off_out, on_out):
+        theta = np.array([o["crank.theta"] for o in out[:5]])
+        assert np.abs(theta - reference["crank.theta"][10::10]).max() < 1e-7
+    # the balance closes at the default, and about a thousand times tighter with the integrals in
+    work = on_out[-1]["energy.input_work"]
+    assert work > 100.0                        # 2 N·m over ~54 rad
+    assert abs(off_out[-1]["energy.balance_error"]) < 1e-8 * work
+    assert abs(on_out[-1]["energy.balance_error"]) < 1e-11 * work
+
+
+@pytest.mark.parametrize("backend", ["compiled", "numpy"])
+def test_max_error_norm_holds_the_crank_angle_where_the_rms_norm_lets_it_drift(backend: str) -> None:
+    """Same rtol 1e-8, 2 s at 2 N·m against an rtol 1e-12 run: the max norm (default) keeps every
+    coordinate within its tolerance; scipy's root mean square over 21 components lets the crank
+    angle, the one coordinate that grows, be off by about √21 times more per step."""
+    times = np.arange(1, 21) * 0.1
+    ref = mt.simulate(mt.load_mechanism(FREE), 2.0, 0.1, inputs={"motor_torque": TORQUE},
+                      options=mt.SolverOptions(rtol=1e-12, atol=1e-14, max_step=1e-3))
+    steps, errors = {}, {}
+    for norm in ("max", "rms"):
+        sim, out = _run(mt.SolverOptions(backend=backend, error_norm=norm), times)
+        theta = np.array([o["crank.theta"] for o in out])
+        steps[norm], errors[norm] = sim._stepper.steps, np.abs(theta - ref["crank.theta"][1:]).max()
+    assert errors["max"] < 5e-8                # measured 7e-9 (compiled), 2e-9 (numpy)
+    assert errors["rms"] > 5e-8                # measured 2.1e-7, 2.5e-7
+    assert steps["rms"] < steps["max"] < 1.5 * steps["rms"]   # 296 → 381: the 8th order's price
+    # both backends implement the same norm: the same steps, the numpy one clipped to the 20 points
+    other, _ = _run(mt.SolverOptions(backend="compiled" if backend == "numpy" else "numpy"), times)
+    assert abs(other._stepper.steps - steps["max"]) <= len(times)
+
+
+def test_error_norm_must_be_max_or_rms() -> None:
+    with pytest.raises(mt.MechanismError, match="error_norm must be one of max, rms, got 'l2'"):
+        mt.Simulator(mt.load_mechanism(FREE), mt.SolverOptions(error_norm="l2"))
 
 
 def test_energy_error_control_must_be_a_boolean() -> None:
