@@ -43,8 +43,9 @@ def _inv3(Mb: np.ndarray, out: np.ndarray) -> None:
 
 
 @njit(cache=True, inline="always")
-def _schur(Jv, Minv, sd, Sb):  # noqa: ANN001
-    """Banded lower storage of S = A·M⁻¹·Aᵀ (Sb[p, d] = S[p, p − d]) into Sb."""
+def _schur(Jv, Minv, sd, Sb, unit=False):  # noqa: ANN001
+    """Banded lower storage of S = A·M⁻¹·Aᵀ (Sb[p, d] = S[p, p − d]) into Sb; with ``unit``,
+    S = A·Aᵀ (M⁻¹ not read: the metric of the minimum-norm projections)."""
     perm, ptr, pos, slot, bw = sd
     Sb[:] = 0.0
     for b in range(ptr.shape[0] - 1):
@@ -53,9 +54,12 @@ def _schur(Jv, Minv, sd, Sb):  # noqa: ANN001
             x0 = Jv[r1, slot[e1, 0]] if slot[e1, 0] >= 0 else 0.0  # A[p1, b-columns]
             x1 = Jv[r1, slot[e1, 1]] if slot[e1, 1] >= 0 else 0.0
             x2 = Jv[r1, slot[e1, 2]] if slot[e1, 2] >= 0 else 0.0
-            u0 = Minv[b, 0, 0] * x0 + Minv[b, 0, 1] * x1 + Minv[b, 0, 2] * x2
-            u1 = Minv[b, 1, 0] * x0 + Minv[b, 1, 1] * x1 + Minv[b, 1, 2] * x2
-            u2 = Minv[b, 2, 0] * x0 + Minv[b, 2, 1] * x1 + Minv[b, 2, 2] * x2
+            if unit:
+                u0, u1, u2 = x0, x1, x2
+            else:
+                u0 = Minv[b, 0, 0] * x0 + Minv[b, 0, 1] * x1 + Minv[b, 0, 2] * x2
+                u1 = Minv[b, 1, 0] * x0 + Minv[b, 1, 1] * x1 + Minv[b, 1, 2] * x2
+                u2 = Minv[b, 2, 0] * x0 + Minv[b, 2, 1] * x1 + Minv[b, 2, 2] * x2
             for e2 in range(ptr[b], ptr[b + 1]):
                 p2, r2 = pos[e2], perm[pos[e2]]
                 if p2 > p1:
@@ -71,9 +75,9 @@ def _schur(Jv, Minv, sd, Sb):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def band_solve(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> bool:
-    """In-place banded Cholesky of Sb and solve; ``rhs`` becomes the solution. False if S is not
-    positive definite (singular configuration or redundant rows)."""
+def band_factor(Sb: np.ndarray, bw: int) -> bool:
+    """In-place banded Cholesky of Sb. False if S is not positive definite (singular configuration
+    or redundant rows)."""
     m = Sb.shape[0]
     for i in range(m):
         for j in range(max(0, i - bw), i + 1):
@@ -86,6 +90,13 @@ def band_solve(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> bool:
                 Sb[i, 0] = math.sqrt(s)
             else:
                 Sb[i, i - j] = s / Sb[j, 0]
+    return True
+
+
+@njit(cache=True, inline="always")
+def band_substitute(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> None:
+    """rhs ← S⁻¹·rhs with the factor :func:`band_factor` left in Sb."""
+    m = Sb.shape[0]
     for i in range(m):
         s = rhs[i]
         for k in range(max(0, i - bw), i):
@@ -96,6 +107,15 @@ def band_solve(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> bool:
         for k in range(i + 1, min(m, i + bw + 1)):
             s -= Sb[k, k - i] * rhs[k]
         rhs[i] = s / Sb[i, 0]
+
+
+@njit(cache=True, inline="always")
+def band_solve(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> bool:
+    """In-place banded Cholesky of Sb and solve; ``rhs`` becomes the solution. False if S is not
+    positive definite."""
+    if not band_factor(Sb, bw):
+        return False
+    band_substitute(Sb, rhs, bw)
     return True
 
 
@@ -206,25 +226,6 @@ def accelerations(t, q, v, inputs, model):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def _identity_schur(Jv, Jc, perm, bw, Sb):  # noqa: ANN001
-    """Banded A·Aᵀ over the active rows into Sb (for the minimum-norm projections)."""
-    m = perm.shape[0]
-    for p1 in range(m):
-        r1 = perm[p1]
-        for p2 in range(max(0, p1 - bw), p1 + 1):
-            r2 = perm[p2]
-            acc = 0.0
-            for k1 in range(Jc.shape[1]):
-                c1 = Jc[r1, k1]
-                if c1 < 0:
-                    continue
-                for k2 in range(Jc.shape[1]):
-                    if Jc[r2, k2] == c1:
-                        acc += Jv[r1, k1] * Jv[r2, k2]
-            Sb[p1, p1 - p2] = acc
-
-
-@njit(cache=True, inline="always")
 def project(t, y, model, tol, ws):  # noqa: ANN001
     """Minimum-norm projection, in place in y = [q, v, …], of q onto C = 0 (Newton) and of v onto
     Cq·v + Ct = 0. False if a solve failed (y is then partly projected). A thin inlined wrapper:
@@ -240,34 +241,44 @@ def _project(t, y, tol, p):  # noqa: ANN001
     perm, bw = sd[0], sd[4]
     if perm.shape[0] == 0:
         return True
-    qx, vx, cs, C, Jv, Ct, G = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6]
+    qx, vx, cs, C, Jv, Ct, G, Minv = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6], ws[8]
     tmp, c, Sb = ws[13], ws[14], ws[15]
     q, v = y[:n], y[n:2 * n]
     vx[:] = 0.0
+    factored, converged = False, False  # Sb holds the factor of A·Aᵀ at the last Newton iterate
     for _ in range(8):
         qx[:n] = q
         trig(qx, cs)
         constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, False)
         worst = 0.0
-        for p in range(perm.shape[0]):
-            c[p] = C[perm[p]]
-            worst = max(worst, abs(c[p]))
+        for k in range(perm.shape[0]):
+            c[k] = C[perm[k]]
+            worst = max(worst, abs(c[k]))
         if worst <= tol:
+            converged = True
             break
-        _identity_schur(Jv, Jc, perm, bw, Sb)
-        if not band_solve(Sb, c, bw):
+        _schur(Jv, Minv, sd, Sb, True)
+        if not band_factor(Sb, bw):
             return False
+        band_substitute(Sb, c, bw)
         _sub_at_times(Jv, Jc, perm, c, q, tmp)
-    qx[:n] = q
-    trig(qx, cs)
-    constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, False)
+        factored = worst < 1e-8  # then A·Aᵀ at the final q is within ~1e-8 of this factor
+    if not converged:  # C, Jv, Ct at the final q
+        qx[:n] = q
+        trig(qx, cs)
+        constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, False)
     _a_times(Jv, Jc, perm, v, c)
-    for p in range(perm.shape[0]):
-        c[p] += Ct[perm[p]]
-    _identity_schur(Jv, Jc, perm, bw, Sb)
-    ok = band_solve(Sb, c, bw)
+    big = 0.0
+    for k in range(perm.shape[0]):
+        c[k] += Ct[perm[k]]
+        big = max(big, abs(c[k]))
+    if not factored or big > 1e-6:  # reused factor: velocity residual ≤ ~1e-8 × 1e-6
+        _schur(Jv, Minv, sd, Sb, True)
+        if not band_factor(Sb, bw):
+            return False
+    band_substitute(Sb, c, bw)
     _sub_at_times(Jv, Jc, perm, c, v, tmp)
-    return ok
+    return True
 
 
 @njit(cache=True)
