@@ -11,7 +11,7 @@ import pytest
 import mbsd_twin as mt
 from mbsd_twin.compiled_model import Unsupported, pack
 from mbsd_twin.dynamics import Dynamics
-from mbsd_twin.nb_solve import accelerations, reactions
+from mbsd_twin.nb_solve import accelerations, project, reactions, workspace
 from mbsd_twin.outputs import reaction_columns
 
 EX = Path(__file__).resolve().parents[1] / "examples/mechanisms"
@@ -64,6 +64,36 @@ def test_compiled_evaluation_matches_numpy_at_random_states(mech: mt.Mechanism) 
         for k, j in enumerate(system.joints):
             for c in j.components:
                 assert react[k, "xyz".index(c[1])] == pytest.approx(cols[f"{j.name}.{c}"][0], rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize(("dq", "dv"), [(1e-10, 1e-9), (1e-10, 0.5), (1e-3, 0.5)],
+                         ids=["after-a-step", "reused-factor-large-velocity-residual", "far-off"])
+def test_compiled_projection_is_the_minimum_norm_correction(dq: float, dv: float) -> None:
+    """project() against numpy: q on C(q) = 0 (to the tolerance), and v the minimum-norm correction
+    v − J⁺(J·v + Ct) at the projected q (J⁺ by numpy's pseudo-inverse). The three cases take its
+    three paths: one Newton step with the factor reused for the velocities, the same with a velocity
+    residual too large to reuse it, and several Newton steps."""
+    mech = _loaded_slider_crank()
+    system = mt.compile_mechanism(mech)
+    dyn = Dynamics(system, mt.SolverOptions())
+    model, _ = pack(system, dyn.rows, None)
+    ws = workspace(model)
+    rng = np.random.default_rng(3)
+    q0 = mt.assemble(system)
+    n, t = system.n_coord, 0.3
+    for _ in range(3):
+        J0 = system.jacobian(q0, t)
+        v0 = rng.normal(size=n)
+        v0 -= np.linalg.pinv(J0) @ (J0 @ v0 + system.ct(q0, t))   # consistent, then disturbed
+        y = np.concatenate([q0 + dq * rng.normal(size=n), v0 + dv * rng.normal(size=n), np.zeros(3)])
+        v_in = y[n:2 * n].copy()
+        assert project(t, y, model, 1e-12, ws)
+        q, v = y[:n], y[n:2 * n]
+        assert np.abs(system.constraints(q, t)).max() < 1e-12
+        J = system.jacobian(q, t)
+        v_ref = v_in - np.linalg.pinv(J) @ (J @ v_in + system.ct(q, t))
+        assert np.abs(J @ v + system.ct(q, t)).max() < 1e-12 * max(1.0, np.abs(v_in).max())
+        assert np.abs(v - v_ref).max() < 1e-9 * max(dv, 1e-6)
 
 
 def test_trajectories_agree_within_the_solver_tolerance() -> None:
