@@ -12,6 +12,7 @@ import pytest
 from reference import slider_crank as scr
 
 import mbsd_twin as mt
+from mbsd_twin.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "mechanisms"
@@ -103,3 +104,22 @@ def test_inverse_to_stdout_parses() -> None:
     w = 2.0 * np.pi
     torque = scr.inverse_dynamics(scr.SliderCrank(), w * t, w).torque
     np.testing.assert_allclose(data["motoreffort"], torque, rtol=0, atol=1e-9 * np.abs(torque).max())
+
+
+def test_simulate_step_control_flags_reach_the_solver(tmp_path: Path) -> None:
+    """--error-norm rms and --energy-error-control give the API's result with those options (and
+    differ from the default run, which uses neither)."""
+    mech = mt.load_mechanism(FREE)
+    runs = {}
+    for label, flags, opts in (("default", [], mt.SolverOptions()),
+                               ("rms+energy", ["--error-norm", "rms", "--energy-error-control"],
+                                mt.SolverOptions(error_norm="rms", energy_error_control=True))):
+        out = tmp_path / f"{label}.csv"
+        assert main(["simulate", str(FREE), "--t-end", "0.3", "--output-interval", "0.1",
+                     "--set", "motor_torque=2", *flags, "-o", str(out)]) == 0
+        api = mt.simulate(mech, 0.3, 0.1, inputs={"motor_torque": 2.0}, options=opts)
+        data = read_csv(out)
+        np.testing.assert_array_equal(data["cranktheta"], api["crank.theta"])
+        runs[label] = data["cranktheta"][-1]
+    assert runs["default"] != runs["rms+energy"]
+    assert runs["default"] == pytest.approx(runs["rms+energy"], abs=1e-7)
