@@ -1,7 +1,8 @@
 """A compiled Dormand–Prince 8(5,3) integrator over the compiled right-hand side.
 
-Step-size control follows the standard scheme (Hairer, Nørsett & Wanner): error norm from the
-5th- and 3rd-order embedded estimates, safety factor 0.9, step factor bounded to [0.2, 10], no
+Step-size control follows the standard scheme (Hairer, Nørsett & Wanner): error norm (the max
+norm by default, or scipy's root mean square; see ``error_norm.py``) from the 5th- and 3rd-order
+embedded estimates, safety factor 0.9, step factor bounded to [0.2, 10], no
 increase right after a rejected step. The Butcher tableau is taken from scipy's DOP853 tables, so
 both integrators use the same method. The stepping itself (with projection and dense output) is
 in ``nb_stepper``.
