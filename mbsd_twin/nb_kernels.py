@@ -47,6 +47,34 @@ def borrow(typingctx, x):  # noqa: ANN001, ANN201
 
 
 @intrinsic
+def shaped(typingctx, a, start, shape):  # noqa: ANN001, ANN201
+    """The C-contiguous view of shape ``shape`` (a tuple of ints) of the 1-D C-contiguous array
+    ``a`` from element ``start`` on, owner-less like :func:`borrow`. No bounds check: the caller
+    guarantees ``start + prod(shape) <= len(a)``. It replaces ``a[start:...].reshape(shape)``,
+    whose call into numba's C helper per view dominated rebuilding the flat model (``nb_flat``)."""
+    if not (isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C" and isinstance(shape, types.UniTuple)):
+        return None
+    ret = types.Array(a.dtype, shape.count, "C")
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        src = context.make_array(signature.args[0])(context, builder, value=args[0])
+        out = context.make_array(ret)(context, builder)
+        dims = [context.cast(builder, d, shape.dtype, types.intp) for d in cgutils.unpack_tuple(builder, args[2])]
+        first = context.cast(builder, args[1], signature.args[1], types.intp)
+        item = context.get_constant(types.intp, context.get_abi_sizeof(context.get_data_type(a.dtype)))
+        strides, acc = [], item
+        for d in reversed(dims):
+            strides.insert(0, acc)
+            acc = builder.mul(acc, d)
+        data = cgutils.pointer_add(builder, src.data, builder.mul(first, item))
+        context.populate_array(out, data=builder.bitcast(data, src.data.type), shape=cgutils.pack_array(builder, dims),
+                               strides=cgutils.pack_array(builder, strides), itemsize=item, meminfo=None)
+        return out._getvalue()
+
+    return ret(a, start, shape), codegen
+
+
+@intrinsic
 def stash(typingctx, x):  # noqa: ANN001, ANN201
     """A pointer to a copy of ``x`` in the caller's stack frame (valid until the caller returns):
     passing it instead of ``x`` spares a call with a tuple of many arrays from copying all their

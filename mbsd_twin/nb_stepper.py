@@ -40,7 +40,7 @@ from scipy.integrate._ivp import dop853_coefficients as _tab
 
 from . import nb_dop853 as nd
 from .nb_flat import unflatten, workspace_in, workspace_size
-from .nb_kernels import borrow
+from .nb_kernels import borrow, shaped
 from .nb_solve import output_vector, project
 
 HS = 8
@@ -66,14 +66,14 @@ def _views(S):  # noqa: ANN001
     ny = (S.shape[0] - HS) // 11
     o = HS
     return (S[o:o + ny], S[o + ny:o + 2 * ny], S[o + 2 * ny:o + 3 * ny], S[o + 3 * ny:o + 4 * ny],
-            S[o + 4 * ny:o + 11 * ny].reshape((7, ny)))
+            shaped(S, o + 4 * ny, (7, ny)))
 
 
 @njit(cache=True, inline="always")
 def _scratch(wb, model, ny):  # noqa: ANN001
     n, m, Jc, sd = model[0], model[1], model[3], model[6]
     o = workspace_size(n, m, Jc.shape[1], sd[0].shape[0], sd[4])
-    K = wb[o:o + N_EXT * ny].reshape((N_EXT, ny))
+    K = shaped(wb, o, (N_EXT, ny))
     o += N_EXT * ny
     return workspace_in(wb, model), K, wb[o:o + ny], wb[o + ny:o + 2 * ny]
 

@@ -133,3 +133,23 @@ def test_runaway_motion_fails_with_a_message_instead_of_hanging(backend: str) ->
     with pytest.raises(mt.SolverFailure, match="internal steps"):
         sim.advance_to(0.001)
     assert 0.0 < sim.time < 0.001
+
+
+def test_shaped_views_equal_numpy_reshapes_and_write_through() -> None:
+    """nb_kernels.shaped (the flat model's views without numba's reshape helper) against numpy."""
+    from numba import njit
+
+    from mbsd_twin.nb_kernels import shaped
+
+    @njit(cache=False)
+    def views(f, i, start):  # noqa: ANN001, ANN202
+        m, t, k = shaped(f, start, (3, 4)), shaped(f, start + 1, (2, 3, 3)), shaped(i, start, (5, 2))
+        k[4, 1] = -1
+        return m.copy(), t.copy(), k.copy(), m.strides, t.strides
+
+    f, i = np.arange(40.0), np.arange(30, dtype=np.int64)
+    m, t, k, ms, ts = views(f, i, 7)
+    np.testing.assert_array_equal(m, np.arange(40.0)[7:19].reshape(3, 4))
+    np.testing.assert_array_equal(t, np.arange(40.0)[8:26].reshape(2, 3, 3))
+    assert ms == (32, 8) and ts == (72, 24, 8)
+    assert i[7 + 9] == -1 and k[4, 1] == -1            # a view: the write reached the buffer
