@@ -173,9 +173,9 @@ class Simulator:
         self._n_kin = n_kin
         self._load_names = [sp.name for sp in s.loads.output_specs()]
         # state-only outputs (positions and velocities) need no solve
-        self._state_only = {f"{b}.{c}": (3 * k + i, off) for k, b in enumerate(s.body_names)
+        self._state_only = {f"{b}.{c}": off * s.n_coord + 3 * k + i for k, b in enumerate(s.body_names)
                             for off, chans in ((0, ("x", "y", "theta")), (1, ("vx", "vy", "omega")))
-                            for i, c in enumerate(chans)}
+                            for i, c in enumerate(chans)}  # name → index in the state vector y
 
     def output_names(self) -> list[str]:
         return list(self._names)
@@ -215,9 +215,9 @@ class Simulator:
         return dict(zip(self._names, self.output_vector().tolist(), strict=True))
 
     def get_output(self, name: str) -> float:
-        if name in self._state_only:
-            k, off = self._state_only[name]
-            return float(self._stepper.y[off * self.system.n_coord + k])
+        idx = self._state_only.get(name)
+        if idx is not None:
+            return float(self._stepper.y.item(idx))
         if name not in self._index:
             raise PortError(f"unknown output port {name!r}", name=name)
         return float(self.output_vector()[self._index[name]])
@@ -270,9 +270,10 @@ class Simulator:
         fv: list[int] = []
         for values, off, kind in ((positions or {}, 0, "position"), (velocities or {}, 1, "velocity")):
             for name, val in values.items():
-                if self._state_only.get(name, (0, 1 - off))[1] != off:
+                idx = self._state_only.get(name)
+                if idx is None or idx // n != off:
                     raise PortError(f"{name!r} is not a {kind} output", name=name)
-                k = self._state_only[name][0]
+                k = idx - off * n
                 (q if off == 0 else v)[k] = float(val)
                 (fq if off == 0 else fv).append(k)
         t = self.time if time is None else float(time)
