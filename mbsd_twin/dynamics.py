@@ -22,7 +22,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
-from .error_norm import ERROR_NORMS, explicit_method
+from .error_norm import ERROR_NORMS, EXPLICIT, explicit_method
 from .errors import ConsistencyError, MbsdError
 from .kinematics import KinematicsOptions, assemble, rank_info
 from .loads import LoadTotals
@@ -30,7 +30,6 @@ from .system import System
 
 F = NDArray[Any]
 
-EXPLICIT = {"RK45": si.RK45, "RK23": si.RK23, "DOP853": si.DOP853}
 IMPLICIT = {"Radau": si.Radau, "BDF": si.BDF, "LSODA": si.LSODA}
 DRIFT = ("none", "baumgarte", "projection")
 

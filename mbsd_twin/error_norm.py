@@ -24,7 +24,7 @@ import numpy as np
 import scipy.integrate as si
 
 ERROR_NORMS = ("max", "rms")
-_SCIPY = {"RK45": si.RK45, "RK23": si.RK23, "DOP853": si.DOP853}
+EXPLICIT = {"RK45": si.RK45, "RK23": si.RK23, "DOP853": si.DOP853}  # scipy's explicit Runge–Kutta classes
 
 
 def _max_norm(self: Any, K: Any, h: float, scale: Any) -> float:
@@ -32,9 +32,9 @@ def _max_norm(self: Any, K: Any, h: float, scale: Any) -> float:
     return float(np.max(np.abs(self._estimate_error(K, h) / scale)))
 
 
-_MAX = {name: type(f"{name}MaxNorm", (cls,), {"_estimate_error_norm": _max_norm}) for name, cls in _SCIPY.items()}
+_MAX = {name: type(f"{name}MaxNorm", (cls,), {"_estimate_error_norm": _max_norm}) for name, cls in EXPLICIT.items()}
 
 
 def explicit_method(name: str, norm: str) -> Any:
     """The scipy solver class for explicit method ``name`` with error norm ``norm``."""
-    return (_MAX if norm == "max" else _SCIPY)[name]
+    return (_MAX if norm == "max" else EXPLICIT)[name]

@@ -125,7 +125,7 @@ def _step(S, u, model, ws, K, ys, yr, t_limit, ob):  # noqa: ANN001
         t_next = min(t + h_abs, t_limit)
         h = t_next - t
         fine = nd._stages(t, y_new, f_new, h, u, model, K, ws, ys, yr)
-        err = nd._error_norm(K, h, y_new, yr, rtol, atol, n_ctrl, ob[7]) if fine else np.inf
+        err = nd._error_norm(K, h, y_new, yr, rtol, atol, n_ctrl, ob[7] > 0.0) if fine else np.inf
         if err < 1.0:
             factor = 10.0 if err == 0.0 else min(10.0, 0.9 * err ** (-1.0 / 8.0))
             S[3] = h * (min(1.0, factor) if rejected else factor)
