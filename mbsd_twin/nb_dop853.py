@@ -18,8 +18,8 @@ import numpy as np
 from numba import njit
 from scipy.integrate._ivp import dop853_coefficients as _tab
 
-from .nb_kernels import borrow, stash, unstash
-from .nb_solve import accelerate, workspace
+from .nb_kernels import borrow, unstash
+from .nb_solve import accelerate, context, workspace
 
 TAB_A = np.ascontiguousarray(_tab.A[:_tab.N_STAGES, :_tab.N_STAGES])
 TAB_B = np.ascontiguousarray(_tab.B)
@@ -33,13 +33,13 @@ OK, FAIL_STEP, FAIL_SOLVE, FAIL_PROJECT, FAIL_MAX_STEPS = 0, -1, -2, -3, -4
 
 
 @njit(cache=True)
-def _rhs(t, y, dy, p):  # noqa: ANN001
-    """rhs_into with (inputs, model, ws) behind the stash pointer ``p`` (all arrays borrowed)."""
-    inputs, model, ws = unstash(p)
+def _rhs(t, y, dy, ctx):  # noqa: ANN001
+    """rhs_into with (inputs, model, ws) behind the ``nb_solve.context`` pointer ``ctx``."""
+    inputs, model, ws = unstash(ctx)
     n, Jc = model[0], model[3]
     v = y[n:2 * n]
     _, di, pin, ok = accelerate(t, y[:n], v, inputs, model, ws)
-    Jv, lam, a = ws[4], ws[10], ws[11]
+    Jv, lam, a = ws[4], ws[9], ws[10]
     for i in range(n):
         dy[i], dy[n + i] = v[i], a[i]
     dy[2 * n], dy[2 * n + 1] = di, pin
@@ -63,7 +63,14 @@ def rhs_into(t, y, inputs, model, ws, dy):  # noqa: ANN001
     """dy/dt into ``dy`` using the workspace ``ws`` (nb_solve.workspace); False if the solve failed
     or the result is not finite. Not inlined on purpose: the call keeps the caller's arrays alive
     while _rhs works on owner-less views of them (``rhs`` passes a temporary workspace)."""
-    return _rhs(t, borrow(y), borrow(dy), stash(borrow((inputs, model, ws))))
+    return _rhs(t, borrow(y), borrow(dy), context(inputs, model, ws))
+
+
+@njit(cache=True, inline="always")
+def rhs_at(t, y, dy, ctx):  # noqa: ANN001
+    """:func:`rhs_into` with (inputs, model, ws) behind a ``nb_solve.context`` pointer that the
+    entry point made once (a context costs about a quarter of a right-hand side to make)."""
+    return _rhs(t, borrow(y), borrow(dy), ctx)
 
 
 @njit(cache=True)
@@ -95,25 +102,26 @@ def initial_step(t, y, f, inputs, model, rtol, atol, max_step):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def _stages(t, y, f, h, inputs, model, K, ws, ys, y_new):  # noqa: ANN001
-    """Stages into K (K[N_STAGES] = f(t + h, y_new)) and the 8th-order solution into y_new."""
+def _stages(t, y, f, h, ctx, K, ys, y_new):  # noqa: ANN001
+    """Stages into K (K[N_STAGES] = f(t + h, y_new)) and the 8th-order solution into y_new
+    ((inputs, model, ws) behind the ``nb_solve.context`` pointer ``ctx``)."""
     K[0] = f
     ok = True
     ny = y.shape[0]
-    p, Kb = stash(borrow((inputs, model, ws))), borrow(K)
+    Kb = borrow(K)
     for s in range(1, N_STAGES):
         for i in range(ny):
             acc = 0.0
             for j in range(s):
                 acc += TAB_A[s, j] * K[j, i]
             ys[i] = y[i] + h * acc
-        ok = _rhs(t + TAB_C[s] * h, borrow(ys), Kb[s], p) and ok
+        ok = _rhs(t + TAB_C[s] * h, borrow(ys), Kb[s], ctx) and ok
     for i in range(ny):
         acc = 0.0
         for j in range(N_STAGES):
             acc += TAB_B[j] * K[j, i]
         y_new[i] = y[i] + h * acc
-    return _rhs(t + h, borrow(y_new), Kb[N_STAGES], p) and ok
+    return _rhs(t + h, borrow(y_new), Kb[N_STAGES], ctx) and ok
 
 
 @njit(cache=True)

@@ -97,7 +97,7 @@ def unflatten(ib, fb):  # noqa: ANN001
 def workspace_size(n, m, width, n_active, bw):  # noqa: ANN001
     """Length of the float buffer :func:`workspace_in` carves (same order, same sizes)."""
     nb = n // 3
-    return 4 * (n + 3) + 4 * m + m * width + 18 * nb + 3 * n + n_active * (bw + 2)
+    return 4 * (n + 3) + 4 * m + m * width + 9 * nb + 3 * n + n_active * (bw + 2)
 
 
 @njit(cache=True, inline="always")
@@ -110,11 +110,10 @@ def workspace_in(wb, model):  # noqa: ANN001
     o5 = o4 + m * w
     o6, o7 = o5 + m, o5 + 2 * m
     o8 = o7 + 9 * nb
-    o9 = o8 + 9 * nb
-    o10 = o9 + n + 3
-    o11 = o10 + m
-    o12, o13, o14 = o11 + n, o11 + 2 * n, o11 + 3 * n
-    o15 = o14 + ma
+    o9 = o8 + n + 3
+    o10 = o9 + m
+    o11, o12, o13 = o10 + n, o10 + 2 * n, o10 + 3 * n
+    o14 = o13 + ma
     return (wb[0:o1], wb[o1:o2], wb[o2:o3], wb[o3:o4], shaped(wb, o4, (m, w)), wb[o5:o6], wb[o6:o7],
-            shaped(wb, o7, (nb, 3, 3)), shaped(wb, o8, (nb, 3, 3)), wb[o9:o10], wb[o10:o11],
-            wb[o11:o12], wb[o12:o13], wb[o13:o14], wb[o14:o15], shaped(wb, o15, (ma, bw + 1)))
+            shaped(wb, o7, (nb, 3, 3)), wb[o8:o9], wb[o9:o10], wb[o10:o11], wb[o11:o12], wb[o12:o13],
+            wb[o13:o14], shaped(wb, o14, (ma, bw + 1)))

@@ -240,19 +240,27 @@ def constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, gam):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def body_blocks(qx, cs, vx, bodies, Mb, Q):  # noqa: ANN001
-    """Per-body 3×3 mass blocks Mb (nb, 3, 3) and gravity + velocity-product forces into Q."""
+def body_blocks(qx, cs, vx, bodies, Minv, Q):  # noqa: ANN001
+    """Per-body inverse mass blocks Minv (nb, 3, 3) and gravity + velocity-product forces into Q.
+
+    With r = (gx, gy) the centre of mass relative to the reference point (world axes), the
+    centre-of-mass velocity is T·v with T = [[1, 0, −gy], [0, 1, gx], [0, 0, 1]], so the body's
+    mass block is M = Tᵀ·diag(m, m, I_G)·T and M⁻¹ = T⁻¹·diag(1/m, 1/m, 1/I_G)·T⁻ᵀ with
+    T⁻¹ = [[1, 0, gy], [0, 1, −gx], [0, 0, 1]]: written out below (m > 0 and I_G > 0, which the
+    mechanism validation requires)."""
     mass, inertia, cg, g = bodies
     for b in range(mass.shape[0]):
         col = 3 * b
         gx, gy = _att(cs, col, cg[b, 0], cg[b, 1])
         bx, by = -gy, gx
         m = mass[b]
-        Mb[b, 0, 0] = Mb[b, 1, 1] = m
-        Mb[b, 0, 1] = Mb[b, 1, 0] = 0.0
-        Mb[b, 0, 2] = Mb[b, 2, 0] = m * bx
-        Mb[b, 1, 2] = Mb[b, 2, 1] = m * by
-        Mb[b, 2, 2] = inertia[b] + m * (cg[b, 0] ** 2 + cg[b, 1] ** 2)
+        im, ii = 1.0 / m, 1.0 / inertia[b]
+        Minv[b, 0, 0] = im + gy * gy * ii
+        Minv[b, 1, 1] = im + gx * gx * ii
+        Minv[b, 0, 1] = Minv[b, 1, 0] = -gx * gy * ii
+        Minv[b, 0, 2] = Minv[b, 2, 0] = gy * ii
+        Minv[b, 1, 2] = Minv[b, 2, 1] = -gx * ii
+        Minv[b, 2, 2] = ii
         w2 = vx[col + 2] ** 2
         Q[col] += m * g[0] + m * gx * w2
         Q[col + 1] += m * g[1] + m * gy * w2

@@ -26,23 +26,6 @@ from .nb_kernels import applied_loads, body_blocks, borrow, constraint_rows, sta
 
 
 @njit(cache=True, inline="always")
-def _inv3(Mb: np.ndarray, out: np.ndarray) -> None:
-    for b in range(Mb.shape[0]):
-        a, bb, c = Mb[b, 0, 0], Mb[b, 0, 1], Mb[b, 0, 2]
-        d, e, f = Mb[b, 1, 0], Mb[b, 1, 1], Mb[b, 1, 2]
-        g, h, k = Mb[b, 2, 0], Mb[b, 2, 1], Mb[b, 2, 2]
-        A, B, C = e * k - f * h, -(d * k - f * g), d * h - e * g
-        det = a * A + bb * B + c * C
-        out[b, 0, 0], out[b, 1, 0], out[b, 2, 0] = A / det, B / det, C / det
-        out[b, 0, 1] = -(bb * k - c * h) / det
-        out[b, 1, 1] = (a * k - c * g) / det
-        out[b, 2, 1] = -(a * h - bb * g) / det
-        out[b, 0, 2] = (bb * f - c * e) / det
-        out[b, 1, 2] = -(a * f - c * d) / det
-        out[b, 2, 2] = (a * e - bb * d) / det
-
-
-@njit(cache=True, inline="always")
 def _schur(Jv, Minv, sd, Sb, unit=False):  # noqa: ANN001
     """Banded lower storage of S = A·M⁻¹·Aᵀ (Sb[p, d] = S[p, p − d]) into Sb; with ``unit``,
     S = A·Aᵀ (M⁻¹ not read: the metric of the minimum-norm projections)."""
@@ -156,14 +139,14 @@ def _minv_times(Minv, x, out):  # noqa: ANN001
 
 @njit(cache=True)
 def workspace(model):  # noqa: ANN001
-    """Scratch arrays for one model: qx, vx, cs (n + 3); C, Jv, Ct, G, λ (rows); Mb, Minv;
-    Qx (n + 3); a, z, tmp (n); band vector and banded S (active rows). Reused by every call."""
+    """Scratch arrays for one model, in this order: qx, vx, cs (n + 3); C, Jv, Ct, G (rows);
+    M⁻¹ blocks (nb, 3, 3); Qx (n + 3); λ (rows); a, z, tmp (n); band vector and banded S (active
+    rows). Reused by every call; ``nb_flat.workspace_in`` carves the same arrays from one buffer."""
     n, m, Jc, sd = model[0], model[1], model[3], model[6]
     ma, nb = sd[0].shape[0], n // 3
-    e1, e3 = np.zeros(n + 3), np.zeros((nb, 3, 3))
-    return (e1, np.zeros(n + 3), np.zeros(n + 3), np.zeros(m), np.zeros((m, Jc.shape[1])), np.zeros(m),
-            np.zeros(m), e3, np.zeros((nb, 3, 3)), np.zeros(n + 3), np.zeros(m), np.zeros(n), np.zeros(n),
-            np.zeros(n), np.zeros(ma), np.zeros((ma, sd[4] + 1)))
+    return (np.zeros(n + 3), np.zeros(n + 3), np.zeros(n + 3), np.zeros(m), np.zeros((m, Jc.shape[1])),
+            np.zeros(m), np.zeros(m), np.zeros((nb, 3, 3)), np.zeros(n + 3), np.zeros(m), np.zeros(n),
+            np.zeros(n), np.zeros(n), np.zeros(ma), np.zeros((ma, sd[4] + 1)))
 
 
 @njit(cache=True, inline="always")
@@ -180,14 +163,13 @@ def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
     being inlined, it needs the caller to keep them alive across the call (no temporaries such as
     ``workspace(model)`` or ``q.copy()`` as arguments; views of a live array are fine)."""
     n, m, cons, Jc, bodies, loads, sd, baum = borrow(model)
-    qx, vx, cs, C, Jv, Ct, G, Mb, Minv, Qx, lam, a, z, tmp, rhs, Sb = borrow(ws)
+    qx, vx, cs, C, Jv, Ct, G, Minv, Qx, lam, a, z, tmp, rhs, Sb = borrow(ws)
     q, v, inputs = borrow(q), borrow(v), borrow(inputs)
     _load_state(q, v, qx, vx, cs, n)
     constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, True)
     Qx[:] = 0.0
-    body_blocks(qx, cs, vx, bodies, Mb, Qx)
+    body_blocks(qx, cs, vx, bodies, Minv, Qx)
     el, di, pin = applied_loads(qx, cs, vx, t, inputs, loads, Qx, n)
-    _inv3(Mb, Minv)
     perm, bw = sd[0], sd[4]
     lam[:] = 0.0
     _minv_times(Minv, Qx, z)
@@ -222,27 +204,43 @@ def accelerations(t, q, v, inputs, model):  # noqa: ANN001
     """One-off call: a, λ, energy rates (elastic, dissipated, input), C, Jv, Ct (fresh arrays); ok."""
     ws = workspace(model)
     el, di, pin, ok = accelerate(t, q, v, inputs, model, ws)
-    return ws[11], ws[10], el, di, pin, ws[3], ws[4], ws[5], ok
+    return ws[10], ws[9], el, di, pin, ws[3], ws[4], ws[5], ok
+
+
+@njit(cache=True, inline="always")
+def context(inputs, model, ws):  # noqa: ANN001
+    """A pointer to owner-less views of (inputs, model, ws) in the caller's stack frame, for
+    :func:`project_at` and ``nb_dop853.rhs_at``. Making it copies some sixty array structs (about
+    0.2 µs for the slider crank), so an entry point makes it once and passes it down; the pointer
+    is valid until that entry point returns."""
+    return stash(borrow((inputs, model, ws)))
 
 
 @njit(cache=True, inline="always")
 def project(t, y, model, tol, ws):  # noqa: ANN001
     """Minimum-norm projection, in place in y = [q, v, …], of q onto C = 0 (Newton) and of v onto
-    Cq·v + Ct = 0. False if a solve failed (y is then partly projected). A thin inlined wrapper:
-    the work is one compiled function that gets (model, ws) behind a stash pointer, so callers
-    neither copy some sixty array structs per call nor compile their own copy of it."""
-    return _project(t, borrow(y), tol, stash(borrow((model, ws))))
+    Cq·v + Ct = 0. False if a solve failed (y is then partly projected). A one-off call; a loop
+    makes a :func:`context` once and calls :func:`project_at`."""
+    return _project(t, borrow(y), tol, context(y, model, ws))  # y stands in for the unused inputs
+
+
+@njit(cache=True, inline="always")
+def project_at(t, y, tol, ctx):  # noqa: ANN001
+    """:func:`project` with (inputs, model, ws) behind the :func:`context` pointer ``ctx``: the work
+    is one compiled function that callers neither copy some sixty array structs into per call nor
+    compile their own copy of."""
+    return _project(t, borrow(y), tol, ctx)
 
 
 @njit(cache=True)
-def _project(t, y, tol, p):  # noqa: ANN001
-    model, ws = unstash(p)
+def _project(t, y, tol, ctx):  # noqa: ANN001
+    _, model, ws = unstash(ctx)
     n, cons, Jc, sd = model[0], model[2], model[3], model[6]
     perm, bw = sd[0], sd[4]
     if perm.shape[0] == 0:
         return True
-    qx, vx, cs, C, Jv, Ct, G, Minv = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6], ws[8]
-    tmp, c, Sb = ws[13], ws[14], ws[15]
+    qx, vx, cs, C, Jv, Ct, G, Minv = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6], ws[7]
+    tmp, c, Sb = ws[12], ws[13], ws[14]
     q, v = y[:n], y[n:2 * n]
     vx[:] = 0.0
     factored, converged = False, False  # Sb holds the factor of A·Aᵀ at the last Newton iterate
@@ -329,7 +327,7 @@ def output_vector(t, y, inputs, model, joints, react_idx, effort_rows, e0, ws): 
     n = model[0]
     q, v = y[:n], y[n:2 * n]
     el, _, _, _ = accelerate(t, q, v, inputs, model, ws)
-    a, lam, C, Jv = ws[11], ws[10], ws[3], ws[4]
+    a, lam, C, Jv = ws[10], ws[9], ws[3], ws[4]
     react = reactions(q, lam, Jv, model[3], joints, n)
     nb = n // 3
     out = np.empty(9 * nb + react_idx.shape[0] + effort_rows.shape[0] + 9)

@@ -41,7 +41,7 @@ from scipy.integrate._ivp import dop853_coefficients as _tab
 from . import nb_dop853 as nd
 from .nb_flat import unflatten, workspace_in, workspace_size
 from .nb_kernels import borrow, shaped
-from .nb_solve import output_vector, project
+from .nb_solve import context, output_vector, project_at
 
 HS = 8
 N_EXT = _tab.N_STAGES_EXTENDED
@@ -109,9 +109,9 @@ def restart(S, u, ib, fb, wb):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def _step(S, u, model, ws, K, ys, yr, t_limit, ob):  # noqa: ANN001
+def _step(S, ctx, K, ys, yr, t_limit, ob):  # noqa: ANN001
     """One accepted step from t_new (retrying with smaller steps); y_old ← y_new, y_new ← the
-    projected result. Returns a status."""
+    projected result. Returns a status. ``ctx``: (inputs, model, ws), ``nb_solve.context``."""
     y_new, f_new, y_old, _y_out, _F = _views(S)
     rtol, atol, max_step, ptol = ob[0], ob[1], ob[2], ob[4]
     n_ctrl = y_new.shape[0] - (0 if ob[6] > 0.0 else nd.N_QUAD)
@@ -124,7 +124,7 @@ def _step(S, u, model, ws, K, ys, yr, t_limit, ob):  # noqa: ANN001
             return FAIL_STEP
         t_next = min(t + h_abs, t_limit)
         h = t_next - t
-        fine = nd._stages(t, y_new, f_new, h, u, model, K, ws, ys, yr)
+        fine = nd._stages(t, y_new, f_new, h, ctx, K, ys, yr)
         err = nd._error_norm(K, h, y_new, yr, rtol, atol, n_ctrl, ob[7] > 0.0) if fine else np.inf
         if err < 1.0:
             factor = 10.0 if err == 0.0 else min(10.0, 0.9 * err ** (-1.0 / 8.0))
@@ -137,9 +137,9 @@ def _step(S, u, model, ws, K, ys, yr, t_limit, ob):  # noqa: ANN001
     S[1], S[2], S[5] = t, t_next, 0.0
     S[4] += 1.0
     if ob[3] > 0.0:
-        if not project(t_next, y_new, model, ptol, ws):
+        if not project_at(t_next, y_new, ptol, ctx):
             return FAIL_PROJECT
-        if not nd.rhs_into(t_next, y_new, u, model, ws, f_new):
+        if not nd.rhs_at(t_next, y_new, f_new, ctx):
             return FAIL_SOLVE
     else:
         f_new[:] = K[nd.N_STAGES]
@@ -147,7 +147,7 @@ def _step(S, u, model, ws, K, ys, yr, t_limit, ob):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def _dense(S, u, model, ws, K, ys, yr):  # noqa: ANN001
+def _dense(S, ctx, K, ys, yr):  # noqa: ANN001
     """F from the stages of the last step (K, unprojected end yr): three extra stages."""
     _y_new, _f_new, y_old, _y_out, F = _views(S)
     t_old, h = S[1], S[2] - S[1]
@@ -159,7 +159,7 @@ def _dense(S, u, model, ws, K, ys, yr):  # noqa: ANN001
             for j in range(s):
                 acc += A_EXT[s, j] * K[j, i]
             ys[i] = y_old[i] + h * acc
-        ok = nd.rhs_into(t_old + C_EXT[s] * h, ys, u, model, ws, K[s]) and ok
+        ok = nd.rhs_at(t_old + C_EXT[s] * h, ys, K[s], ctx) and ok
     for i in range(ny):
         dy = yr[i] - y_old[i]
         F[0, i] = dy
@@ -175,7 +175,7 @@ def _dense(S, u, model, ws, K, ys, yr):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def _interpolate(S, t, model, ws, ob):  # noqa: ANN001
+def _interpolate(S, t, ctx, ob):  # noqa: ANN001
     """y_out ← the dense output at t, projected onto the constraints when asked."""
     _y_new, _f_new, y_old, y_out, F = _views(S)
     x = (t - S[1]) / (S[2] - S[1])
@@ -186,7 +186,7 @@ def _interpolate(S, t, model, ws, ob):  # noqa: ANN001
             acc *= x if (6 - r) % 2 == 0 else 1.0 - x
         y_out[i] = y_old[i] + acc
     S[0] = t
-    if ob[3] > 0.0 and not project(t, y_out, model, ob[4], ws):
+    if ob[3] > 0.0 and not project_at(t, y_out, ob[4], ctx):
         return FAIL_PROJECT
     return OK
 
@@ -202,15 +202,16 @@ def advance(S, t_end, u, clip, ib, fb, wb, ob):  # noqa: ANN001
     model, _ = unflatten(ib, fb)
     y_new, _f_new, _y_old, y_out, _F = _views(S)
     ws, K, ys, yr = _scratch(wb, model, y_new.shape[0])
+    ctx = context(u, model, ws)  # made once per call: see nb_solve.context
     if S[5] > 0.0 and t_end <= S[2]:
-        return _interpolate(S, t_end, model, ws, ob)
+        return _interpolate(S, t_end, ctx, ob)
     limit = t_end if clip else np.inf
     status, steps = OK, 0
     while S[2] < t_end:
         if steps >= ob[5]:
             status = FAIL_MAX_STEPS
             break
-        status = _step(S, u, model, ws, K, ys, yr, limit, ob)
+        status = _step(S, ctx, K, ys, yr, limit, ob)
         steps += 1
         if status != OK:
             break
@@ -218,11 +219,11 @@ def advance(S, t_end, u, clip, ib, fb, wb, ob):  # noqa: ANN001
         y_out[:] = y_new
         S[0], S[5] = S[2], 0.0
         return status
-    if not _dense(S, u, model, ws, K, ys, yr):
+    if not _dense(S, ctx, K, ys, yr):
         y_out[:] = y_new
         S[0], S[5] = S[2], 0.0
         return FAIL_SOLVE
-    return _interpolate(S, t_end, model, ws, ob)
+    return _interpolate(S, t_end, ctx, ob)
 
 
 @njit(cache=True)

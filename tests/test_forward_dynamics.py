@@ -391,7 +391,12 @@ def test_compiled_and_numpy_backends_agree() -> None:
     assert a.columns == b.columns
     for name in a.columns:
         scale = max(1.0, float(np.abs(b[name]).max()))
-        np.testing.assert_allclose(a[name], b[name], rtol=0, atol=1e-10 * scale, err_msg=name)
+        # The compiled path serves these output points from DOP853's dense output, whose energy
+        # integrals are left out of the step-size control by default: its balance error scatters
+        # by up to about 2e-10 J at the interpolated points of this run (the numpy path's stays
+        # below 1e-10 J), so that column is compared to 3e-10 J.
+        atol = 3e-10 if name == "energy.balance_error" else 1e-10 * scale
+        np.testing.assert_allclose(a[name], b[name], rtol=0, atol=atol, err_msg=name)
 
 
 # ------------------------------------------------------------------------- initial velocities
