@@ -102,43 +102,56 @@ def initial_step(t, y, f, inputs, model, rtol, atol, max_step):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
+def combine(w, K, out):  # noqa: ANN001
+    """out ← Σ_j w[j]·K[j] over the first len(w) rows of K, added term by term in the order of j:
+    the same sums as a loop over components with an inner loop over j, but row by row, so that
+    the inner loop runs over contiguous memory and vectorises. Zero weights are skipped."""
+    for i in range(out.shape[0]):
+        out[i] = 0.0
+    for j in range(w.shape[0]):
+        c = w[j]
+        if c != 0.0:
+            for i in range(out.shape[0]):
+                out[i] += c * K[j, i]
+
+
+@njit(cache=True, inline="always")
+def advance_by(y, h, out):  # noqa: ANN001
+    """out ← y + h·out (``out`` holding a :func:`combine` of stages)."""
+    for i in range(out.shape[0]):
+        out[i] = y[i] + h * out[i]
+
+
+@njit(cache=True, inline="always")
 def _stages(t, y, f, h, ctx, K, ys, y_new):  # noqa: ANN001
     """Stages into K (K[N_STAGES] = f(t + h, y_new)) and the 8th-order solution into y_new
     ((inputs, model, ws) behind the ``nb_solve.context`` pointer ``ctx``)."""
     K[0] = f
     ok = True
-    ny = y.shape[0]
     Kb = borrow(K)
     for s in range(1, N_STAGES):
-        for i in range(ny):
-            acc = 0.0
-            for j in range(s):
-                acc += TAB_A[s, j] * K[j, i]
-            ys[i] = y[i] + h * acc
+        combine(TAB_A[s, :s], K, ys)
+        advance_by(y, h, ys)
         ok = _rhs(t + TAB_C[s] * h, borrow(ys), Kb[s], ctx) and ok
-    for i in range(ny):
-        acc = 0.0
-        for j in range(N_STAGES):
-            acc += TAB_B[j] * K[j, i]
-        y_new[i] = y[i] + h * acc
+    combine(TAB_B, K, y_new)
+    advance_by(y, h, y_new)
     return _rhs(t + h, borrow(y_new), Kb[N_STAGES], ctx) and ok
 
 
 @njit(cache=True)
-def _error_norm(K, h, y, y_new, rtol, atol, n_ctrl, use_max):  # noqa: ANN001
+def _error_norm(K, h, y, y_new, e5, e3, rtol, atol, n_ctrl, use_max):  # noqa: ANN001
     """DOP853's error norm over the first ``n_ctrl`` components: all of them, or without the last
     N_QUAD (the energy integrals, quadratures of the state) when their error control is off, as
     CVODES allows (the numpy path then gives them an infinite atol: the same norm). With
     ``use_max`` the largest component's h·e5²/√(e5² + 0.01·e3²) (scaled), else scipy's root mean
-    square form (see ``error_norm.py``)."""
+    square form (see ``error_norm.py``). ``e5``, ``e3``: scratch vectors (len(y)) for the two
+    embedded error estimates."""
+    combine(TAB_E5, K, e5)  # K may hold extra (dense-output) stages below its first len(TAB_E5)
+    combine(TAB_E3, K, e3)
     n5, n3, worst = 0.0, 0.0, 0.0
     for i in range(n_ctrl):
-        e5, e3 = 0.0, 0.0
-        for j in range(TAB_E5.shape[0]):  # K may hold extra (dense-output) stages below
-            e5 += TAB_E5[j] * K[j, i]
-            e3 += TAB_E3[j] * K[j, i]
         sc = atol + max(abs(y[i]), abs(y_new[i])) * rtol
-        a5, a3 = (e5 / sc) ** 2, (e3 / sc) ** 2
+        a5, a3 = (e5[i] / sc) ** 2, (e3[i] / sc) ** 2
         n5 += a5
         n3 += a3
         if use_max and a5 > 0.0:

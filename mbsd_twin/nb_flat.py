@@ -94,10 +94,10 @@ def unflatten(ib, fb):  # noqa: ANN001
 
 
 @njit(cache=True)
-def workspace_size(n, m, width, n_active, bw):  # noqa: ANN001
+def workspace_size(n, m, width, n_active, bw, n_entries):  # noqa: ANN001
     """Length of the float buffer :func:`workspace_in` carves (same order, same sizes)."""
     nb = n // 3
-    return 4 * (n + 3) + 4 * m + m * width + 9 * nb + 3 * n + n_active * (bw + 2)
+    return 4 * (n + 3) + 4 * m + m * width + 9 * nb + 3 * n + n_active * (bw + 2) + 3 * n_entries
 
 
 @njit(cache=True, inline="always")
@@ -114,6 +114,7 @@ def workspace_in(wb, model):  # noqa: ANN001
     o10 = o9 + m
     o11, o12, o13 = o10 + n, o10 + 2 * n, o10 + 3 * n
     o14 = o13 + ma
+    o15 = o14 + ma * (bw + 1)
     return (wb[0:o1], wb[o1:o2], wb[o2:o3], wb[o3:o4], shaped(wb, o4, (m, w)), wb[o5:o6], wb[o6:o7],
             shaped(wb, o7, (nb, 3, 3)), wb[o8:o9], wb[o9:o10], wb[o10:o11], wb[o11:o12], wb[o12:o13],
-            wb[o13:o14], shaped(wb, o14, (ma, bw + 1)))
+            wb[o13:o14], shaped(wb, o14, (ma, bw + 1)), shaped(wb, o15, (sd[2].shape[0], 3)))

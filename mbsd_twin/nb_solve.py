@@ -26,41 +26,37 @@ from .nb_kernels import applied_loads, body_blocks, borrow, constraint_rows, sta
 
 
 @njit(cache=True, inline="always")
-def _schur(Jv, Minv, sd, Sb, unit=False):  # noqa: ANN001
+def _schur(Jv, Minv, sd, Sb, X, unit=False):  # noqa: ANN001
     """Banded lower storage of S = A·M⁻¹·Aᵀ (Sb[p, d] = S[p, p − d]) into Sb; with ``unit``,
-    S = A·Aᵀ (M⁻¹ not read: the metric of the minimum-norm projections)."""
+    S = A·Aᵀ (M⁻¹ not read: the metric of the minimum-norm projections). S is summed body by
+    body over the pairs of rows that touch the body; ``X`` (one row per (body, row) entry of
+    ``sd``) first gathers each entry's three Jacobian values, zero where the row does not have
+    the coordinate, so that the pair loop reads them contiguously and without branches."""
     perm, ptr, pos, slot, bw = sd
     Sb[:] = 0.0
+    for e in range(pos.shape[0]):
+        r = perm[pos[e]]
+        for k in range(3):
+            X[e, k] = Jv[r, slot[e, k]] if slot[e, k] >= 0 else 0.0
     for b in range(ptr.shape[0] - 1):
-        for e1 in range(ptr[b], ptr[b + 1]):
-            p1, r1 = pos[e1], perm[pos[e1]]
-            x0 = Jv[r1, slot[e1, 0]] if slot[e1, 0] >= 0 else 0.0  # A[p1, b-columns]
-            x1 = Jv[r1, slot[e1, 1]] if slot[e1, 1] >= 0 else 0.0
-            x2 = Jv[r1, slot[e1, 2]] if slot[e1, 2] >= 0 else 0.0
+        for e1 in range(ptr[b], ptr[b + 1]):  # a body's entries are in band order (compiled_model)
+            p1, x0, x1, x2 = pos[e1], X[e1, 0], X[e1, 1], X[e1, 2]
             if unit:
                 u0, u1, u2 = x0, x1, x2
             else:
                 u0 = Minv[b, 0, 0] * x0 + Minv[b, 0, 1] * x1 + Minv[b, 0, 2] * x2
                 u1 = Minv[b, 1, 0] * x0 + Minv[b, 1, 1] * x1 + Minv[b, 1, 2] * x2
                 u2 = Minv[b, 2, 0] * x0 + Minv[b, 2, 1] * x1 + Minv[b, 2, 2] * x2
-            for e2 in range(ptr[b], ptr[b + 1]):
-                p2, r2 = pos[e2], perm[pos[e2]]
-                if p2 > p1:
-                    continue
-                acc = 0.0
-                if slot[e2, 0] >= 0:
-                    acc += Jv[r2, slot[e2, 0]] * u0
-                if slot[e2, 1] >= 0:
-                    acc += Jv[r2, slot[e2, 1]] * u1
-                if slot[e2, 2] >= 0:
-                    acc += Jv[r2, slot[e2, 2]] * u2
-                Sb[p1, p1 - p2] += acc
+            for e2 in range(ptr[b], e1 + 1):
+                Sb[p1, p1 - pos[e2]] += X[e2, 0] * u0 + X[e2, 1] * u1 + X[e2, 2] * u2
 
 
 @njit(cache=True, inline="always")
 def band_factor(Sb: np.ndarray, bw: int) -> bool:
-    """In-place banded Cholesky of Sb. False if S is not positive definite (singular configuration
-    or redundant rows)."""
+    """In-place banded Cholesky S = L·Lᵀ of Sb: L below the diagonal, 1/L[i, i] on it (so that
+    the factorisation and the substitutions multiply instead of divide: a division's latency
+    lies on the critical path of every row). False if S is not positive definite (singular
+    configuration or redundant rows)."""
     m = Sb.shape[0]
     for i in range(m):
         for j in range(max(0, i - bw), i + 1):
@@ -70,9 +66,9 @@ def band_factor(Sb: np.ndarray, bw: int) -> bool:
             if i == j:
                 if not s > 1e-300:
                     return False
-                Sb[i, 0] = math.sqrt(s)
+                Sb[i, 0] = 1.0 / math.sqrt(s)
             else:
-                Sb[i, i - j] = s / Sb[j, 0]
+                Sb[i, i - j] = s * Sb[j, 0]
     return True
 
 
@@ -84,12 +80,12 @@ def band_substitute(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> None:
         s = rhs[i]
         for k in range(max(0, i - bw), i):
             s -= Sb[i, i - k] * rhs[k]
-        rhs[i] = s / Sb[i, 0]
+        rhs[i] = s * Sb[i, 0]
     for i in range(m - 1, -1, -1):
         s = rhs[i]
         for k in range(i + 1, min(m, i + bw + 1)):
             s -= Sb[k, k - i] * rhs[k]
-        rhs[i] = s / Sb[i, 0]
+        rhs[i] = s * Sb[i, 0]
 
 
 @njit(cache=True, inline="always")
@@ -141,12 +137,13 @@ def _minv_times(Minv, x, out):  # noqa: ANN001
 def workspace(model):  # noqa: ANN001
     """Scratch arrays for one model, in this order: qx, vx, cs (n + 3); C, Jv, Ct, G (rows);
     M⁻¹ blocks (nb, 3, 3); Qx (n + 3); λ (rows); a, z, tmp (n); band vector and banded S (active
-    rows). Reused by every call; ``nb_flat.workspace_in`` carves the same arrays from one buffer."""
+    rows); the Schur gather X (entries of sd, 3). Reused by every call; ``nb_flat.workspace_in``
+    carves the same arrays from one buffer."""
     n, m, Jc, sd = model[0], model[1], model[3], model[6]
     ma, nb = sd[0].shape[0], n // 3
     return (np.zeros(n + 3), np.zeros(n + 3), np.zeros(n + 3), np.zeros(m), np.zeros((m, Jc.shape[1])),
             np.zeros(m), np.zeros(m), np.zeros((nb, 3, 3)), np.zeros(n + 3), np.zeros(m), np.zeros(n),
-            np.zeros(n), np.zeros(n), np.zeros(ma), np.zeros((ma, sd[4] + 1)))
+            np.zeros(n), np.zeros(n), np.zeros(ma), np.zeros((ma, sd[4] + 1)), np.zeros((sd[2].shape[0], 3)))
 
 
 @njit(cache=True, inline="always")
@@ -163,7 +160,7 @@ def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
     being inlined, it needs the caller to keep them alive across the call (no temporaries such as
     ``workspace(model)`` or ``q.copy()`` as arguments; views of a live array are fine)."""
     n, m, cons, Jc, bodies, loads, sd, baum = borrow(model)
-    qx, vx, cs, C, Jv, Ct, G, Minv, Qx, lam, a, z, tmp, rhs, Sb = borrow(ws)
+    qx, vx, cs, C, Jv, Ct, G, Minv, Qx, lam, a, z, tmp, rhs, Sb, X = borrow(ws)
     q, v, inputs = borrow(q), borrow(v), borrow(inputs)
     _load_state(q, v, qx, vx, cs, n)
     constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, True)
@@ -188,7 +185,7 @@ def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
                     cdot += Jv[r, k] * v[Jc[r, k]]
             g -= 2.0 * baum[1] * cdot + baum[2] * baum[2] * C[r]
         rhs[p] -= g
-    _schur(Jv, Minv, sd, Sb)
+    _schur(Jv, Minv, sd, Sb, X)
     ok = band_solve(Sb, rhs, bw)
     for i in range(n):
         z[i] = Qx[i]
@@ -240,7 +237,7 @@ def _project(t, y, tol, ctx):  # noqa: ANN001
     if perm.shape[0] == 0:
         return True
     qx, vx, cs, C, Jv, Ct, G, Minv = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6], ws[7]
-    tmp, c, Sb = ws[12], ws[13], ws[14]
+    tmp, c, Sb, X = ws[12], ws[13], ws[14], ws[15]
     q, v = y[:n], y[n:2 * n]
     vx[:] = 0.0
     factored, converged = False, False  # Sb holds the factor of A·Aᵀ at the last Newton iterate
@@ -255,7 +252,7 @@ def _project(t, y, tol, ctx):  # noqa: ANN001
         if worst <= tol:
             converged = True
             break
-        _schur(Jv, Minv, sd, Sb, True)
+        _schur(Jv, Minv, sd, Sb, X, True)
         if not band_factor(Sb, bw):
             return False
         band_substitute(Sb, c, bw)
@@ -271,7 +268,7 @@ def _project(t, y, tol, ctx):  # noqa: ANN001
         c[k] += Ct[perm[k]]
         big = max(big, abs(c[k]))
     if not factored or big > 1e-6:  # reused factor: velocity residual ≤ ~1e-8 × 1e-6
-        _schur(Jv, Minv, sd, Sb, True)
+        _schur(Jv, Minv, sd, Sb, X, True)
         if not band_factor(Sb, bw):
             return False
     band_substitute(Sb, c, bw)

@@ -58,7 +58,7 @@ def state_size(ny: int) -> int:
 
 def scratch_size(model: tuple[Any, ...], ny: int) -> int:
     n, m, Jc, sd = model[0], model[1], model[3], model[6]
-    return int(workspace_size(n, m, Jc.shape[1], sd[0].shape[0], sd[4])) + (N_EXT + 3) * ny
+    return int(workspace_size(n, m, Jc.shape[1], sd[0].shape[0], sd[4], sd[2].shape[0])) + (N_EXT + 3) * ny
 
 
 @njit(cache=True, inline="always")
@@ -72,10 +72,10 @@ def _views(S):  # noqa: ANN001
 @njit(cache=True, inline="always")
 def _scratch(wb, model, ny):  # noqa: ANN001
     n, m, Jc, sd = model[0], model[1], model[3], model[6]
-    o = workspace_size(n, m, Jc.shape[1], sd[0].shape[0], sd[4])
+    o = workspace_size(n, m, Jc.shape[1], sd[0].shape[0], sd[4], sd[2].shape[0])
     K = shaped(wb, o, (N_EXT, ny))
     o += N_EXT * ny
-    return workspace_in(wb, model), K, wb[o:o + ny], wb[o + ny:o + 2 * ny]
+    return workspace_in(wb, model), K, wb[o:o + ny], wb[o + ny:o + 2 * ny], wb[o + 2 * ny:o + 3 * ny]
 
 
 @njit(cache=True)
@@ -84,7 +84,7 @@ def start(S, t0, y0, u, ib, fb, wb, ob):  # noqa: ANN001
     S, y0, u, ib, fb, wb, ob = borrow((S, y0, u, ib, fb, wb, ob))
     model, _ = unflatten(ib, fb)
     y_new, f_new, y_old, y_out, _F = _views(S)
-    ws, _K, _ys, _yr = _scratch(wb, model, y0.shape[0])
+    ws, _K, _ys, _yr, _ye = _scratch(wb, model, y0.shape[0])
     y_new[:] = y0
     y_old[:] = y0
     y_out[:] = y0
@@ -101,7 +101,7 @@ def restart(S, u, ib, fb, wb):  # noqa: ANN001
     S, u, ib, fb, wb = borrow((S, u, ib, fb, wb))
     model, _ = unflatten(ib, fb)
     y_new, f_new, _y_old, y_out, _F = _views(S)
-    ws, _K, _ys, _yr = _scratch(wb, model, y_new.shape[0])
+    ws, _K, _ys, _yr, _ye = _scratch(wb, model, y_new.shape[0])
     y_new[:] = y_out
     S[1] = S[2] = S[0]
     S[5] = 0.0
@@ -109,7 +109,7 @@ def restart(S, u, ib, fb, wb):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def _step(S, ctx, K, ys, yr, t_limit, ob):  # noqa: ANN001
+def _step(S, ctx, K, ys, yr, ye, t_limit, ob):  # noqa: ANN001
     """One accepted step from t_new (retrying with smaller steps); y_old ← y_new, y_new ← the
     projected result. Returns a status. ``ctx``: (inputs, model, ws), ``nb_solve.context``."""
     y_new, f_new, y_old, _y_out, _F = _views(S)
@@ -125,7 +125,7 @@ def _step(S, ctx, K, ys, yr, t_limit, ob):  # noqa: ANN001
         t_next = min(t + h_abs, t_limit)
         h = t_next - t
         fine = nd._stages(t, y_new, f_new, h, ctx, K, ys, yr)
-        err = nd._error_norm(K, h, y_new, yr, rtol, atol, n_ctrl, ob[7] > 0.0) if fine else np.inf
+        err = nd._error_norm(K, h, y_new, yr, ys, ye, rtol, atol, n_ctrl, ob[7] > 0.0) if fine else np.inf
         if err < 1.0:
             factor = 10.0 if err == 0.0 else min(10.0, 0.9 * err ** (-1.0 / 8.0))
             S[3] = h * (min(1.0, factor) if rejected else factor)
@@ -154,22 +154,18 @@ def _dense(S, ctx, K, ys, yr):  # noqa: ANN001
     ny = y_old.shape[0]
     ok = True
     for s in range(nd.N_STAGES + 1, N_EXT):
-        for i in range(ny):
-            acc = 0.0
-            for j in range(s):
-                acc += A_EXT[s, j] * K[j, i]
-            ys[i] = y_old[i] + h * acc
+        nd.combine(A_EXT[s, :s], K, ys)
+        nd.advance_by(y_old, h, ys)
         ok = nd.rhs_at(t_old + C_EXT[s] * h, ys, K[s], ctx) and ok
     for i in range(ny):
         dy = yr[i] - y_old[i]
         F[0, i] = dy
         F[1, i] = h * K[0, i] - dy
         F[2, i] = 2.0 * dy - h * (K[nd.N_STAGES, i] + K[0, i])
-        for r in range(D.shape[0]):
-            acc = 0.0
-            for j in range(N_EXT):
-                acc += D[r, j] * K[j, i]
-            F[3 + r, i] = h * acc
+    for r in range(D.shape[0]):
+        nd.combine(D[r], K, F[3 + r])
+        for i in range(ny):
+            F[3 + r, i] *= h
     S[5] = 1.0
     return ok
 
@@ -201,7 +197,7 @@ def advance(S, t_end, u, clip, ib, fb, wb, ob):  # noqa: ANN001
     S, u, ib, fb, wb, ob = borrow((S, u, ib, fb, wb, ob))
     model, _ = unflatten(ib, fb)
     y_new, _f_new, _y_old, y_out, _F = _views(S)
-    ws, K, ys, yr = _scratch(wb, model, y_new.shape[0])
+    ws, K, ys, yr, ye = _scratch(wb, model, y_new.shape[0])
     ctx = context(u, model, ws)  # made once per call: see nb_solve.context
     if S[5] > 0.0 and t_end <= S[2]:
         return _interpolate(S, t_end, ctx, ob)
@@ -211,7 +207,7 @@ def advance(S, t_end, u, clip, ib, fb, wb, ob):  # noqa: ANN001
         if steps >= ob[5]:
             status = FAIL_MAX_STEPS
             break
-        status = _step(S, ctx, K, ys, yr, limit, ob)
+        status = _step(S, ctx, K, ys, yr, ye, limit, ob)
         steps += 1
         if status != OK:
             break
