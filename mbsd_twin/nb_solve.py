@@ -4,7 +4,7 @@ The saddle-point system [[M, Aᵀ], [A, 0]]·[a; λ] = [Q; γ] is solved through
 with M block diagonal and positive definite (every body has m > 0 and I > 0), a = M⁻¹(Q − Aᵀλ)
 and S·λ = A·M⁻¹·Q − γ with S = A·M⁻¹·Aᵀ symmetric positive definite. The active constraint rows
 are ordered by reverse Cuthill–McKee at compile time, so S is banded (half-bandwidth ``bw``) and
-its Cholesky factorisation costs O(m·bw²): linear in the number of bodies for chains and trees.
+its L·D·Lᵀ (Cholesky) factorisation costs O(m·bw²): linear in the number of bodies for chains and trees.
 
 ``sd`` (solve data): perm (active rows in band order), body_ptr/body_pos/body_slot (for each body,
 the band positions of the rows touching it and the Jacobian slots of its x, y, θ), bw.
@@ -53,22 +53,28 @@ def _schur(Jv, Minv, sd, Sb, X, unit=False):  # noqa: ANN001
 
 @njit(cache=True, inline="always")
 def band_factor(Sb: np.ndarray, bw: int) -> bool:
-    """In-place banded Cholesky S = L·Lᵀ of Sb: L below the diagonal, 1/L[i, i] on it (so that
-    the factorisation and the substitutions multiply instead of divide: a division's latency
-    lies on the critical path of every row). False if S is not positive definite (singular
-    configuration or redundant rows)."""
+    """In-place banded factorisation S = L·D·Lᵀ (L unit lower triangular) of Sb: L below the
+    diagonal, 1/D[i] on it. Without Cholesky's square roots and with reciprocals stored, each row
+    costs one division on the chain of dependent operations that bounds this small
+    factorisation. False if S is not positive definite (singular configuration or redundant
+    rows)."""
     m = Sb.shape[0]
     for i in range(m):
-        for j in range(max(0, i - bw), i + 1):
+        lo = max(0, i - bw)
+        for j in range(lo, i):  # u[j] = (L·D)[i, j] into Sb[i, i − j]
             s = Sb[i, i - j]
-            for k in range(max(0, i - bw), j):
+            for k in range(lo, j):
                 s -= Sb[i, i - k] * Sb[j, j - k]
-            if i == j:
-                if not s > 1e-300:
-                    return False
-                Sb[i, 0] = 1.0 / math.sqrt(s)
-            else:
-                Sb[i, i - j] = s * Sb[j, 0]
+            Sb[i, i - j] = s
+        d = Sb[i, 0]
+        for k in range(lo, i):  # L[i, k] = u[k] / D[k]; D[i] = S[i, i] − Σ u[k]·L[i, k]
+            u = Sb[i, i - k]
+            lk = u * Sb[k, 0]
+            d -= u * lk
+            Sb[i, i - k] = lk
+        if not d > 1e-300:
+            return False
+        Sb[i, 0] = 1.0 / d
     return True
 
 
@@ -80,18 +86,20 @@ def band_substitute(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> None:
         s = rhs[i]
         for k in range(max(0, i - bw), i):
             s -= Sb[i, i - k] * rhs[k]
-        rhs[i] = s * Sb[i, 0]
+        rhs[i] = s
+    for i in range(m):
+        rhs[i] *= Sb[i, 0]
     for i in range(m - 1, -1, -1):
         s = rhs[i]
         for k in range(i + 1, min(m, i + bw + 1)):
             s -= Sb[k, k - i] * rhs[k]
-        rhs[i] = s * Sb[i, 0]
+        rhs[i] = s
 
 
 @njit(cache=True, inline="always")
 def band_solve(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> bool:
-    """In-place banded Cholesky of Sb and solve; ``rhs`` becomes the solution. False if S is not
-    positive definite."""
+    """In-place banded L·D·Lᵀ factorisation of Sb and solve; ``rhs`` becomes the solution. False if
+    S is not positive definite."""
     if not band_factor(Sb, bw):
         return False
     band_substitute(Sb, rhs, bw)
