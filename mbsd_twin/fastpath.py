@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numba
 import numpy as np
 from numpy.typing import NDArray
 
@@ -29,6 +30,19 @@ _FAILURES = {nd.FAIL_STEP: "required step size became too small",
              nd.FAIL_SOLVE: "the saddle-point system became singular or the state non-finite",
              nd.FAIL_PROJECT: "projection onto the constraints failed (singular configuration)",
              nd.FAIL_MAX_STEPS: "too many internal steps in one call (a runaway or very stiff motion)"}
+
+
+def _entry(dispatcher: Any, args: tuple[Any, ...]) -> Any:
+    """The compiled function behind a numba ``dispatcher`` for the types of ``args``, to be called
+    directly: it skips the dispatcher's type resolution on every call (0.13 of the 0.40 µs that
+    calling ``nb_stepper.advance`` costs). The caller must keep passing arguments of those types.
+    Falls back to the dispatcher itself if numba does not offer the entry point."""
+    try:
+        sig = tuple(numba.typeof(a) for a in args)
+        dispatcher.compile(sig)
+        return dispatcher.overloads[sig].entry_point
+    except (AttributeError, KeyError, TypeError):  # another numba's internals: dispatch per call
+        return dispatcher
 
 
 class CompiledStepper:
@@ -52,6 +66,7 @@ class CompiledStepper:
         self._S = np.zeros(ns.state_size(ny))
         self.y = self._S[ns.HS + 3 * ny:ns.HS + 4 * ny]  # state at t (q, v, energy integrals): a view
         self._changed = self._changed_before = False  # inputs changed for this call / the previous one
+        self._advance = _entry(ns.advance, (self._S, 0.0, self._u, False, self._ib, self._fb, self._wb, self._ob))
         self.reset_state(t0, y0)
 
     @property
@@ -76,7 +91,7 @@ class CompiledStepper:
         if t_end <= self._S[0]:
             return
         clip = self._changed and self._changed_before  # inputs streaming: end the steps at t_end
-        status = ns.advance(self._S, float(t_end), self._u, clip, self._ib, self._fb, self._wb, self._ob)
+        status = self._advance(self._S, float(t_end), self._u, clip, self._ib, self._fb, self._wb, self._ob)
         self._changed_before, self._changed = self._changed, False
         if status != nd.OK:
             from .dynamics import SolverFailure
