@@ -48,8 +48,8 @@ class SolverOptions:
     for quadratures; True also keeps the energy integrals (dissipated, input and constraint work)
     in the step-size control. The constraint work of a scleronomic mechanism is almost zero and its
     rate is the constraint drift of the trial stages, so True makes the steps smaller than the
-    motion needs: on the slider crank at 2 N·m over 10 s, 8,195 instead of 2,495 steps, balance
-    error 2e-11 instead of 5e-7 J of 708 J input work (see docs/simulator.md).
+    motion needs: on the slider crank at 2 N·m over 10 s, 8,194 instead of 2,506 steps, balance
+    error 4e-11 instead of 5e-7 J of 708 J input work (see docs/simulator.md).
     max_step: largest internal step [s] (inf: no limit).
     drift: "projection" (default: after every step, positions by minimum-norm Newton and
     velocities by minimum-norm correction onto the constraints; explicit methods only),

@@ -118,7 +118,8 @@ def _wait(cond: Any, timeout: float) -> bool:
 
 def test_http_routes(live: tuple[Any, str]) -> None:
     svc, addr = live
-    assert _wait(lambda: svc.dashboard.store.total > 50, 20)
+    # the store may hold 50 rows after a few sensor messages (20 states each at hold 1): wait for both
+    assert _wait(lambda: svc.dashboard.store.total > 50 and svc.counts["received"] > 50, 20)
     code, h, _ = _get(addr, "/")
     assert code == 302 and h["location"] == "/dashboard/"
     code, h, body = _get(addr, "/dashboard/")
