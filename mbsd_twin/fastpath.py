@@ -66,6 +66,8 @@ class CompiledStepper:
         self._S = np.zeros(ns.state_size(ny))
         self.y = self._S[ns.HS + 3 * ny:ns.HS + 4 * ny]  # state at t (q, v, energy integrals): a view
         self._changed = self._changed_before = False  # inputs changed for this call / the previous one
+        # every argument of advance is the stepper's own array (fixed dtype and layout), a float or a
+        # bool, so its direct entry point is safe to call
         self._advance = _entry(ns.advance, (self._S, 0.0, self._u, False, self._ib, self._fb, self._wb, self._ob))
         self.reset_state(t0, y0)
 

@@ -292,21 +292,25 @@ def reactions(q, lam, Jv, Jc, joints, n):  # noqa: ANN001
     for k in range(col_i.shape[0]):
         second = col_j[k] < n
         col = col_j[k] if second else col_i[k]
-        g = np.zeros(3)
+        g0, g1, g2 = 0.0, 0.0, 0.0  # −Cqᵀ·λ of this joint's rows on the body's x, y, θ
         for e in range(ptr[k], ptr[k + 1]):
             r = rows[e]
             for s in range(Jc.shape[1]):
-                c = Jc[r, s]
-                if c >= col and c < col + 3:
-                    g[c - col] -= Jv[r, s] * lam[r]
+                c, f = Jc[r, s], Jv[r, s] * lam[r]
+                if c == col:
+                    g0 -= f
+                elif c == col + 1:
+                    g1 -= f
+                elif c == col + 2:
+                    g2 -= f
         if second:
             c, s_ = math.cos(q[col + 2]), math.sin(q[col + 2])
             ax, ay = c * pj[k, 0] - s_ * pj[k, 1], s_ * pj[k, 0] + c * pj[k, 1]
         else:
             ax, ay = pj[k, 0] - q[col], pj[k, 1] - q[col + 1]
-        mz = g[2] - (ax * g[1] - ay * g[0])
+        mz = g2 - (ax * g1 - ay * g0)
         sign = 1.0 if second else -1.0
-        out[k, 0], out[k, 1], out[k, 2] = sign * g[0], sign * g[1], sign * mz
+        out[k, 0], out[k, 1], out[k, 2] = sign * g0, sign * g1, sign * mz
     return out
 
 
