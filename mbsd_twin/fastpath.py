@@ -66,9 +66,14 @@ class CompiledStepper:
         self._S = np.zeros(ns.state_size(ny))
         self.y = self._S[ns.HS + 3 * ny:ns.HS + 4 * ny]  # state at t (q, v, energy integrals): a view
         self._changed = self._changed_before = False  # inputs changed for this call / the previous one
+        # the compiled context: views of _u, _ib, _fb and _wb, which therefore stay these arrays
+        # (the inputs are written into _u in place)
+        self._cb = np.zeros(-(-int(ns.context_bytes(self._u, self._ib, self._fb, self._wb)) // 8), dtype=np.int64)
+        ns.bind(self._cb, self._u, self._ib, self._fb, self._wb)
         # every argument of advance is the stepper's own array (fixed dtype and layout), a float or a
         # bool, so its direct entry point is safe to call
-        self._advance = _entry(ns.advance, (self._S, 0.0, self._u, False, self._ib, self._fb, self._wb, self._ob))
+        self._advance = _entry(ns.advance, (self._S, 0.0, self._u, False, self._ib, self._fb, self._wb, self._ob,
+                                            self._cb))
         self.reset_state(t0, y0)
 
     @property
@@ -85,15 +90,16 @@ class CompiledStepper:
     def set_inputs(self, inputs: dict[str, float]) -> None:
         if inputs != self.inputs:
             self.inputs = dict(inputs)
-            self._u = self._input_array()
+            self._u[:] = self._input_array()
             self._changed = True
-            ns.restart(self._S, self._u, self._ib, self._fb, self._wb)
+            ns.restart(self._S, self._u, self._ib, self._fb, self._wb, self._cb)
 
     def advance_to(self, t_end: float) -> None:
         if t_end <= self._S[0]:
             return
         clip = self._changed and self._changed_before  # inputs streaming: end the steps at t_end
-        status = self._advance(self._S, float(t_end), self._u, clip, self._ib, self._fb, self._wb, self._ob)
+        status = self._advance(self._S, float(t_end), self._u, clip, self._ib, self._fb, self._wb, self._ob,
+                               self._cb)
         self._changed_before, self._changed = self._changed, False
         if status != nd.OK:
             from .dynamics import SolverFailure
@@ -115,7 +121,7 @@ class CompiledStepper:
         self._S[:] = S
         self._changed, self._changed_before = (bool(x) for x in data["changed"])
         self.inputs = dict(data["inputs"])
-        self._u = self._input_array()
+        self._u[:] = self._input_array()
 
     def reset_state(self, t: float, y: F) -> None:
         """Restart from (t, y) with a fresh initial step (the model stays packed)."""

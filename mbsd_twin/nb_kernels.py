@@ -86,6 +86,48 @@ def stash(typingctx, x):  # noqa: ANN001, ANN201
     return types.CPointer(x)(x), codegen
 
 
+def _typed_pointer(context, builder, buf_type, buf, x_type):  # noqa: ANN001, ANN202
+    ary = context.make_array(buf_type)(context, builder, value=buf)
+    return builder.bitcast(ary.data, context.get_value_type(x_type).as_pointer())
+
+
+@intrinsic
+def byte_size(typingctx, x):  # noqa: ANN001, ANN201
+    """The number of bytes :func:`pin` writes for a value of ``x``'s type."""
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        return context.get_constant(types.intp, context.get_abi_sizeof(context.get_value_type(signature.args[0])))
+
+    return types.intp(x), codegen
+
+
+@intrinsic
+def pin(typingctx, buf, x):  # noqa: ANN001, ANN201
+    """Store owner-less views of ``x`` (arrays, nested tuples) in the bytes of the 1-D array ``buf``
+    (at least :func:`byte_size` long, 8-byte aligned), where :func:`pinned` finds them on later
+    calls. The views point at the arrays of ``x``: their owner must keep those arrays (and update
+    them in place) for as long as ``buf`` is used."""
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        ptr = _typed_pointer(context, builder, signature.args[0], args[0], signature.args[1])
+        builder.store(_borrowed(context, builder, signature.args[1], args[1]), ptr)
+        return context.get_dummy_value()
+
+    return types.none(buf, x), codegen
+
+
+@intrinsic
+def pinned(typingctx, buf, like):  # noqa: ANN001, ANN201
+    """The :func:`stash`-style pointer to the value that :func:`pin` stored in ``buf``. ``like`` only
+    gives its type (an expression of the same type; its value is not read, so the compiler drops
+    what only it uses)."""
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        return _typed_pointer(context, builder, signature.args[0], args[0], signature.args[1])
+
+    return types.CPointer(like)(buf, like), codegen
+
+
 @intrinsic
 def unstash(typingctx, p):  # noqa: ANN001, ANN201
     """The value behind a :func:`stash` pointer."""
