@@ -64,17 +64,30 @@ class CompiledStepper:
         self.inputs = dict(inputs)
         self._u = self._input_array()
         self._S = np.zeros(ns.state_size(ny))
-        self.y = self._S[ns.HS + 3 * ny:ns.HS + 4 * ny]  # state at t (q, v, energy integrals): a view
         self._changed = self._changed_before = False  # inputs changed for this call / the previous one
-        # the compiled context: views of _u, _ib, _fb and _wb, which therefore stay these arrays
-        # (the inputs are written into _u in place)
         self._cb = np.zeros(-(-int(ns.context_bytes(self._u, self._ib, self._fb, self._wb)) // 8), dtype=np.int64)
+        self._bind()
+        self.reset_state(t0, y0)
+
+    def _bind(self) -> None:
+        """Make ``y`` the view of the state at t (q, v, energy integrals) in _S, pin the compiled
+        context (views of _u, _ib, _fb and _wb, which therefore stay these arrays: the inputs are
+        written into _u in place) and find advance's entry point (safe: its arguments are always
+        the stepper's own arrays, of fixed dtype and layout, a float and a bool)."""
+        ny = (len(self._S) - ns.HS) // 11
+        self.y = self._S[ns.HS + 3 * ny:ns.HS + 4 * ny]
         ns.bind(self._cb, self._u, self._ib, self._fb, self._wb)
-        # every argument of advance is the stepper's own array (fixed dtype and layout), a float or a
-        # bool, so its direct entry point is safe to call
         self._advance = _entry(ns.advance, (self._S, 0.0, self._u, False, self._ib, self._fb, self._wb, self._ob,
                                             self._cb))
-        self.reset_state(t0, y0)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_advance", "y")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A copy (copy.deepcopy, pickle) gets its own arrays: its views and context must point at
+        those."""
+        self.__dict__.update(state)
+        self._bind()
 
     @property
     def t(self) -> float:

@@ -233,6 +233,11 @@ class Simulator:
                 "e0": self._e0, "inputs": self._inputs, "stepper": self._stepper.export()}
         return json.dumps(data).encode()
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copies (copy.deepcopy, pickle) go through :meth:`get_state`: a new Simulator of the same
+        mechanism continues bit-identically, with integrator objects of its own."""
+        return _from_state, (self._base, self._options, self.get_state())
+
     def set_state(self, blob: bytes) -> None:
         try:
             data = json.loads(blob.decode())
@@ -290,3 +295,9 @@ class Simulator:
     def reset(self) -> None:
         """Back to the initial state (parameters kept, inputs back to their start values)."""
         self._build()
+
+
+def _from_state(mech: Mechanism, options: SolverOptions, blob: bytes) -> Simulator:
+    sim = Simulator(mech, options)
+    sim.set_state(blob)
+    return sim
