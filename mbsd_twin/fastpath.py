@@ -74,8 +74,7 @@ class CompiledStepper:
         context (views of _u, _ib, _fb and _wb, which therefore stay these arrays: the inputs are
         written into _u in place) and find advance's entry point (safe: its arguments are always
         the stepper's own arrays, of fixed dtype and layout, a float and a bool)."""
-        ny = (len(self._S) - ns.HS) // 11
-        self.y = self._S[ns.HS + 3 * ny:ns.HS + 4 * ny]
+        self.y = ns.output_state(self._S)
         ns.bind(self._cb, self._u, self._ib, self._fb, self._wb)
         self._advance = _entry(ns.advance, (self._S, 0.0, self._u, False, self._ib, self._fb, self._wb, self._ob,
                                             self._cb))

@@ -68,8 +68,8 @@ def rhs_into(t, y, inputs, model, ws, dy):  # noqa: ANN001
 
 @njit(cache=True, inline="always")
 def rhs_at(t, y, dy, ctx):  # noqa: ANN001
-    """:func:`rhs_into` with (inputs, model, ws) behind a ``nb_solve.context`` pointer that the
-    entry point made once (a context costs about a quarter of a right-hand side to make)."""
+    """:func:`rhs_into` with (inputs, model, ws) behind a ``nb_solve.context`` pointer made once by
+    the caller (or pinned by ``nb_stepper.bind``) instead of once per call."""
     return _rhs(t, borrow(y), borrow(dy), ctx)
 
 

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 from numba import njit
+from numpy.typing import NDArray
 from scipy.integrate._ivp import dop853_coefficients as _tab
 
 from . import nb_dop853 as nd
@@ -56,6 +57,12 @@ OK, FAIL_STEP, FAIL_SOLVE, FAIL_PROJECT, FAIL_MAX_STEPS = nd.OK, nd.FAIL_STEP, n
 
 def state_size(ny: int) -> int:
     return HS + 11 * ny
+
+
+def output_state(S: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The view of y_out, the state at the output time S[0], in S (the layout above)."""
+    ny = (S.shape[0] - HS) // 11
+    return S[HS + 3 * ny:HS + 4 * ny]
 
 
 def scratch_size(model: tuple[Any, ...], ny: int) -> int:
@@ -80,12 +87,18 @@ def _scratch(wb, model, ny):  # noqa: ANN001
     return workspace_in(wb, model), K, wb[o:o + ny], wb[o + ny:o + 2 * ny], wb[o + 2 * ny:o + 3 * ny]
 
 
+@njit(cache=True, inline="always")
+def _context_value(u, ib, fb, wb):  # noqa: ANN001
+    """(inputs, model, ws) as owner-less views of the arrays: what :func:`bind` pins."""
+    u, ib, fb, wb = borrow((u, ib, fb, wb))
+    model, _ = unflatten(ib, fb)
+    return u, model, workspace_in(wb, model)
+
+
 @njit(cache=True)
 def context_bytes(u, ib, fb, wb):  # noqa: ANN001
     """Bytes that :func:`bind` needs in its buffer."""
-    u, ib, fb, wb = borrow((u, ib, fb, wb))
-    model, _ = unflatten(ib, fb)
-    return byte_size((u, model, workspace_in(wb, model)))
+    return byte_size(_context_value(u, ib, fb, wb))
 
 
 @njit(cache=True)
@@ -95,12 +108,10 @@ def bind(cb, u, ib, fb, wb):  # noqa: ANN001
     :func:`restart` with them. Building that context costs about 0.35 µs (some sixty array
     views), which an entry call that only interpolates would otherwise pay every time. The caller
     keeps the arrays, changes the inputs ``u`` in place only, and binds once."""
-    u, ib, fb, wb = borrow((u, ib, fb, wb))
-    model, _ = unflatten(ib, fb)
-    ws = workspace_in(wb, model)
-    if cb.shape[0] * 8 < byte_size((u, model, ws)):
+    value = _context_value(u, ib, fb, wb)
+    if cb.shape[0] * 8 < byte_size(value):
         raise ValueError("context buffer too small")
-    pin(cb, (u, model, ws))
+    pin(cb, value)
 
 
 @njit(cache=True)
@@ -124,10 +135,9 @@ def start(S, t0, y0, u, ib, fb, wb, ob):  # noqa: ANN001
 def restart(S, u, ib, fb, wb, cb):  # noqa: ANN001
     """Continue from (t, y_out) with new inputs: the rest of the last step is dropped. ``cb``: the
     buffer of :func:`bind`."""
-    S, u, ib, fb, wb = borrow((S, u, ib, fb, wb))
-    model, _ = unflatten(ib, fb)
+    S = borrow(S)
     y_new, f_new, _y_old, y_out, _F = _views(S)
-    ctx = pinned(cb, (u, model, workspace_in(wb, model)))
+    ctx = pinned(cb, _context_value(u, ib, fb, wb))  # only its type is read
     y_new[:] = y_out
     S[1] = S[2] = S[0]
     S[5] = 0.0
