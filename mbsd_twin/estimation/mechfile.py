@@ -41,7 +41,7 @@ def _locate(mech: Mechanism, name: str) -> tuple[str, str, str]:
     for section, attr in SECTIONS:
         if any(x.name == item for x in getattr(mech, attr)):
             return section, item, _key_of(field)
-    raise KeyError(f"parameter {name!r}: no body, joint or load named {item!r}")
+    raise ValueError(f"parameter {name!r}: no body, joint or load named {item!r}")
 
 
 def toml_value(v: Any) -> str:

@@ -1,4 +1,4 @@
-"""``mbsd-twin twin serve|replay`` and ``mbsd-twin rig`` (registered by mbsd_twin.cli)."""
+"""``mbsd-twin twin serve|replay|calibrate`` and ``mbsd-twin rig`` (registered by mbsd_twin.cli)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,49 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0 if res.identical else 1
 
 
+def _assignments(items: list[str] | None, option: str) -> dict[str, float]:
+    """``["theta=1e-3", ...]`` as a dict; a ValueError naming the bad item."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise ValueError(f"{option} {item!r}: expected NAME=NUMBER")
+    return out
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from ..estimation.calibrate import format_report
+    from ..estimation.mechfile import atomic_write, write_mechanism
+    from .calibration import calibrate_recording
+
+    cal, rec = calibrate_recording(
+        args.recording, args.param, channels=[c for c in (args.channels or "").split(",") if c],
+        noise=_assignments(args.noise, "--noise"), start=_assignments(args.start, "--start"),
+        t_start=args.t_start, t_end=args.t_end, segment=args.segment, stride=args.stride, hold=args.hold)
+    print(f"{args.recording}: {len(rec.times)} samples in {rec.batches} batches "
+          f"({rec.duplicates} duplicates dropped), {args.t_start} to {min(args.t_end, rec.times[-1]):.3f} s")
+    print(format_report(cal))
+    if args.output:
+        when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        header = (f"Calibrated by `mbsd-twin twin calibrate` from {args.recording} at {when}:\n"
+                  + "".join(f"  {n} = {float(v)!r} ± {e:.3g} (1 σ; was {float(s)!r})\n"
+                            for n, s, v, e in zip(cal.names, cal.start, cal.values, cal.stderr, strict=True))
+                  + "  noise σ: " + ", ".join(f"{o} {sd:.3g} ({cal.sigma_source[o]})" for o, sd in cal.sigma.items()))
+        write_mechanism(args.output, rec.mechanism_text, rec.mechanism, cal.as_dict(), header)
+        print(f"wrote {args.output}")
+    if args.json:
+        report = {"recording": args.recording, "t_start": args.t_start, "t_end": min(args.t_end, float(rec.times[-1])),
+                  **cal.to_json()}
+        atomic_write(args.json, json.dumps(report, indent=1) + "\n")
+    return 0 if cal.success else 1
+
+
 def _cmd_rig(args: argparse.Namespace) -> int:
     from ..loader import load_mechanism
     from .rig import RigConfig
@@ -76,6 +119,24 @@ def add_twin(sub: argparse._SubParsersAction) -> None:
     r.add_argument("recording")
     r.add_argument("-o", "--output", help="write the replayed outputs as JSON lines")
     r.set_defaults(func=_cmd_replay)
+
+    c = tsub.add_parser("calibrate", help="fit model parameters to a recording (least squares, multiple shooting)")
+    c.add_argument("recording", help="a twin recording (JSON lines, see docs/calibration.md)")
+    c.add_argument("--param", action="append", required=True, metavar="NAME",
+                   help="a fixed model parameter to fit, e.g. piston.mass (repeat for more)")
+    c.add_argument("--channels", help="compared channels to fit, comma-separated (default: all of the recording's)")
+    c.add_argument("--noise", nargs="+", action="extend", metavar="CHANNEL=SIGMA",
+                   help="measurement noise σ per channel (others: RMS residual of a first pass)")
+    c.add_argument("--start", nargs="+", action="extend", metavar="NAME=VALUE",
+                   help="starting value of a fitted parameter (default: the recorded mechanism's)")
+    c.add_argument("--segment", type=float, default=0.5, help="shooting segment length [s]")
+    c.add_argument("--stride", type=int, default=5, help="compare every STRIDE-th sample")
+    c.add_argument("--hold", choices=("foh", "zoh"), default="foh", help="input hold between samples")
+    c.add_argument("--t-start", type=float, default=0.0, help="window start [s from the first sample]")
+    c.add_argument("--t-end", type=float, default=float("inf"), help="window end [s from the first sample]")
+    c.add_argument("-o", "--output", help="write the calibrated mechanism file here")
+    c.add_argument("--json", help="write the report (estimates, σ, correlation, figures) as JSON here")
+    c.set_defaults(func=_cmd_calibrate)
 
     g = sub.add_parser("rig", help="synthetic slider-crank rig publishing sensor messages")
     g.add_argument("--broker", default="mqtt://127.0.0.1:1883")
