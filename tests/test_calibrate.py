@@ -26,10 +26,6 @@ NOISE = {"theta": 1e-3, "omega": 0.01, "tau_m": 0.002, "f_x": 0.5, "f_y": 0.5}
 NOMINAL_MASS, NOMINAL_FRICTION = 1.5, 0.05  # examples/mechanisms/slider_crank.toml
 
 
-def rig_config(hidden: dict[str, float]) -> RigConfig:
-    return RigConfig(mismatch=hidden, noise=NOISE)
-
-
 def rig_hold(cfg: RigConfig) -> str:
     """The input hold that reconstructs the rig's true torque: "zoh" when the rig holds its torque
     over whole sample intervals (piecewise constant between knots), else the default "foh"."""
@@ -37,20 +33,22 @@ def rig_hold(cfg: RigConfig) -> str:
     return "zoh" if np.count_nonzero(np.diff(tau)) < len(tau) // 2 else "foh"
 
 
-@pytest.fixture(scope="module")
-def mass_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    cfg = rig_config({"piston.mass": 1.2 * NOMINAL_MASS})
-    path = str(tmp_path_factory.mktemp("calib") / "mass.jsonl")
+def rig_recording(factory: pytest.TempPathFactory, hidden: dict[str, float]) -> tuple[str, str]:
+    """A 10 s recording of the rig with ``hidden`` parameters; (path, the hold fitting its torque)."""
+    cfg = RigConfig(mismatch=hidden, noise=NOISE)
+    path = str(factory.mktemp("calib") / "rig.jsonl")
     write_rig_recording(path, MECH, cfg, 10.0)
     return path, rig_hold(cfg)
+
+
+@pytest.fixture(scope="module")
+def mass_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    return rig_recording(tmp_path_factory, {"piston.mass": 1.2 * NOMINAL_MASS})
 
 
 @pytest.fixture(scope="module")
 def friction_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    cfg = rig_config({"main_bearing.viscous_friction": 1.3 * NOMINAL_FRICTION})
-    path = str(tmp_path_factory.mktemp("calib") / "friction.jsonl")
-    write_rig_recording(path, MECH, cfg, 10.0)
-    return path, rig_hold(cfg)
+    return rig_recording(tmp_path_factory, {"main_bearing.viscous_friction": 1.3 * NOMINAL_FRICTION})
 
 
 def check_recovered(value: float, stderr: float, truth: float) -> None:
@@ -139,14 +137,13 @@ def test_cli_bad_parameter_name_lists_valid_ones(mass_recording: tuple[str, str]
     assert "piston.mass" in err and "main_bearing.viscous_friction" in err
 
 
-def test_bad_channel_and_noise_names(mass_recording: tuple[str, str]) -> None:
+def test_bad_channel_and_noise_names(mass_recording: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["twin", "calibrate", mass_recording[0], "--param", "piston.mass", "--noise", "theta"]) == 2
+    assert "--noise expects NAME=VALUE with a number, got 'theta'" in capsys.readouterr().err
     with pytest.raises(ValueError, match=r"channel 'tehta' is not compared.*theta, omega, f_x, f_y"):
         calibrate_recording(mass_recording[0], ["piston.mass"], channels=["tehta"])
     with pytest.raises(ValueError, match="--noise for 'f_x', which is not fitted"):
         calibrate_recording(mass_recording[0], ["piston.mass"], channels=["theta"], noise={"f_x": 0.5})
-    with pytest.raises(ValueError, match="--noise 'theta': expected NAME=NUMBER"):
-        from mbsd_twin.twin.cli import _assignments
-        _assignments(["theta"], "--noise")
 
 
 def test_unreadable_recording_names_file_and_line(mass_recording: tuple[str, str], tmp_path: Path,

@@ -47,30 +47,17 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     return 0 if res.identical else 1
 
 
-def _assignments(items: list[str] | None, option: str) -> dict[str, float]:
-    """``["theta=1e-3", ...]`` as a dict; a ValueError naming the bad item."""
-    out: dict[str, float] = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        try:
-            out[name.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep or not name.strip():
-            raise ValueError(f"{option} {item!r}: expected NAME=NUMBER")
-    return out
-
-
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
+    from ..cli import parse_assignments
     from ..estimation.calibrate import format_report
     from ..estimation.mechfile import atomic_write, write_mechanism
     from .calibration import calibrate_recording
 
     cal, rec = calibrate_recording(
         args.recording, args.param, channels=[c for c in (args.channels or "").split(",") if c],
-        noise=_assignments(args.noise, "--noise"), start=_assignments(args.start, "--start"),
+        noise=parse_assignments(args.noise or [], "--noise"), start=parse_assignments(args.start or [], "--start"),
         t_start=args.t_start, t_end=args.t_end, segment=args.segment, stride=args.stride, hold=args.hold)
     print(f"{args.recording}: {len(rec.times)} samples in {rec.batches} batches "
           f"({rec.duplicates} duplicates dropped), {args.t_start} to {min(args.t_end, rec.times[-1]):.3f} s")
