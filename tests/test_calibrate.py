@@ -71,6 +71,9 @@ def test_piston_mass_recovered_with_consistent_standard_error(mass_recording: tu
     assert cal.sigma["crank.theta"] == pytest.approx(NOISE["theta"], rel=0.05)
     assert cal.sigma["crank.omega"] == pytest.approx(NOISE["omega"], rel=0.05)
     assert cal.reduced_chi2 == pytest.approx(1.0, abs=0.05)
+    # the model-free noise estimate (second differences) sees the same noise: no model error left
+    assert cal.noise_floor["crank.theta"] == pytest.approx(NOISE["theta"], rel=0.1)
+    assert cal.noise_floor["crank.omega"] == pytest.approx(NOISE["omega"], rel=0.1)
 
 
 def test_friction_recovered_from_a_wrong_start_with_given_noise(friction_recording: tuple[str, str]) -> None:
@@ -114,7 +117,8 @@ def test_cli_prints_estimates_and_writes_a_loadable_calibrated_file(
     for name in est:  # the printed table row: name, start, estimate, standard error
         row = next(ln for ln in text.splitlines() if ln.startswith(name))
         assert f"{est[name]:.6g}" in row and f"{sd[name]:.3g}" in row
-    assert "correlation:" in text and rep["t_end"] == 4.0
+    assert "correlation:" in text and rep["t_end"] == 4.0 and "warning" not in text
+    assert f"RMS residual {rep['rms']['crank.theta']:.4g}, sensor noise {rep['noise_floor']['crank.theta']:.4g}" in text
     corr = np.array(rep["correlation"])
     assert corr.shape == (2, 2) and np.allclose(np.diag(corr), 1.0) and abs(corr[0, 1]) < 1
     assert f"{corr[0, 1]:+.3f}" in text

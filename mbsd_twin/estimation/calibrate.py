@@ -57,6 +57,7 @@ class Calibration:
     sigma: dict[str, float]  # output → σ used in the final pass
     sigma_source: dict[str, str]  # output → "given" or "first-pass residuals"
     rms: dict[str, float]  # output → RMS residual at the solution (unweighted)
+    noise_floor: dict[str, float]  # output → model-free noise estimate of the data (noise_estimate)
     reduced_chi2: float
     segments: int
     residuals: int
@@ -74,11 +75,10 @@ class Calibration:
     def to_json(self) -> dict[str, Any]:
         return {"parameters": {n: {"start": float(s), "value": float(v), "stderr": float(e)}
                                for n, s, v, e in zip(self.names, self.start, self.values, self.stderr, strict=True)},
-                "correlation": self.correlation.tolist(), "sigma": self.sigma, "sigma_source": self.sigma_source,
-                "rms": self.rms, "reduced_chi2": self.reduced_chi2, "segments": self.segments,
-                "residuals": self.residuals, "stride": self.stride, "passes": self.passes,
-                "evaluations": self.evaluations, "wall_time": self.wall_time, "success": self.success,
-                "message": self.message}
+                "correlation": self.correlation.tolist(),
+                **{k: getattr(self, k) for k in ("sigma", "sigma_source", "rms", "noise_floor", "reduced_chi2",
+                                                 "segments", "residuals", "stride", "passes", "evaluations",
+                                                 "wall_time", "success", "message")}}
 
 
 def check_parameters(sim: Simulator, names: Sequence[str]) -> None:
@@ -298,17 +298,19 @@ def calibrate(mech: Mechanism, params: Sequence[str], times: ArrayLike, inputs: 
     if stride < 1:
         raise ValueError(f"stride must be >= 1, got {stride}")
     prob = ShootingProblem(sim, params, t, u, y, shooting_segments(t, segment), stride, hold)
-    prob.sigma = np.array([noise.get(o) or noise_estimate(prob.y[:, i]) for i, o in enumerate(prob.outs)])
+    floor = {o: noise_estimate(prob.y[:, i]) for i, o in enumerate(prob.outs)}
+    prob.sigma = np.array([noise.get(o) or floor[o] for o in prob.outs])
     sol = _solve(prob, prob.initial_guess(prob.start), max_nfev)
     passes = 1
     if len(noise) < len(prob.outs):
         rms = np.sqrt(np.mean((sol.fun.reshape(-1, len(prob.outs)) * prob.sigma) ** 2, axis=0))
         prob.sigma = np.array([noise.get(o) or float(r) for o, r in zip(prob.outs, rms, strict=True)])
         sol, passes = _solve(prob, sol.x, max_nfev), 2
-    return _result(prob, sol, noise, passes, time.perf_counter() - wall)
+    return _result(prob, sol, noise, floor, passes, time.perf_counter() - wall)
 
 
-def _result(prob: ShootingProblem, sol: Any, noise: Mapping[str, float], passes: int, wall: float) -> Calibration:
+def _result(prob: ShootingProblem, sol: Any, noise: Mapping[str, float], floor: dict[str, float], passes: int,
+            wall: float) -> Calibration:
     P = len(prob.names)
     J = np.asarray(sol.jac)
     m, n = J.shape
@@ -325,7 +327,7 @@ def _result(prob: ShootingProblem, sol: Any, noise: Mapping[str, float], passes:
         names=list(prob.names), start=prob.start, values=values, stderr=stderr, correlation=corr,
         sigma={o: float(s) for o, s in zip(prob.outs, prob.sigma, strict=True)},
         sigma_source={o: "given" if o in noise else "first-pass residuals" for o in prob.outs},
-        rms={o: float(r) for o, r in zip(prob.outs, rms, strict=True)}, reduced_chi2=s2, segments=S,
+        rms={o: float(r) for o, r in zip(prob.outs, rms, strict=True)}, noise_floor=floor, reduced_chi2=s2, segments=S,
         residuals=m, stride=prob.stride,
         passes=passes, evaluations=prob.evaluations, wall_time=wall, success=bool(sol.success),
         message=str(sol.message), initial_states=np.column_stack([sol.x[P:P + S], sol.x[P + S:]]))
@@ -341,9 +343,15 @@ def format_report(cal: Calibration) -> str:
     lines.append("correlation:")
     for n, row in zip(cal.names, cal.correlation, strict=True):
         lines.append(f"  {n:<{w}}  " + "  ".join(f"{c:+.3f}" for c in row))
-    lines.append("noise σ (residual RMS):")
+    lines.append("noise σ used, RMS residual, sensor noise estimated from the data alone:")
     for o, sd in cal.sigma.items():
-        lines.append(f"  {o}: σ = {sd:.4g} ({cal.sigma_source[o]}), RMS residual {cal.rms[o]:.4g}")
+        lines.append(f"  {o}: σ = {sd:.4g} ({cal.sigma_source[o]}), RMS residual {cal.rms[o]:.4g}, "
+                     f"sensor noise {cal.noise_floor[o]:.4g}")
+    high = [o for o in cal.rms if cal.rms[o] > 1.5 * cal.noise_floor[o]]
+    if high:
+        lines.append(f"warning: the residuals of {', '.join(high)} exceed 1.5x the sensor noise: a model or "
+                     "input-hold error remains (try --hold, more parameters or other channels); the standard "
+                     "errors are optimistic")
     lines.append(f"{cal.segments} segments, {cal.residuals} residuals (every {cal.stride}. sample), "
                  f"reduced χ² {cal.reduced_chi2:.3f}, {cal.passes} pass(es), {cal.evaluations} runs, "
                  f"{cal.wall_time:.1f} s; {cal.message}")
