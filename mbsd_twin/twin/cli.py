@@ -60,7 +60,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         noise=parse_assignments(args.noise or [], "--noise"), start=parse_assignments(args.start or [], "--start"),
         t_start=args.t_start, t_end=args.t_end, segment=args.segment, stride=args.stride, hold=args.hold)
     print(f"{args.recording}: {len(rec.times)} samples in {rec.batches} batches "
-          f"({rec.duplicates} duplicates dropped), {args.t_start} to {min(args.t_end, rec.times[-1]):.3f} s")
+          f"({rec.duplicates} duplicates dropped); fitted window {args.t_start} to {min(args.t_end, rec.times[-1]):.3f} s")
     print(format_report(cal))
     if args.output:
         when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
