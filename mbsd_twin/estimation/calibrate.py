@@ -33,8 +33,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import least_squares
 
-from ..dynamics import SolverOptions
-from ..errors import PortError
+from ..dynamics import SolverFailure, SolverOptions
+from ..errors import AssemblyError, MechanismError, PortError
 from ..model import Mechanism
 from ..simulator import Simulator
 from .holds import interval_inputs
@@ -115,9 +115,11 @@ def shooting_segments(times: F, length: float) -> list[tuple[int, int]]:
 
 
 def noise_estimate(y: F) -> float:
-    """Model-free σ of white noise on a smooth signal: robust spread of second differences / √6."""
+    """Model-free σ of white noise on a smooth signal: robust spread of second differences / √6
+    (at least 1e-12 of the signal's size, so that noise-free data still gets a weight)."""
     d2 = np.diff(y, 2)
-    return float(1.4826 * np.median(np.abs(d2 - np.median(d2))) / math.sqrt(6.0)) if len(d2) else 1.0
+    sd = float(1.4826 * np.median(np.abs(d2 - np.median(d2))) / math.sqrt(6.0)) if len(d2) else 0.0
+    return max(sd, 1e-12 * max(1.0, float(np.max(np.abs(y)))))
 
 
 def _wrap(x: F) -> F:
@@ -151,6 +153,7 @@ class ShootingProblem:
         self.log = np.array([n.endswith(LOG_KINDS) and order[n] > 0 for n in self.names])
         self.scale = np.where(self.start != 0, np.abs(self.start), 1.0)
         self.evaluations = 0
+        self.failure = ""
         self._last: tuple[F, F, F] | None = None  # (x, σ, weighted residuals) of the last evaluation
 
     # ------------------------------------------------------------ variables
@@ -203,12 +206,17 @@ class ShootingProblem:
             rows[i] = self._outputs_at(int(k1))
         return rows
 
-    def model(self, x: F) -> list[F]:
-        """Model outputs per segment at ``x``."""
+    def model(self, x: F) -> list[F] | None:
+        """Model outputs per segment at ``x``; None (the reason in ``failure``) when the model
+        cannot be built or run there."""
         P, S = len(self.names), len(self.segs)
-        self._set_params(self.to_params(x[:P]))
         self.evaluations += 1
-        return [self._segment(s, x[P + s], x[P + S + s]) for s in range(S)]
+        try:
+            self._set_params(self.to_params(x[:P]))
+            return [self._segment(s, x[P + s], x[P + S + s]) for s in range(S)]
+        except (SolverFailure, MechanismError, AssemblyError) as exc:
+            self.failure = str(exc).splitlines()[0]
+            return None
 
     def raw(self, model: list[F]) -> list[F]:
         """Unweighted residuals per segment (measured − model; angles wrapped)."""
@@ -220,7 +228,14 @@ class ShootingProblem:
         return out
 
     def residuals(self, x: F) -> F:
-        r = np.concatenate([(r / self.sigma).ravel() for r in self.raw(self.model(x))])
+        """Weighted residuals at ``x`` (NaN where the model fails: the optimiser then shortens its
+        step); the last evaluation is kept."""
+        last = self._last
+        if last is not None and np.array_equal(last[0], x) and np.array_equal(last[1], self.sigma):
+            return last[2]
+        model = self.model(x)
+        r = (np.full(sum(self.nrow), np.nan) if model is None
+             else np.concatenate([(r / self.sigma).ravel() for r in self.raw(model)]))
         self._last = (x.copy(), self.sigma.copy(), r)
         return r
 
@@ -232,9 +247,7 @@ class ShootingProblem:
         bounds = np.cumsum([0, *self.nrow])
         groups = [(STEPS["param"], [j]) for j in range(P)]
         groups += [(STEPS["theta"], list(range(P, P + S))), (STEPS["omega"], list(range(P + S, P + 2 * S)))]
-        last = self._last
-        same = last is not None and np.array_equal(last[0], x) and np.array_equal(last[1], self.sigma)
-        f0 = last[2] if same and last is not None else self.residuals(x)
+        f0 = self.residuals(x)
         for h, cols in groups:
             xp = x.copy()
             xp[cols] += h
@@ -273,6 +286,8 @@ def _arrays(sim: Simulator, times: ArrayLike, inputs: Mapping[str, ArrayLike], m
 
 
 def _solve(prob: ShootingProblem, x0: F, max_nfev: int) -> Any:
+    if not np.all(np.isfinite(prob.residuals(x0))):
+        raise ValueError(f"the model cannot be run from the start values: {prob.failure}")
     return least_squares(prob.residuals, x0, jac=prob.jacobian, method="trf", x_scale="jac", max_nfev=max_nfev)
 
 
@@ -304,7 +319,7 @@ def calibrate(mech: Mechanism, params: Sequence[str], times: ArrayLike, inputs: 
     passes = 1
     if len(noise) < len(prob.outs):
         rms = np.sqrt(np.mean((sol.fun.reshape(-1, len(prob.outs)) * prob.sigma) ** 2, axis=0))
-        prob.sigma = np.array([noise.get(o) or float(r) for o, r in zip(prob.outs, rms, strict=True)])
+        prob.sigma = np.array([noise.get(o) or max(float(r), floor[o]) for o, r in zip(prob.outs, rms, strict=True)])
         sol, passes = _solve(prob, sol.x, max_nfev), 2
     return _result(prob, sol, noise, floor, passes, time.perf_counter() - wall)
 

@@ -59,8 +59,9 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         args.recording, args.param, channels=[c for c in (args.channels or "").split(",") if c],
         noise=parse_assignments(args.noise or [], "--noise"), start=parse_assignments(args.start or [], "--start"),
         t_start=args.t_start, t_end=args.t_end, segment=args.segment, stride=args.stride, hold=args.hold)
+    t_end = min(args.t_end, float(rec.times[-1]))
     print(f"{args.recording}: {len(rec.times)} samples in {rec.batches} batches "
-          f"({rec.duplicates} duplicates dropped); fitted window {args.t_start} to {min(args.t_end, rec.times[-1]):.3f} s")
+          f"({rec.duplicates} duplicates dropped); fitted window {args.t_start} to {t_end:.3f} s")
     print(format_report(cal))
     if args.output:
         when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -71,7 +72,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         write_mechanism(args.output, rec.mechanism_text, rec.mechanism, cal.as_dict(), header)
         print(f"wrote {args.output}")
     if args.json:
-        report = {"recording": args.recording, "t_start": args.t_start, "t_end": min(args.t_end, float(rec.times[-1])),
+        report = {"recording": args.recording, "t_start": args.t_start, "t_end": t_end,
                   **cal.to_json()}
         atomic_write(args.json, json.dumps(report, indent=1) + "\n")
     return 0 if cal.success else 1
