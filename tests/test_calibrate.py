@@ -179,6 +179,11 @@ def test_recording_duplicates_are_dropped(mass_recording: tuple[str, str], tmp_p
     rec = read_recording(str(dup))
     assert rec.duplicates == 1 and rec.batches == 7 and len(rec.times) == 140
     assert np.allclose(np.diff(rec.times), 1e-3)
+    # a new rig session may reuse seq numbers: its batches are kept, after the first session's
+    dup.write_text("".join([*lines[:4], '{"k":"restart"}\n', *lines[1:3]]))
+    rec = read_recording(str(dup))
+    assert rec.duplicates == 0 and rec.batches == 5
+    assert np.allclose(np.diff(rec.times)[:59], 1e-3) and rec.times[60] == 0.0
 
 
 # ---------------------------------------------------------------- pieces
