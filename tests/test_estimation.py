@@ -88,7 +88,7 @@ def test_hidden_stiffness_is_estimated_within_its_sigma() -> None:
         est.update({"block.x": float(y[k])})
     k_hat, k_sd = est.estimates()["spring.stiffness"]
     assert abs(k_hat - 1.2 * K) < 3.0 * k_sd and k_sd < 0.02 * K and abs(k_hat / (1.2 * K) - 1) < 0.01
-    assert est.sim.mechanism.load("spring").stiffness == pytest.approx(k_hat)
+    assert next(ld for ld in est.sim.mechanism.loads if ld.name == "spring").stiffness == pytest.approx(k_hat)
 
 
 def test_configuration_problems_are_named() -> None:
@@ -127,7 +127,7 @@ def test_cusum_names_onset_and_size_of_a_step() -> None:
     for i in range(3000):
         e = rng.normal() + (2.0 if i >= 2000 else 0.0)  # a 2 σ step at sample 2000
         alarms += det.update(i * 1e-3, {"theta": (e, 1e-3 * e)})
-    assert len(alarms) == 1
+    assert alarms and all(a["detected"] >= 2.0 for a in alarms)  # the sum restarts after each alarm
     a = alarms[0]
     delay = a["detected"] - 2.0
     b = det.h + 1.166
