@@ -25,13 +25,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..simulator import Simulator
-from ._compat import restore, set_parameter_keep, snapshot
+from ..simulator import Simulator, Snapshot
 
 F64 = NDArray[np.float64]
 SPEED = {"x": "vx", "y": "vy", "theta": "omega"}
@@ -74,7 +72,9 @@ class FilterConfig:
     ``accel_noise``: white-acceleration density per coordinate [rad/s²/√Hz for angles, m/s²/√Hz for
     lengths]; ``initial_sigma``: σ of unmeasured coordinates and speeds at (re)initialisation;
     ``fd_scale``: finite-difference step as a fraction of each component's prior σ; ``input_noise``:
-    σ of each measured input's samples (process noise through the input's effect on the step)."""
+    σ of each measured input's samples (process noise through the input's effect on the step);
+    ``jacobian_every``: reuse F, H and Q for this many steps of the same length (the state itself is
+    propagated by the full model at every step; the covariance with a slightly older linearisation)."""
 
     coordinates: tuple[str, ...]
     measurements: Mapping[str, float]
@@ -83,6 +83,7 @@ class FilterConfig:
     initial_sigma: tuple[float, float] = (0.01, 0.5)
     fd_scale: float = 1e-3
     input_noise: Mapping[str, float] = field(default_factory=dict)  # input port → σ of its samples
+    jacobian_every: int = 1  # steps between finite-difference Jacobians (the state is stepped every time)
 
     def problems(self, sim: Simulator) -> list[str]:
         outs, params = set(sim.output_names()), {p.name for p in sim.parameters}
@@ -99,6 +100,8 @@ class FilterConfig:
                 out.append(f"augmented {a.name!r} is not a model parameter or an input bias (<port>.bias)")
             if not (a.sigma > 0 and a.rate >= 0):
                 out.append(f"augmented {a.name!r}: need sigma > 0 and rate >= 0")
+        if not (isinstance(self.jacobian_every, int) and self.jacobian_every >= 1):
+            out.append(f"jacobian_every must be a whole number >= 1, got {self.jacobian_every!r}")
         if not self.coordinates or not self.measurements:
             out.append("the estimator needs at least one coordinate and one measured output")
         return out
@@ -133,7 +136,16 @@ class _Step:
     F: F64
     H: F64
     y: F64  # predicted measurements (all configured outputs)
-    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Linear:
+    """The step's linearisation: length [s], transition F, measurement Jacobian H, process noise Q."""
+
+    h: float
+    F: F64
+    H: F64
+    Q: F64
 
 
 class StateEstimator:
@@ -163,6 +175,8 @@ class StateEstimator:
         self.P = np.eye(self.n)
         self.applied = {name: values[name] for name in self.param}  # parameter values in the Simulator
         self.step: _Step | None = None
+        self.lin: _Linear | None = None
+        self.age = 0  # steps since the Jacobians were computed
         self.inputs: dict[str, float] = {}  # measured inputs at the current sample (no bias)
 
     # ------------------------------------------------------------ state I/O
@@ -175,7 +189,7 @@ class StateEstimator:
         for name, i in self.param.items():
             if x[i] != self.applied[name]:
                 self.applied[name] = float(x[i])
-                set_parameter_keep(self.sim, name, float(x[i]))
+                self.sim.set_parameter(name, float(x[i]), keep_state=True)
         d = self.d
         self.sim.set_configuration(dict(zip(self.coords, x[:d].tolist(), strict=True)),
                                    dict(zip(self.speeds, x[d:2 * d].tolist(), strict=True)))
@@ -205,7 +219,7 @@ class StateEstimator:
         self.P = np.diag(np.square(sd))
         self.inputs = dict(inputs)
         self._set_inputs(self.inputs)
-        self.step = None
+        self.step = self.lin = None
 
     def _deltas(self) -> F64:
         return self.cfg.fd_scale * np.sqrt(np.maximum(np.diag(self.P), 1e-300)).clip(1e-9)
@@ -213,23 +227,42 @@ class StateEstimator:
     def predict(self, t_next: float, interval: Mapping[str, float], at_next: Mapping[str, float]) -> None:
         """Advance the estimate to ``t_next`` [s]: the model driven by ``interval`` (input port →
         value held over the interval, before biases), the measurements predicted with the inputs
-        ``at_next`` (their values at ``t_next``: reactions feel the input at once)."""
-        sim, d, n = self.sim, self.d, self.n
+        ``at_next`` (their values at ``t_next``: reactions feel the input at once). The Jacobians
+        are refreshed every ``jacobian_every`` steps (and whenever the step length changes)."""
+        sim, d = self.sim, self.d
         h = t_next - sim.time
-        start = snapshot(sim)
+        lin = self.lin
+        fresh = lin is None or self.age + 1 >= self.cfg.jacobian_every or abs(lin.h - h) > 1e-6 * h
+        start = sim.snapshot() if fresh else None
         base = self._run(t_next, interval, at_next, None)
-        nominal = snapshot(sim)
+        if start is not None:
+            nominal = sim.snapshot()
+            lin = self._linearise(start, base, h, t_next, interval, at_next)
+            sim.restore(nominal)
+            self.lin, self.age = lin, 0
+        else:
+            self.age += 1
+        assert lin is not None
+        self.x[:2 * d] = base[:2 * d]
+        self.P = lin.F @ self.P @ lin.F.T + lin.Q
+        self.step = _Step(lin.F, lin.H, base[2 * d:])
+        self.inputs = dict(at_next)
+
+    def _linearise(self, start: Snapshot, base: F64, h: float, t_next: float, interval: Mapping[str, float],
+                   at_next: Mapping[str, float]) -> _Linear:
+        """F, H and Q of the step from the snapshot ``start`` by finite differences."""
+        sim, d, n = self.sim, self.d, self.n
         F, G = np.eye(n), np.zeros((len(self.meas), n))
         for j, dj in enumerate(self._deltas()):
-            restore(sim, start)
+            sim.restore(start)
             x = self.x.copy()
             x[j] += dj
-            if j < 2 * d:
+            aug = self.aug[j - 2 * d] if j >= 2 * d else None
+            if aug is None:
                 self._write(x)
-            elif self.aug[j - 2 * d].bias_port is None:
-                set_parameter_keep(sim, self.aug[j - 2 * d].name, float(x[j]))
-            port = self.aug[j - 2 * d].bias_port if j >= 2 * d else None
-            col = self._run(t_next, interval, at_next, (port, dj) if port else None)
+            elif aug.bias_port is None:
+                sim.set_parameter(aug.name, float(x[j]), keep_state=True)
+            col = self._run(t_next, interval, at_next, (aug.bias_port, dj) if aug and aug.bias_port else None)
             F[:2 * d, j] = (col[:2 * d] - base[:2 * d]) / dj
             G[:, j] = wrap(col[2 * d:] - base[2 * d:], self.angular) / dj
         Q = self._q(h)
@@ -238,15 +271,11 @@ class StateEstimator:
             if port in self.bias:
                 B[:2 * d] = F[:2 * d, self.bias[port]]
             else:  # the effect of an input error over the interval: one more step
-                restore(sim, start)
+                sim.restore(start)
                 du = max(sig, 1e-9)
                 B[:2 * d] = (self._run(t_next, interval, at_next, (port, du))[:2 * d] - base[:2 * d]) / du
             Q += 0.5 * sig * sig * np.outer(B, B)  # the interval value is the mean of two samples
-        restore(sim, nominal)
-        self.x[:2 * d] = base[:2 * d]
-        self.P = F @ self.P @ F.T + Q
-        self.step = _Step(F, G @ np.linalg.inv(F), base[2 * d:])
-        self.inputs = dict(at_next)
+        return _Linear(h, F, G @ np.linalg.inv(F), Q)
 
     def _run(self, t_next: float, interval: Mapping[str, float], at_next: Mapping[str, float],
              delta: tuple[str, float] | None) -> F64:
@@ -289,6 +318,14 @@ class StateEstimator:
         self.x[:2 * self.d] = self._read()
         return Innovation([self.meas[i] for i in rows], nu, np.sqrt(np.diag(S)), float(nu @ Si @ nu), dx,
                           np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", K, S, K), 0.0)))
+
+    def release(self, name: str) -> None:
+        """Re-open an augmented unknown after a detected change: its variance back to the prior σ²
+        and its correlations dropped, so it re-converges at the rate of a fresh start."""
+        i = 2 * self.d + [a.name for a in self.aug].index(name)
+        self.P[i, :] = 0.0
+        self.P[:, i] = 0.0
+        self.P[i, i] = self.aug[i - 2 * self.d].sigma ** 2
 
     # ------------------------------------------------------------ results
     def sd(self) -> F64:

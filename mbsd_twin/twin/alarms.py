@@ -86,6 +86,7 @@ class ChangeAlarms:
         self.max_per_minute = cfg.alarm_max_events_per_minute
         self.events: deque[float] = deque()
         self.suppressed = 0
+        self.crossed: list[str] = []  # statistics that crossed their threshold at the last update
         self.settle = cfg.divergence_window  # s after a (re)start before the tests are armed
         self.armed_at: float | None = None
 
@@ -93,6 +94,7 @@ class ChangeAlarms:
         if self.armed_at is None:
             self.armed_at = t + self.settle
         if t < self.armed_at:
+            self.crossed = []
             return []
         values = {self.channel[m]: (float(nu / sd), float(nu)) for m, nu, sd in zip(inn.names, inn.nu, inn.sd,
                                                                                    strict=True)}
@@ -100,8 +102,10 @@ class ChangeAlarms:
             dx, sd = inn.dx[self.offset + j], inn.dx_sd[self.offset + j]
             values[name] = (float(dx / sd) if sd > 0 else 0.0, float(dx))
         out = []
+        self.crossed = []
         for a in self.detector.update(t, values):
             name = a["statistic"]
+            self.crossed.append(name)
             if name not in self.last and self._allowed(t):
                 kind = "parameter" if name in self.aug else "channel"
                 size = a["sum"] if kind == "parameter" else a["mean"]

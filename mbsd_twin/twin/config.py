@@ -121,8 +121,8 @@ class CoreConfig:
     noise: dict[str, float] = field(default_factory=lambda: {  # σ of each channel's samples, its unit
         "theta": 1e-3, "omega": 0.01, "f_x": 0.5, "f_y": 0.5, "tau_m": 0.002})
     coordinates: tuple[str, ...] = ()  # independent coordinates (outputs); empty: the resync_angle's
-    accel_noise: float = 0.3  # white-acceleration density per coordinate, rad/s²/√Hz (m/s²/√Hz)
-    augment: tuple[AugmentConfig, ...] = (AugmentConfig("motor_torque.bias", 0.5, 0.5),)
+    accel_noise: float = 0.02  # white-acceleration density per coordinate, rad/s²/√Hz (m/s²/√Hz)
+    augment: tuple[AugmentConfig, ...] = (AugmentConfig("motor_torque.bias", 0.5, 0.02),)
     divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
     divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window
     max_gap: float = 0.25  # s: predict through gaps up to this long; longer ones re-initialise

@@ -143,7 +143,7 @@ class TwinCore:
             events += self.alarms.update(t, {"state": row["state"], "residual": row["residual"],
                                              "virtual": row["virtual"], "meas": meas})
             if inn is not None:
-                events += self.changes.update(t, inn)
+                events += self._changes(t, inn)
             if self._diverged(inn, batch, hold) or self.tracker.out_of_bounds(row):
                 self._start(batch, b, "divergence" if inn is not None else "bound")
                 resyncs += 1
@@ -154,6 +154,16 @@ class TwinCore:
         self.last_meas = self._sample(batch, batch.n - 1) | {"_t": self.last_t}
         self.last_seq = batch.seq
         return self._messages(batch, hold, ends, rows, events, resyncs)
+
+    def _changes(self, t: float, inn: Any) -> list[dict[str, Any]]:
+        """Change alarms at ``t``; an augmented unknown that changed is re-opened in the filter."""
+        assert self.changes is not None
+        events = self.changes.update(t, inn)
+        if isinstance(self.tracker, EkfTracker):
+            for name in self.changes.crossed:
+                if name in self.changes.aug:
+                    self.tracker.est.release(name)
+        return events
 
     def _diverged(self, inn: Any, batch: SensorBatch, hold: int) -> bool:
         """Mean NIS over the last ``divergence_window`` above its χ² bound."""

@@ -21,6 +21,7 @@ outgoing queue (``max_queued_messages_set``).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 import threading
@@ -271,6 +272,11 @@ class TwinService:
         outs = self.core.step(batch, self._adapt(self.lag, depth))
         for o in outs:
             self.publish(o)
+            if o.topic == self.topics.twin("alarms") and '"source":"change"' in o.payload \
+                    and '"event":"raised"' in o.payload:
+                self.metrics.change_alarms.labels(json.loads(o.payload)["channel"]).inc()
+        if outs:
+            self.metrics.filter(self.core.latest.get("estimates", {}))
         if outs:
             self.latency_ms.append(1e3 * (time.monotonic() - t_arrival))
         if self.recorder:
