@@ -41,6 +41,7 @@ SCENARIOS = ("healthy", "lossy", *FAULTS)
 class Result:
     scenario: str
     us_per_sample: float
+    dof: int = 0  # measured channels per sample
     rows: dict[str, list[float]] = field(default_factory=dict)  # t, theta (twin), innovation, nis, torque est
     alarms: list[dict[str, Any]] = field(default_factory=list)
     resyncs: dict[str, int] = field(default_factory=dict)
@@ -58,6 +59,7 @@ def run(scenario: str, duration: float, cfg: CoreConfig | None = None, seed: int
     core = TwinCore(cfg or CoreConfig(), mech)
     res = Result(scenario, 0.0)
     cols: dict[str, list[float]] = {k: [] for k in ("t", "theta", "innov", "nis", "tau_est", "tau")}
+    res.dof = sum(1 for c in (cfg or CoreConfig()).compare if c in (cfg or CoreConfig()).noise)
     t0 = time.perf_counter()
     for b in batches:
         assert isinstance(b, SensorBatch)
@@ -72,10 +74,11 @@ def run(scenario: str, duration: float, cfg: CoreConfig | None = None, seed: int
             elif leaf == "residuals":
                 cols["innov"] += [np.nan if x is None else x for x in p["ch"].get("theta", [None] * p["n"])]
             elif leaf == "estimates":
-                cols["nis"] += [np.nan if x is None else x for x in p["ch"]["nis"]]
+                for key, vals in p["ch"].items():
+                    cols.setdefault(key, []).extend(np.nan if x is None else x for x in vals)
             elif leaf == "virtual":
                 cols["tau_est"] += p["ch"].get("motor_torque.estimate", [np.nan] * p["n"])
-                cols["tau"] += p["ch"]["motor_torque"]
+                cols["tau"] += p["ch"].get("motor_torque", [np.nan] * p["n"])
     res.us_per_sample = 1e6 * (time.perf_counter() - t0) / sum(b.n for b in batches if isinstance(b, SensorBatch))
     res.rows = cols
     res.resyncs = dict(core.stats["resync"])
@@ -90,14 +93,14 @@ def summary(res: Result) -> dict[str, Any]:
     after = (r["t"] >= 1.0) & ((r["t"] < ONSET) if res.scenario in FAULTS else True)
     err = r["theta"][after] - res.truth["theta"][k[after]]
     nis = r["nis"][after & np.isfinite(r["nis"])]
-    dof = 4
-    lo, hi = chi2.ppf([0.025, 0.975], dof * len(nis)) / max(len(nis), 1)
+    lo, hi, lo3, hi3 = chi2.ppf([0.025, 0.975, 0.0005, 0.9995], res.dof * len(nis)) / max(len(nis), 1)
     applied = res.truth["motor_torque"][k] + sum(res.truth[c][k] for c in res.truth if c.startswith("_rig_fault"))
     tau_err = (r["tau_est"] - applied)[after]
     return {"scenario": res.scenario, "us_per_sample": round(res.us_per_sample, 1),
             "innov_rms": float(np.sqrt(np.nanmean(r["innov"][after] ** 2))),
             "err_rms": float(np.sqrt(np.mean(err ** 2))), "err_max": float(np.abs(err).max()),
             "nis_mean": float(nis.mean()), "nis_band": (float(lo), float(hi)),
+            "nis_band_999": (float(lo3), float(hi3)),
             "resyncs_after_start": {k: v for k, v in res.resyncs.items() if k != "start"},
             "tau_est_rms": float(np.sqrt(np.nanmean(tau_err ** 2))),
             "alarms": [(a["channel"], round(a["t"] - ONSET, 3), round(a.get("onset", np.nan) - ONSET, 3),

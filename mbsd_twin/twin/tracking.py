@@ -91,11 +91,10 @@ class EkfTracker:
         resid = {self.by_output[m]: float(v) for m, v in zip(inn.names, inn.nu, strict=True)} if inn else {}
         virtual = {p: o[p] for p in self.virtual} | {p: at.get(p, 0.0) for p in c.inputs.values()}
         est = self.est.estimates()
-        for port in c.inputs.values():
-            b = est.get(f"{port}.bias")
-            if b is not None:
-                virtual[f"{port}.estimate"] = at.get(port, 0.0) + b[0]
-                virtual[f"{port}.estimate_sd"] = b[1]
+        for port in self.est.bias:  # measured (or 0 when unmeasured) + bias: the input that acts
+            b = est[f"{port}.bias"]
+            virtual[f"{port}.estimate"] = at.get(port, 0.0) + b[0]
+            virtual[f"{port}.estimate_sd"] = b[1]
         filt = {"nis": inn.nis if inn else math.nan} | {f"{k}.sd": v[1] for k, v in est.items()}
         filt |= {k: v[0] for k, v in est.items() if k not in o}
         return {"state": state, "residual": resid, "virtual": virtual, "filter": filt}
