@@ -20,6 +20,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from . import nb_config as nc
 from . import nb_dop853 as nd
 from . import nb_stepper as ns
 from .compiled_model import FLOAT_ARRAYS, Unsupported, pack
@@ -147,6 +148,15 @@ class CompiledStepper:
         start, cols = int(self._ib[e]), int(self._ib[e + 2])
         self._fb[start + row * cols + col] = value
         self._floats[k].reshape(-1)[row * cols + col] = value
+
+    def constrained_state(self, t: float, q: F, v: F, fixed_q: NDArray[np.int64], fixed_v: NDArray[np.int64],
+                          tol: float = 1e-12) -> tuple[F, F, float]:
+        """``Dynamics.constrained_state`` on the packed model (``nb_config``): q, v [m, rad and
+        m/s, rad/s] nearest to the given ones that satisfy the constraints with the coordinates
+        ``fixed_q`` and velocities ``fixed_v`` held, and the largest residual left."""
+        q, v = np.array(q, dtype=float), np.array(v, dtype=float)
+        left = nc.constrained_state(float(t), q, v, fixed_q, fixed_v, float(tol), self._ib, self._fb)
+        return q, v, float(left)
 
     def snapshot(self) -> tuple[Any, ...]:
         """An in-memory copy of the integrator state (what :meth:`export` holds) for

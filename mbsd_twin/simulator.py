@@ -395,7 +395,8 @@ class Simulator:
                 (q if off == 0 else v)[k] = float(val)
                 (fq if off == 0 else fv).append(k)
         t = self.time if time is None else float(time)
-        q, v, left = self._dyn.constrained_state(t, q, v, np.array(fq, dtype=np.intp), np.array(fv, dtype=np.intp))
+        solver = self._stepper if isinstance(self._stepper, CompiledStepper) else self._dyn
+        q, v, left = solver.constrained_state(t, q, v, np.array(fq, dtype=np.int64), np.array(fv, dtype=np.int64))
         if left > 1e-8:
             raise AssemblyError(f"{self.mechanism.source}: the imposed values contradict the constraints",
                                 residual=left, iterations=30, time=t, worst=[])
