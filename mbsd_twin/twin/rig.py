@@ -27,9 +27,9 @@ from ..model import Mechanism
 from ..ports import model_parameters
 from ..simulator import Simulator
 from .rig_faults import CHANNELS, MODEL_KINDS, RigFault, check_faults, fault_input, hidden_mechanism
-from .rig_messages import FAULT_KINDS, INVALID_REASON, expected_counts, payload, plan_faults, schedule
+from .rig_messages import FAULT_KINDS, INVALID_REASON, _invalid, expected_counts, payload, plan_faults, schedule
 
-__all__ = ["FAULT_KINDS", "INVALID_REASON", "MessageSource", "RigConfig", "RigFault", "Trajectory",
+__all__ = ["FAULT_KINDS", "INVALID_REASON", "_invalid", "MessageSource", "RigConfig", "RigFault", "Trajectory",
            "expected_counts", "payload", "plan_faults", "schedule", "stream"]
 
 
