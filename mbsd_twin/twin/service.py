@@ -323,8 +323,9 @@ class TwinService:
                              **self.seq.counts, "invalid": dict(self.invalid),
                              "resync": dict(st["resync"]), "solver_failure": st["solver_failure"],
                              "batches": st["batches"], "samples": st["samples"],
-                             "missing_channels": st["missing_channels"], "estimate_failure": st["estimate_failure"],
-                             "alarm_suppressed": self.core.alarms.suppressed},
+                             "missing_channels": st["missing_channels"], "gap_predicted": st["gap_predicted"],
+                             "alarm_suppressed": self.core.alarms.suppressed
+                             + (self.core.changes.suppressed if self.core.changes else 0)},
                 "solver_ms_per_batch": {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99))},
                 "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99))},
                 "connection": {"connects": self.connects, "outages": len(self.outages) + len(down),
