@@ -50,8 +50,8 @@ class RigConfig:
     seed: int = 0
     faults: tuple[RigFault, ...] = ()
     substeps: int = 4  # integration sub-intervals per sample
-    rtol: float = 1e-10  # hidden Simulator's DOP853 tolerances
-    atol: float = 1e-12
+    rtol: float = 1e-9  # hidden Simulator's DOP853 tolerances
+    atol: float = 1e-11
 
     def samples_per_knot(self) -> int:
         spk = self.knot * self.rate
