@@ -1,6 +1,6 @@
 """The synthetic rig's cost and accuracy: rig seconds computed per wall second (real-time factor) at
-1 and 10 kHz, with and without model faults, and the crank angle's difference from a run with 64
-sub-intervals per sample for 1, 2 and 4 (the default).
+1 and 10 kHz with 4 (default) and 2 sub-intervals per sample, with and without model faults, and
+the crank angle's difference from a run with 64 sub-intervals per sample for 1, 2 and 4.
 
     .venv/bin/python benchmarks/bench_rig.py [--seconds 4]
 """
@@ -27,12 +27,14 @@ def main() -> None:
     args = ap.parse_args()
     mech = load_mechanism(MECH)
     Trajectory(mech, RigConfig()).truth(0, 10)  # compile / load the kernels
-    for rate, faults in ((1000.0, ()), (1000.0, FAULTS), (10000.0, ())):
-        traj = Trajectory(mech, RigConfig(rate=rate, faults=faults))
+    runs = ((1000.0, (), 4), (1000.0, FAULTS, 4), (1000.0, (), 2), (10000.0, (), 4), (10000.0, (), 2))
+    for rate, faults, sub in runs:
+        traj = Trajectory(mech, RigConfig(rate=rate, faults=faults, substeps=sub))
         t = time.perf_counter()
         traj.samples(0, int(args.seconds * rate))
         wall = time.perf_counter() - t
-        print(f"rate {rate:6.0f} Hz, {len(faults)} faults: {args.seconds:.0f} s of rig in {wall:.2f} s wall "
+        print(f"rate {rate:6.0f} Hz, {sub} sub-intervals, {len(faults)} faults: {args.seconds:.0f} s of rig in "
+              f"{wall:.2f} s wall "
               f"(real-time factor {args.seconds / wall:.1f})")
     n = int(min(args.seconds, 2.0) * 1000) + 1
     ref = Trajectory(mech, RigConfig(mismatch={}, substeps=64)).truth(0, n)["theta"]
