@@ -302,3 +302,21 @@ def _parse_quietly(p: argparse.ArgumentParser, argv: list[str], message: str) ->
             p.parse_args(argv)
     finally:
         assert message in err.getvalue(), err.getvalue()
+
+
+def test_rig_command_manifest(broker: Any, tmp_path: Any) -> None:
+    """``mbsd-twin rig`` with --fault/--noise/--mismatch streams to a broker and its manifest lists
+    the injected faults with their onset and effective sample, the noise and the mismatch."""
+    import json
+
+    from mbsd_twin.cli import main
+
+    path = tmp_path / "manifest.json"
+    code = main(["rig", "--broker", broker.url, "--protocol", str(broker.protocol), "--mechanism", MECH,
+                 "--duration", "0.2", "--fault", "mass@0.1:piston.mass*1.2", "--fault", "stuck@0.15:omega",
+                 "--noise", "theta=0.002", "--mismatch", "none", "--manifest", str(path)])
+    manifest = json.loads(path.read_text())
+    assert code == 0 and manifest["messages"] == 10 and manifest["mismatch"] == {}
+    assert manifest["noise"] == RigConfig().noise | {"theta": 0.002}
+    assert [(f["spec"], f["onset"], f["sample"]) for f in manifest["rig_faults"]] == \
+        [("mass@0.1:piston.mass*1.2", 0.1, 100), ("stuck@0.15:omega", 0.15, 150)]

@@ -59,7 +59,7 @@ def _cmd_rig(args: argparse.Namespace) -> int:
     if args.mismatch is not None:
         extra["mismatch"] = {} if "none" in args.mismatch else dict(args.mismatch)
     cfg = RigConfig(asset=args.asset, prefix=args.prefix, rate=args.rate, batch=args.batch, seed=args.seed,
-                    **extra)
+                    substeps=args.substeps, **extra)
     rig = Rig(load_mechanism(args.mechanism), cfg, args.broker, window=args.window, protocol=args.protocol)
     if args.precompute:
         rig.precompute(args.duration)
@@ -138,6 +138,9 @@ def add_twin(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--mechanism", default="examples/mechanisms/slider_crank.toml")
     g.add_argument("--rate", type=float, default=1000.0, help="samples per second")
     g.add_argument("--batch", type=int, default=20, help="samples per message")
+    g.add_argument("--substeps", type=int, default=4,
+                   help="integration sub-intervals per sample (>= 2 keeps the torque ramp's first moment; "
+                        "2 costs about half of 4 at the same accuracy, e.g. at 10 kHz)")
     g.add_argument("--faults", type=float, default=0.0, help="message-level fault probability per message")
     g.add_argument("--fault", action="append", default=[], type=_fault_arg, metavar="SPEC",
                    help="inject a model or sensor fault at a known time (repeatable; specs below)")

@@ -27,9 +27,9 @@ from ..model import Mechanism
 from ..ports import model_parameters
 from ..simulator import Simulator
 from .rig_faults import CHANNELS, MODEL_KINDS, RigFault, check_faults, fault_input, hidden_mechanism
-from .rig_messages import FAULT_KINDS, INVALID_REASON, expected_counts, payload, plan_faults, schedule
+from .rig_messages import FAULT_KINDS, INVALID_REASON, _invalid, expected_counts, payload, plan_faults, schedule
 
-__all__ = ["FAULT_KINDS", "INVALID_REASON", "MessageSource", "RigConfig", "RigFault", "Trajectory",
+__all__ = ["FAULT_KINDS", "INVALID_REASON", "_invalid", "MessageSource", "RigConfig", "RigFault", "Trajectory",
            "expected_counts", "payload", "plan_faults", "schedule", "stream"]
 
 
@@ -49,9 +49,9 @@ class RigConfig:
     knot: float = 0.01  # s: controller period (a multiple of the sample period); torque ramps across it
     seed: int = 0
     faults: tuple[RigFault, ...] = ()
-    substeps: int = 4  # integration sub-intervals per sample
-    rtol: float = 1e-10  # hidden Simulator's DOP853 tolerances
-    atol: float = 1e-12
+    substeps: int = 4  # integration sub-intervals per sample (>= 2 to match the ramp's first moment)
+    rtol: float = 1e-9  # hidden Simulator's DOP853 tolerances
+    atol: float = 1e-11
 
     def samples_per_knot(self) -> int:
         spk = self.knot * self.rate
@@ -171,7 +171,8 @@ class Trajectory:
         self._run = _Run(mech, cfg)
 
     def with_rate(self, rate: float, batch: int) -> Trajectory:
-        """The same rig at another rate and batch size (sharing the computed motion if the rate is the same)."""
+        """The same rig at another batch size (sharing the computed motion) or rate (computed anew: the
+        integration follows the sample grid)."""
         if rate == self.cfg.rate:
             other = copy.copy(self)
             other.cfg = dataclasses.replace(self.cfg, batch=batch)
@@ -186,7 +187,9 @@ class Trajectory:
         """Samples k0 .. k0+n−1 without noise or sensor faults: ``t`` [s], the channels (theta, omega,
         tau_m, f_x, f_y), every output of the hidden model by name (``piston.x``, ``crank.alpha``,
         …), each model fault's unmeasured load input (``_rig_fault_<i>``, i its index in
-        ``faults``), and ``param:<name>`` for every mismatched or faulted parameter."""
+        ``faults``), and ``param:<name>`` for every mismatched or faulted parameter. The energy
+        integrals (``energy.dissipated``, ``energy.input_work``, …) restart at each model fault's onset
+        (the hidden Simulator is rebuilt there); kinetic and potential energies are absolute."""
         r = self._run
         r.extend(k0 + n)
         rows = np.array(r.rows[k0:k0 + n]).reshape(n, -1)

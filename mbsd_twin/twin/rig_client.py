@@ -60,7 +60,7 @@ class Rig:
         """Stream ``duration`` s in real time; the manifest: message-level ``faults`` (seq → kind) with
         the ``expected`` counters, and ``rig_faults``, the injected model and sensor faults with their
         onset (requested), ``sample`` and ``effective`` rig time (:func:`.rig.fault_manifest`)."""
-        c = self.cfg
+        c, truth = self.cfg, self.traj.cfg  # the trajectory's (a shared one's) noise, mismatch and faults
         n_msg = int(duration * c.rate / c.batch)
         plan = plan_faults(n_msg, faults, self.window, c.seed) if faults > 0 else {}
         order = schedule(n_msg, plan, self.window)
@@ -89,7 +89,7 @@ class Rig:
         manifest = {"asset": c.asset, "session": self.session, "messages": n_msg, "sent": len(order),
                     "seed": c.seed, "fault_rate": faults, "faults": {str(seq0 + i): k for i, k in sorted(plan.items())},
                     "expected": expected_counts(plan), "late_sends": behind,
-                    "noise": c.noise, "mismatch": c.mismatch, "rig_faults": fault_manifest(c)}
+                    "noise": truth.noise, "mismatch": truth.mismatch, "rig_faults": fault_manifest(truth)}
         if own:
             cl.publish(self.topics.rig_status, encode({"state": "offline", "session": self.session}),
                        qos=1, retain=True).wait_for_publish(2)
