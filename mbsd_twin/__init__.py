@@ -25,6 +25,7 @@ from .profiles import Constant, ConstantSpeed, FunctionProfile, Harmonic, Polyno
 from .results import Result
 from .simulate import Event, simulate
 from .simulator import Simulator
+from .snapshot import Snapshot
 from .system import System, compile_mechanism
 
 __version__ = "0.1.0"
@@ -58,6 +59,7 @@ __all__ = [
     "RedundancyWarning",
     "Result",
     "Simulator",
+    "Snapshot",
     "SolverFailure",
     "SolverOptions",
     "System",

@@ -111,6 +111,13 @@ def _constraints(system: System) -> tuple[tuple[Any, ...], NDArray[np.int64]]:
     return tuple(parts[key] for key in ("co", "ra", "pl", "gr", "cd", "dd")), Jc
 
 
+# the float arrays in the order nb_flat.flatten stores them in its float buffer: the constraint
+# groups' floats, the bodies (mass, inertia, cg, gravity), the load groups' floats, Baumgarte, the
+# joints' second points
+FLOAT_ARRAYS = ("co", "ra", "pl", "gr", "cd", "dd", "mass", "inertia", "cg", "gravity",
+                "fo", "to", "sd", "rs", "pf", "baumgarte", "joint_point")
+
+
 def _magnitudes(loads: Sequence[Load], inputs: Sequence[str]) -> tuple[list[Any], list[Any]]:
     """Magnitude columns: ints [kind, input index, profile code], floats [value, profile params]."""
     kind = [1 if x.input else 2 if x.profile is not None else 0 for x in loads]

@@ -321,14 +321,23 @@ class Stepper:
                 s.y = np.concatenate([q, v, s.y[2 * n:]])
                 self._refresh()
 
-    def reset_state(self, t: float, y: F) -> None:
-        """Restart the integrator from (t, y)."""
+    def reset_state(self, t: float, y: F, inputs: dict[str, float] | None = None) -> None:
+        """Restart the integrator from (t, y), with new ``inputs`` if given."""
+        if inputs is not None:
+            self.inputs = dict(inputs)
         self._start(t, y)
 
     def export(self) -> dict[str, object]:
         s = self.solver
         return {"t": float(s.t), "y": [float(x) for x in s.y], "h_abs": float(getattr(s, "h_abs", 0.0) or 0.0),
                 "f": [float(x) for x in getattr(s, "f", [])], "steps": self.steps, "inputs": dict(self.inputs)}
+
+    def snapshot(self) -> dict[str, object]:
+        """A copy of the integrator state for :meth:`restore_snapshot` (what :meth:`export` holds)."""
+        return self.export()
+
+    def restore_snapshot(self, snap: dict[str, object]) -> None:
+        self.restore(snap)
 
     def restore(self, data: dict[str, object]) -> None:
         s = self.solver

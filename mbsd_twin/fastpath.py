@@ -20,10 +20,11 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from . import nb_config as nc
 from . import nb_dop853 as nd
 from . import nb_stepper as ns
-from .compiled_model import Unsupported, pack
-from .nb_flat import flatten
+from .compiled_model import FLOAT_ARRAYS, Unsupported, pack
+from .nb_flat import HEAD, N_INT, flatten
 
 F = NDArray[Any]
 _FAILURES = {nd.FAIL_STEP: "required step size became too small",
@@ -55,6 +56,8 @@ class CompiledStepper:
         baum = (opts.baumgarte_alpha, opts.baumgarte_beta) if opts.drift == "baumgarte" else None
         self.model, joints = pack(dyn.system, dyn.rows, baum)
         self._ib, self._fb = flatten(self.model, joints)
+        n, m, cons, Jc, bodies, loads, sd, baum_f = self.model  # the float arrays, as FLOAT_ARRAYS
+        self._floats = [g[2] for g in cons] + list(bodies) + [g[1] for g in loads] + [baum_f, joints[4]]
         ny = len(y0)
         self._wb = np.zeros(ns.scratch_size(self.model, ny))
         self._ob = np.array([opts.rtol, opts.atol, opts.max_step, float(opts.drift == "projection"),
@@ -135,8 +138,45 @@ class CompiledStepper:
         self.inputs = dict(data["inputs"])
         self._u[:] = self._input_array()
 
-    def reset_state(self, t: float, y: F) -> None:
-        """Restart from (t, y) with a fresh initial step (the model stays packed)."""
+    def set_model_value(self, array: str, row: int, col: int, value: float) -> None:
+        """Overwrite one number of the packed model in place: row ``row``, column ``col`` of the
+        float array ``array`` (a name of ``compiled_model.FLOAT_ARRAYS``; a 1-D array has one
+        column), in the buffer the kernels read and in ``model``. The integrator state is left as
+        it is: restart it (:meth:`reset_state`) before stepping on."""
+        k = FLOAT_ARRAYS.index(array)
+        e = HEAD + 3 * (N_INT + k)
+        start, cols = int(self._ib[e]), int(self._ib[e + 2])
+        self._fb[start + row * cols + col] = value
+        self._floats[k].reshape(-1)[row * cols + col] = value
+
+    def constrained_state(self, t: float, q: F, v: F, fixed_q: NDArray[np.int64], fixed_v: NDArray[np.int64],
+                          tol: float = 1e-12) -> tuple[F, F, float]:
+        """``Dynamics.constrained_state`` on the packed model (``nb_config``): q, v [m, rad and
+        m/s, rad/s] nearest to the given ones that satisfy the constraints with the coordinates
+        ``fixed_q`` and velocities ``fixed_v`` held, and the largest residual left."""
+        q, v = np.array(q, dtype=float), np.array(v, dtype=float)
+        left = nc.constrained_state(float(t), q, v, fixed_q, fixed_v, float(tol), self._ib, self._fb)
+        return q, v, float(left)
+
+    def snapshot(self) -> tuple[Any, ...]:
+        """An in-memory copy of the integrator state (what :meth:`export` holds) for
+        :meth:`restore_snapshot`."""
+        return self._S.copy(), self._changed, self._changed_before, dict(self.inputs), self._u.copy()
+
+    def restore_snapshot(self, snap: tuple[Any, ...]) -> None:
+        S, changed, changed_before, inputs, u = snap
+        if S.shape != self._S.shape or u.shape != self._u.shape:
+            raise ValueError("the snapshot's integrator state does not fit this mechanism")
+        self._S[:] = S
+        self._u[:] = u
+        self._changed, self._changed_before, self.inputs = changed, changed_before, dict(inputs)
+
+    def reset_state(self, t: float, y: F, inputs: dict[str, float] | None = None) -> None:
+        """Restart from (t, y) with a fresh initial step (the model stays packed), with new
+        ``inputs`` if given."""
+        if inputs is not None and inputs != self.inputs:
+            self.inputs = dict(inputs)
+            self._u[:] = self._input_array()
         ns.start(self._S, float(t), np.ascontiguousarray(y, dtype=float), self._u, self._ib, self._fb, self._wb,
                  self._ob)
         self._changed = self._changed_before = False

@@ -227,6 +227,7 @@ class PrismaticFriction(Group):
     as the generalised force −c·ṡ·∂s/∂q (dissipates exactly c·ṡ²)."""
 
     def __init__(self, col: dict[str, int], joints: Sequence[Joint]) -> None:
+        self.names = [j.name for j in joints]
         self.ci = np.array([col[j.bodies[0]] for j in joints], dtype=np.intp)
         self.cj = np.array([col[j.bodies[1]] for j in joints], dtype=np.intp)
         self.pi = np.array([j.points[0] for j in joints], float).reshape(-1, 2)

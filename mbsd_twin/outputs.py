@@ -15,12 +15,15 @@ Conventions
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from .system import JointInfo, System
+
+if TYPE_CHECKING:
+    from .dynamics import Evaluation
 
 F = NDArray[Any]
 
@@ -111,3 +114,26 @@ def _reaction_on_second(system: System, j: JointInfo, q: F, Cq: F, lam: F) -> tu
         arm = np.asarray(j.point_j, float) - q[:, col:col + 2]  # ground point − first body's ref.
     moment = m_ref - (arm[:, 0] * force[:, 1] - arm[:, 1] * force[:, 0])
     return (force, moment) if on_second else (-force, -moment)
+
+
+def evaluated_outputs(s: System, t: float, y: F, ev: Evaluation, inputs: dict[str, float],
+                      names: list[str], load_names: list[str], e0: float) -> F:
+    """Every Simulator output (port order) at time t [s] and state y = [q, v, E_diss, W_in, W_con]
+    from the numpy path's evaluation ``ev`` there: kinematics, then ``names`` (the output names
+    after the kinematic ones: reactions and efforts first), the energies with the balance counted
+    from ``e0`` [J], the residual and the loads' outputs ``load_names``."""
+    n = s.n_coord
+    q, v = y[:n], y[n:2 * n]
+    a, Ve, C = ev.a, float(ev.loads.elastic[0]), s.constraints(q, t)
+    cols = reaction_columns(s, q[None], ev.Cq[None], ev.lam[None])
+    forces = np.array([cols[name][0] for name in names[:len(cols)]])
+    nb3 = 3 * s.n_body  # body coordinates first; any extra coordinates (cam parameters) follow
+    kin = np.concatenate([q[:nb3].reshape(-1, 3), v[:nb3].reshape(-1, 3), a[:nb3].reshape(-1, 3)],
+                         axis=1).ravel()
+    T = float(s.kinetic_energy_batch(q[None], v[None])[0])
+    Vg = float(s.gravitational_energy_batch(q[None])[0])
+    e_diss, w_in, w_con = (float(x) for x in y[2 * n:2 * n + 3])
+    energy = [T, Vg, Ve, T + Vg + Ve, e_diss, w_in, w_con, T + Vg + Ve + e_diss - w_in - w_con - e0,
+              float(np.abs(C).max(initial=0.0))]
+    extra = s.loads.outputs(q[None], v[None], np.array([t]), inputs) if load_names else {}
+    return np.concatenate([kin, forces, energy, [float(extra[name][0]) for name in load_names]])

@@ -86,9 +86,9 @@ def _replace_item(mech: Mechanism, attr: str, name: str, **changes: object) -> M
 
 
 def _body_params(b: Body) -> list[tuple[Parameter, _Setter]]:
-    def vec(idx: int) -> _Setter:
+    def vec(idx: int) -> _Setter:  # the other component from ``m`` (it may have been changed too)
         return lambda m, v: _replace_item(m, "bodies", b.name, cg=tuple(v if k == idx else c
-                                                                           for k, c in enumerate(b.cg)))
+                                                                           for k, c in enumerate(m.body(b.name).cg)))
     return [
         (Parameter(f"{b.name}.mass", "kg", f"mass of {b.name}", b.mass, "fixed"),
          lambda m, v: _replace_item(m, "bodies", b.name, mass=v)),

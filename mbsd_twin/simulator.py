@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .dynamics import Dynamics, SolverOptions
+from .dynamics import Dynamics, SolverOptions, Stepper
 from .errors import AssemblyError, MechanismError, PortError, Problem
 from .fastpath import CompiledStepper
+from .live_parameters import Slot, live_slot
 from .model import Mechanism
-from .outputs import OutputSpec, reaction_columns
+from .outputs import OutputSpec, evaluated_outputs
 from .ports import (
     TUNABLE,
     Parameter,
@@ -38,7 +39,9 @@ from .ports import (
     output_specs,
     solver_parameters,
 )
+from .snapshot import Snapshot
 from .system import compile_mechanism
+from .validation import item_problems
 
 F = NDArray[Any]
 STATE_FORMAT = "mbsd-twin-state/2"
@@ -49,6 +52,8 @@ class Simulator:
 
     def __init__(self, mech: Mechanism, options: SolverOptions | None = None, t0: float = 0.0) -> None:
         self._base = mech
+        self._table = model_parameters(mech)
+        self._model_id = hashlib.sha256(repr(mech).encode()).hexdigest()[:16]
         self._overrides: dict[str, float] = {}
         self._options = options or SolverOptions()
         self._t0 = float(t0)
@@ -63,14 +68,37 @@ class Simulator:
         self.mechanism = mech
         self.system = compile_mechanism(mech)
         self._dyn = Dynamics(self.system, self._options)
-        self._inputs = {p.name: p.start for p in input_ports(mech)}
-        self._stepper = self._dyn.make_stepper(self._t0, self._dyn.initial_state(self._t0), self._inputs)
+        self._start_inputs = {p.name: p.start for p in input_ports(mech)}
+        self._inputs = dict(self._start_inputs)
+        self._y0 = self._dyn.initial_state(self._t0)
+        self._stepper = self._dyn.make_stepper(self._t0, self._y0.copy(), self._inputs)
+        self._slots: dict[str, Slot | None] = {}
         self._specs = output_specs(self.system)
         self._prepare_outputs()
+        self._set_baseline()
+
+    def _set_baseline(self) -> None:
+        """e0 ← the total energy [J] at the current state: ``energy.balance_error`` counts from it."""
         self._cache: tuple[float, bytes, F] | None = None
         self._e0 = 0.0
-        self._e0 = self.outputs()["energy.total"]
+        self._e0 = float(self.output_vector()[self._index["energy.total"]])
         self._cache = None  # computed with e0 = 0
+
+    def _restart(self) -> None:
+        """Back to the initial state and start inputs under the current model (what a rebuild with
+        the current parameters starts from)."""
+        self._inputs = dict(self._start_inputs)
+        if isinstance(self._stepper, CompiledStepper):
+            self._stepper.reset_state(self._t0, self._y0, self._inputs)
+        else:
+            self._stepper = Stepper(self._dyn, self._t0, self._y0.copy(), self._inputs)
+        self._set_baseline()
+
+    def _restart_at(self, t: float, q: F, v: F) -> None:
+        """Continue from time t [s], positions q and velocities v with the current inputs: a fresh
+        integrator start, the energy integrals at zero and the balance counted from here."""
+        self._stepper.reset_state(t, np.concatenate([q, v, np.zeros(3)]), self._inputs)
+        self._set_baseline()
 
     @property
     def options(self) -> SolverOptions:
@@ -90,8 +118,7 @@ class Simulator:
 
     @property
     def parameters(self) -> list[Parameter]:
-        fixed = [replace(p, value=self._overrides.get(p.name, p.value))
-                 for p, _ in model_parameters(self._base).values()]
+        fixed = [replace(p, value=self._overrides.get(p.name, p.value)) for p, _ in self._table.values()]
         return fixed + solver_parameters(self._options)
 
     @property
@@ -119,34 +146,102 @@ class Simulator:
         return self._inputs[name]
 
     # ---------------------------------------------------------- parameters
-    def set_parameter(self, name: str, value: float) -> None:
-        """Change a parameter. A fixed one rebuilds the model and resets the simulation; a tunable
-        one (``solver.rtol``, ``solver.max_step``) keeps the state."""
+    def set_parameter(self, name: str, value: float, *, keep_state: bool = False) -> None:
+        """Change a parameter.
+
+        A fixed parameter (``crank.mass``, ``guide.p1_x``, …) by default restarts the simulation
+        from the initial state and start inputs under the new value. With ``keep_state`` the time,
+        positions, velocities and inputs are kept and the integration continues from the current
+        point under the new value; the energy integrals restart at zero and
+        ``energy.balance_error`` counts from the new model's energy there (as after
+        :meth:`set_configuration`). Positions that a geometry parameter (a joint point) makes
+        inconsistent are moved onto the new constraints as little as possible (least squares);
+        :class:`AssemblyError` if that is impossible. Physical parameters (mass, inertia, cg,
+        stiffness, damping, viscous friction: see ``live_parameters``) change in place in
+        microseconds; the others rebuild the model. A tunable parameter (``solver.rtol``,
+        ``solver.max_step``) always keeps the state. Unknown name: :class:`PortError`; a rejected
+        value (:class:`MechanismError` naming it) or an impossible projection leaves the
+        simulator as it was."""
         if name in TUNABLE:
-            key = name.split(".")[1]
-            v = math.inf if key == "max_step" and float(value) <= 0 else float(value)
-            change: dict[str, Any] = {key: v}
-            opts = replace(self._options, **change)
-            problems = opts.problems()
-            if problems:
-                raise PortError(f"parameter {name}: {'; '.join(problems)}", name=name)
-            saved, e0, inputs = self._stepper.export(), self._e0, dict(self._inputs)
-            self._options = opts
-            self._build()
-            self._e0, self._inputs = e0, inputs
-            self._stepper.restore(saved)
-            self._cache = None
+            self._set_tunable(name, value)
             return
-        if name not in model_parameters(self._base):
+        if name not in self._table:
             raise PortError(f"unknown parameter {name!r}", name=name)
+        before, t, y = self.snapshot(), self.time, self._stepper.y.copy()
+        try:
+            live = self._set_fixed(name, float(value))
+            if keep_state:
+                self._inputs = dict(before.inputs)
+                self._continue_at(t, y, project=not live)
+            elif live:
+                self._restart()
+        except Exception:
+            self.restore(before)
+            raise
+
+    def _set_tunable(self, name: str, value: float) -> None:
+        key = name.split(".")[1]
+        v = math.inf if key == "max_step" and float(value) <= 0 else float(value)
+        change: dict[str, Any] = {key: v}
+        opts = replace(self._options, **change)
+        problems = opts.problems()
+        if problems:
+            raise PortError(f"parameter {name}: {'; '.join(problems)}", name=name)
+        saved, e0, inputs = self._stepper.export(), self._e0, dict(self._inputs)
+        self._options = opts
+        self._build()
+        self._e0, self._inputs = e0, inputs
+        self._stepper.restore(saved)
+        self._cache = None
+
+    def _set_fixed(self, name: str, v: float) -> bool:
+        """Set fixed parameter ``name`` to ``v``: in place when live (True), else by a rebuild
+        (False; the simulation is then at its initial state)."""
+        if self._set_live(name, v):
+            return True
         old = dict(self._overrides)
-        self._overrides[name] = float(value)
+        self._overrides[name] = v
         try:
             self._build()
         except Exception:
             self._overrides = old
             self._build()
             raise
+        return False
+
+    def _set_live(self, name: str, v: float) -> bool:
+        """Change a live parameter in place in the mechanism, the numpy system and the compiled
+        model (the integrator is not restarted); False if ``name`` is not live here."""
+        if name not in self._slots:
+            self._slots[name] = live_slot(self.system, name)
+        slot = self._slots[name]
+        if slot is None:
+            return False
+        mech = self._table[name][1](self.mechanism, v)
+        problems = item_problems(mech, name.rpartition(".")[0])
+        if problems:
+            raise MechanismError(problems, source=f"{mech.source} (parameters {name})")
+        slot.write(v)
+        if isinstance(self._stepper, CompiledStepper):
+            self._stepper.set_model_value(slot.packed, slot.row, slot.col, v)
+        self.mechanism = self.system.mechanism = mech
+        self.system.bodies = mech.bodies
+        self._overrides[name] = v
+        self._cache = None
+        return True
+
+    def _continue_at(self, t: float, y: F, project: bool) -> None:
+        """Continue from time t [s] and the state y (q, v, …) of the model before a parameter
+        change; with ``project``, q and v are first moved onto the constraints (least change)."""
+        n = self.system.n_coord
+        q, v = y[:n].copy(), y[n:2 * n].copy()
+        if project:
+            none = np.zeros(0, dtype=np.intp)
+            q, v, left = self._dyn.constrained_state(t, q, v, none, none)
+            if left > 1e-8:
+                raise AssemblyError(f"{self.mechanism.source}: the state cannot be kept: the positions do not "
+                                    "fit the new geometry", residual=left, iterations=30, time=t, worst=[])
+        self._restart_at(t, q, v)
 
     # ------------------------------------------------------------ stepping
     def advance_to(self, t: float) -> None:
@@ -194,19 +289,7 @@ class Simulator:
             self._cache = (key[0], key[1], vec)
             return vec
         ev = self._dyn.evaluate(t, q, v, self._inputs)
-        a, Ve, C = ev.a, float(ev.loads.elastic[0]), s.constraints(q, t)
-        cols = reaction_columns(s, q[None], ev.Cq[None], ev.lam[None])
-        forces = np.array([cols[name][0] for name in self._names[self._n_kin:self._n_kin + len(cols)]])
-        nb3 = 3 * s.n_body  # body coordinates first; any extra coordinates (cam parameters) follow
-        kin = np.concatenate([q[:nb3].reshape(-1, 3), v[:nb3].reshape(-1, 3), a[:nb3].reshape(-1, 3)],
-                             axis=1).ravel()
-        T = float(s.kinetic_energy_batch(q[None], v[None])[0])
-        Vg = float(s.gravitational_energy_batch(q[None])[0])
-        e_diss, w_in, w_con = (float(x) for x in y[2 * n:2 * n + 3])
-        energy = [T, Vg, Ve, T + Vg + Ve, e_diss, w_in, w_con, T + Vg + Ve + e_diss - w_in - w_con - self._e0,
-                  float(np.abs(C).max(initial=0.0))]
-        extra = s.loads.outputs(q[None], v[None], np.array([t]), self._inputs) if self._load_names else {}
-        vec = np.concatenate([kin, forces, energy, [float(extra[name][0]) for name in self._load_names]])
+        vec = evaluated_outputs(s, t, y, ev, self._inputs, self._names[self._n_kin:], self._load_names, self._e0)
         self._cache = (key[0], key[1], vec)
         return vec
 
@@ -223,12 +306,9 @@ class Simulator:
         return float(self.output_vector()[self._index[name]])
 
     # --------------------------------------------------------------- state
-    def _fingerprint(self) -> str:
-        return hashlib.sha256(repr(self._base).encode()).hexdigest()[:16]
-
     def get_state(self) -> bytes:
         """Everything needed to continue bit-identically, as UTF-8 JSON bytes."""
-        data = {"format": STATE_FORMAT, "model": self._fingerprint(), "overrides": self._overrides,
+        data = {"format": STATE_FORMAT, "model": self._model_id, "overrides": self._overrides,
                 "options": {k: v for k, v in asdict(self._options).items()},
                 "e0": self._e0, "inputs": self._inputs, "stepper": self._stepper.export()}
         return json.dumps(data).encode()
@@ -246,16 +326,49 @@ class Simulator:
             ok = False
         if not ok:
             raise ValueError(f"not a {STATE_FORMAT} state")
-        if data["model"] != self._fingerprint():
+        if data["model"] != self._model_id:
             raise ValueError("the state belongs to a different mechanism")
-        opts = SolverOptions(**data["options"])
-        if data["overrides"] != self._overrides or opts != self._options:
-            self._overrides, self._options = dict(data["overrides"]), opts
-            self._build()
+        self._apply_settings(SolverOptions(**data["options"]), dict(data["overrides"]))
         self._e0 = float(data["e0"])
         self._inputs = dict(data["inputs"])
         self._stepper.restore(data["stepper"])
         self._cache = None
+
+    def snapshot(self) -> Snapshot:
+        """An in-memory copy of the state — what :meth:`get_state` holds: time, integrator state,
+        inputs, energy baseline, solver options and parameters — for :meth:`restore`. A few µs
+        on the compiled path (no serialisation)."""
+        return Snapshot(self._model_id, self.time, self._options, tuple(self._overrides.items()),
+                        tuple(self._inputs.items()), self._e0, self._stepper.snapshot())
+
+    def restore(self, snap: Snapshot) -> None:
+        """Return to the state of ``snap`` (made by this Simulator or another of the same
+        mechanism): the integration continues bit-identically from there. Parameters changed
+        since are set back (in place when live, else by a rebuild); ``ValueError`` for a snapshot
+        of another mechanism."""
+        if not isinstance(snap, Snapshot) or snap.model != self._model_id:
+            raise ValueError("the snapshot belongs to a different mechanism")
+        self._apply_settings(snap.options, dict(snap.overrides))
+        self._e0 = snap.e0
+        self._inputs = dict(snap.inputs)
+        self._stepper.restore_snapshot(snap.stepper)
+        self._cache = None
+
+    def _apply_settings(self, options: SolverOptions, overrides: dict[str, float]) -> None:
+        """Make the solver options and parameter overrides these: live parameters in place, any
+        other difference by a rebuild (which also resets the state)."""
+        if options is not self._options and options != self._options:
+            self._options, self._overrides = options, overrides
+            self._build()
+            return
+        if overrides == self._overrides:
+            return
+        changed = [k for k in set(overrides) | set(self._overrides) if overrides.get(k) != self._overrides.get(k)]
+        live = all(k in self._table and self._set_live(k, overrides.get(k, self._table[k][0].value))
+                   for k in changed)
+        self._overrides = overrides
+        if not live:
+            self._build()
 
     def set_configuration(self, positions: Mapping[str, float] | None = None,
                           velocities: Mapping[str, float] | None = None, time: float | None = None) -> None:
@@ -282,19 +395,16 @@ class Simulator:
                 (q if off == 0 else v)[k] = float(val)
                 (fq if off == 0 else fv).append(k)
         t = self.time if time is None else float(time)
-        q, v, left = self._dyn.constrained_state(t, q, v, np.array(fq, dtype=np.intp), np.array(fv, dtype=np.intp))
+        solver = self._stepper if isinstance(self._stepper, CompiledStepper) else self._dyn
+        q, v, left = solver.constrained_state(t, q, v, np.array(fq, dtype=np.int64), np.array(fv, dtype=np.int64))
         if left > 1e-8:
             raise AssemblyError(f"{self.mechanism.source}: the imposed values contradict the constraints",
                                 residual=left, iterations=30, time=t, worst=[])
-        self._stepper.reset_state(t, np.concatenate([q, v, np.zeros(3)]))
-        self._cache = None
-        self._e0 = 0.0
-        self._e0 = float(self.output_vector()[self._index["energy.total"]])
-        self._cache = None
+        self._restart_at(t, q, v)
 
     def reset(self) -> None:
         """Back to the initial state (parameters kept, inputs back to their start values)."""
-        self._build()
+        self._restart()
 
 
 def _from_state(mech: Mechanism, options: SolverOptions, blob: bytes) -> Simulator:

@@ -357,3 +357,20 @@ def validate_mechanism(mech: Mechanism) -> list[Problem]:
     for i, ld in enumerate(mech.loads):
         c.load(i, ld)
     return c.problems
+
+
+def item_problems(mech: Mechanism, name: str) -> list[Problem]:
+    """The problems :func:`validate_mechanism` reports about the body, joint or load called
+    ``name`` on its own (its fields and references; not the cross-item checks such as duplicate
+    names): enough to re-check an item after one of its numbers changed."""
+    c = _Checker(mech)
+    for i, b in enumerate(mech.bodies):
+        if b.name == name:
+            c.body(i, b)
+    for i, j in enumerate(mech.joints):
+        if j.name == name:
+            c.joint(i, j)
+    for i, ld in enumerate(mech.loads):
+        if ld.name == name:
+            c.load(i, ld)
+    return c.problems

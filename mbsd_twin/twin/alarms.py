@@ -6,7 +6,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import AlarmConfig
+from .config import AlarmConfig, CoreConfig
 
 
 @dataclass
@@ -59,3 +59,82 @@ class Alarms:
 
     def active(self) -> list[str]:
         return [n for n, s in self.state.items() if s.active]
+
+
+class ChangeAlarms:
+    """Change alarms from the filter (:mod:`mbsd_twin.estimation.change`): a CUSUM on each measured
+    channel's normalised innovation and on each augmented unknown's normalised correction, tuned
+    by ``change_mtbfa`` and ``change_shift``. An alarm names the channel or unknown, the estimated
+    onset time and the size of the change (channel: mean innovation since onset, in its unit;
+    unknown: the estimate's change since onset). The tests are armed ``divergence_window`` s after
+    each (re)start of the filter, once its prior has settled. An alarm stays raised while the statistic keeps
+    alarming and clears after ``CLEAR_AFTER`` s of rig time without a new crossing; events are
+    rate-limited like the threshold alarms."""
+
+    CLEAR_AFTER = 2.0
+
+    def __init__(self, cfg: CoreConfig, rate: float, tracker: Any) -> None:
+        from ..estimation.change import ChangeDetector
+
+        est = getattr(tracker, "est", None)
+        self.channel = {p: c for c, p in cfg.compare.items()}  # model output → channel
+        self.aug = [a.name for a in est.aug] if est is not None else []
+        self.offset = 2 * est.d if est is not None else 0
+        names = [self.channel[m] for m in (est.meas if est is not None else [])] + self.aug
+        self.detector = ChangeDetector(names, cfg.change_mtbfa, rate, cfg.change_shift)
+        self.last: dict[str, float] = {}  # active statistic → rig time of its last crossing
+        self.max_per_minute = cfg.alarm_max_events_per_minute
+        self.events: deque[float] = deque()
+        self.suppressed = 0
+        self.crossed: list[str] = []  # statistics that crossed their threshold at the last update
+        self.settle = cfg.divergence_window  # s after a (re)start before the tests are armed
+        self.armed_at: float | None = None
+
+    def update(self, t: float, inn: Any) -> list[dict[str, Any]]:
+        if self.armed_at is None:
+            self.armed_at = t + self.settle
+        if t < self.armed_at:
+            self.crossed = []
+            return []
+        values = {self.channel[m]: (float(nu / sd), float(nu)) for m, nu, sd in zip(inn.names, inn.nu, inn.sd,
+                                                                                   strict=True)}
+        for j, name in enumerate(self.aug):
+            dx, sd = inn.dx[self.offset + j], inn.dx_sd[self.offset + j]
+            values[name] = (float(dx / sd) if sd > 0 else 0.0, float(dx))
+        out = []
+        self.crossed = []
+        for a in self.detector.update(t, values):
+            name = a["statistic"]
+            self.crossed.append(name)
+            if name not in self.last and self._allowed(t):
+                kind = "parameter" if name in self.aug else "channel"
+                size = a["sum"] if kind == "parameter" else a["mean"]
+                out.append({"alarm": f"change:{name}", "event": "raised", "t": t, "source": "change",
+                            "channel": name, "kind": kind, "onset": a["onset"], "size": size,
+                            "direction": a["direction"], "statistic": a["cusum"], "threshold": a["threshold"]})
+            self.last[name] = t
+        return out
+
+    def _allowed(self, t: float) -> bool:
+        while self.events and self.events[0] < t - 60.0:
+            self.events.popleft()
+        if len(self.events) >= self.max_per_minute:
+            self.suppressed += 1
+            return False
+        self.events.append(t)
+        return True
+
+    def clear_quiet(self, t: float) -> list[dict[str, Any]]:
+        quiet = [n for n, t_last in self.last.items() if t - t_last >= self.CLEAR_AFTER]
+        for n in quiet:
+            del self.last[n]
+        return [{"alarm": f"change:{n}", "event": "cleared", "t": t, "source": "change", "channel": n}
+                for n in quiet]
+
+    def reset(self) -> None:
+        """A (re)start of the filter: the tests re-arm after the settling time."""
+        self.detector.reset()
+        self.armed_at = None
+
+    def active(self) -> list[str]:
+        return [f"change:{n}" for n in self.last]

@@ -84,6 +84,19 @@ class AlarmConfig:
 
 
 @dataclass(frozen=True)
+class AugmentConfig:
+    """An unknown the filter estimates beside the motion: a model parameter (``piston.mass``) or an
+    input bias (``motor_torque.bias``: the model is driven by measured value + bias). ``sigma``:
+    prior σ; ``rate``: random-walk σ per √s (how fast it may change); ``value``: prior mean (nan:
+    the model's value, 0 for a bias)."""
+
+    name: str
+    sigma: float = 1.0
+    rate: float = 0.0
+    value: float = math.nan
+
+
+@dataclass(frozen=True)
 class CoreConfig:
     """Everything that determines the twin's outputs from its inputs (stored in recordings)."""
 
@@ -103,8 +116,18 @@ class CoreConfig:
     solver_method: str = "DOP853"  # DOP853 runs on the engine's compiled path (~50x the numpy speed)
     solver_rtol: float = 1e-6
     solver_atol: float = 1e-8
-    torque_estimate: str = "motor_torque"  # input port estimated from the measured motion ("" = off)
-    estimate_window: float = 0.02  # s: smoothing window of that estimate
+    estimator: str = "ekf"  # "ekf": Kalman filter (docs/twin-estimation.md); "open_loop": model + re-sync
+    input_hold: dict[str, str] = field(default_factory=dict)  # input channel → "foh" (default) or "zoh"
+    noise: dict[str, float] = field(default_factory=lambda: {  # σ of each channel's samples, its unit
+        "theta": 1e-3, "omega": 0.01, "f_x": 0.5, "f_y": 0.5, "tau_m": 0.002})
+    coordinates: tuple[str, ...] = ()  # independent coordinates (outputs); empty: the resync_angle's
+    accel_noise: float = 0.02  # white-acceleration density per coordinate, rad/s²/√Hz (m/s²/√Hz)
+    augment: tuple[AugmentConfig, ...] = (AugmentConfig("motor_torque.bias", 0.5, 0.02),)
+    divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
+    divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window
+    max_gap: float = 0.25  # s: predict through gaps up to this long; longer ones re-initialise
+    change_mtbfa: float = 604800.0  # s: mean time between false change alarms, per statistic
+    change_shift: float = 1.0  # σ: the change (in normalised units) the CUSUM is tuned for
 
     @property
     def base(self) -> str:
@@ -117,9 +140,11 @@ class CoreConfig:
     def from_dict(cls, data: dict[str, Any]) -> CoreConfig:
         d = dict(data)
         d["alarms"] = tuple(AlarmConfig(**a) for a in d.get("alarms", ()))
-        for k in ("state_extra", "virtual"):
-            d[k] = tuple(d.get(k, ()))
-        d.setdefault("torque_estimate", "")  # recordings made before the estimate existed replay without it
+        if "augment" in d:
+            d["augment"] = tuple(AugmentConfig(**a) for a in d["augment"])
+        for k in ("state_extra", "virtual", "coordinates"):
+            if k in d:
+                d[k] = tuple(d[k])
         return cls(**d)
 
 
@@ -214,8 +239,8 @@ def _section(cls: type, table: dict[str, Any], name: str, problems: list[str],
         where = _where(name, key, origins)
         if key not in names:
             problems.append(f"[{name}] unknown key {key!r}; known: {', '.join(sorted(names))}")
-        elif key == "alarms":
-            kw[key] = _alarms(value, problems)
+        elif key in ("alarms", "augment"):
+            kw[key] = _tables(key, value, problems)
         else:
             default = getattr(defaults, key)
             ok, kw[key] = _coerce(value, default)
@@ -239,13 +264,17 @@ def redact_url(url: str) -> str:
     return u._replace(netloc=f"{u.username}:***@{u.netloc.rsplit('@', 1)[1]}").geturl()
 
 
-def _alarms(items: Any, problems: list[str]) -> tuple[AlarmConfig, ...]:
+def _tables(key: str, items: Any, problems: list[str]) -> tuple[Any, ...]:
+    """[[core.alarms]] or [[core.augment]] tables as their dataclasses."""
+    cls = AlarmConfig if key == "alarms" else AugmentConfig
     out = []
+    if not isinstance(items, list):
+        problems.append(f"[[core.{key}]] must be an array of tables")
     for i, a in enumerate(items if isinstance(items, list) else []):
         try:
-            out.append(AlarmConfig(**a))
+            out.append(cls(**a))
         except TypeError as exc:
-            problems.append(f"[[core.alarms]] #{i}: {exc}")
+            problems.append(f"[[core.{key}]] #{i}: {exc}")
     return tuple(out)
 
 
@@ -290,8 +319,27 @@ def _check_core(c: CoreConfig, problems: list[str]) -> None:
             problems.append(f"[[core.alarms]] {a.name}: need source residual/state/virtual/meas and 0 <= low <= high")
     opts = SolverOptions(method=c.solver_method, rtol=c.solver_rtol, atol=c.solver_atol)
     problems += [f"[core] solver_{p}" for p in opts.problems()]
-    if not (c.latest_interval > 0 and c.estimate_window > 0):
-        problems.append("[core] latest_interval and estimate_window must be > 0 s")
+    if not c.latest_interval > 0:
+        problems.append("[core] latest_interval must be > 0 s")
+    _check_estimator(c, problems)
+
+
+def _check_estimator(c: CoreConfig, problems: list[str]) -> None:
+    if c.estimator not in ("ekf", "open_loop"):
+        problems.append(f"[core] estimator must be 'ekf' or 'open_loop', got {c.estimator!r}")
+    for ch, hold in c.input_hold.items():
+        if ch not in c.inputs or hold not in ("foh", "zoh"):
+            problems.append(f"[core] input_hold.{ch}: need an input channel and 'foh' or 'zoh', got {hold!r}")
+    for ch, sd in c.noise.items():
+        if not (isinstance(sd, int | float) and math.isfinite(sd) and sd > 0):
+            problems.append(f"[core] noise.{ch} must be a finite number > 0, got {sd!r}")
+    for a in c.augment:
+        if not (a.sigma > 0 and a.rate >= 0):
+            problems.append(f"[[core.augment]] {a.name}: need sigma > 0 and rate >= 0")
+    positive = ("accel_noise", "divergence_window", "max_gap", "change_mtbfa", "change_shift")
+    problems += [f"[core] {k} must be > 0, got {getattr(c, k)!r}" for k in positive if not getattr(c, k) > 0]
+    if not 0 < c.divergence_probability < 1:
+        problems.append(f"[core] divergence_probability must be in (0, 1), got {c.divergence_probability!r}")
 
 
 def _check_service(s: ServiceConfig, m: MetricsConfig, problems: list[str]) -> None:

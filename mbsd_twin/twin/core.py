@@ -4,10 +4,13 @@ Deterministic: the same batches (with the same ``hold``) and commands give bit-i
 texts, which is what recording and replay rely on. Wall-clock figures (solver time) are kept in
 ``stats`` only, never in the outputs.
 
-Open loop: sample k's measured inputs are held (zero-order hold) over [t_k, t_k+1). With ``hold``
-h > 1 the solver advances h samples at a time with the inputs averaged over the block and the
-outputs are produced at every h-th sample (aligned to the batch's last sample) — the degraded
-mode of docs/mqtt-contract.md.
+Per output sample the tracker (:mod:`.tracking`: the Kalman filter by default, or the open-loop
+model) is driven by the inputs reconstructed between samples (:mod:`mbsd_twin.estimation.holds`,
+first-order hold unless ``input_hold`` says otherwise). With ``hold`` h > 1 it steps h samples at a
+time with the block's mean input, and only every h-th sample (aligned to the batch's last) is used
+and published — the degraded mode of docs/mqtt-contract.md. Gaps up to ``max_gap`` are predicted
+through; the filter re-initialises from the measurements only at a start, a longer gap, a rig
+restart, a command, or divergence (mean NIS above its χ² bound over ``divergence_window``).
 """
 
 from __future__ import annotations
@@ -21,14 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from ..dynamics import SolverFailure, SolverOptions
+from ..dynamics import SolverFailure
 from ..errors import MbsdError
+from ..estimation.holds import interval_inputs
 from ..model import Mechanism
-from .alarms import Alarms
+from .alarms import Alarms, ChangeAlarms
 from .config import CoreConfig
-from .estimator import TorqueEstimator
-from .model import ModelRunner, wrap_angle
 from .protocol import VERSION, SensorBatch, Topics, encode
+from .tracking import EkfTracker, Row, make_tracker, nis_bound
 
 
 @dataclass(frozen=True)
@@ -45,22 +48,18 @@ Recorder = Callable[[dict[str, Any]], None]
 class TwinCore:
     def __init__(self, cfg: CoreConfig, mech: Mechanism, record: Recorder | None = None) -> None:
         self.cfg, self.topics, self.record = cfg, Topics(cfg.base), record
-        body = cfg.compare[cfg.resync_angle].split(".")[0]
-        opts = SolverOptions(method=cfg.solver_method, rtol=cfg.solver_rtol, atol=cfg.solver_atol)
-        self.runner = ModelRunner(mech, body, opts)
-        self.runner.resync(0.0, mech.body(body).angle, mech.body(body).omega)  # validates the model
-        outs = set(self.runner.outputs())
+        probe = make_tracker(cfg, mech, ())
+        outs = set(probe.mechanism_outputs())
         missing = [p for p in (*cfg.compare.values(), *cfg.state_extra, *cfg.virtual) if p not in outs]
         if missing:
             raise ValueError(f"unknown model outputs in the channel mapping: {', '.join(missing)}")
         self.virtual = cfg.virtual or tuple(n for n in sorted(outs) if n.endswith((".fx", ".fy", ".mz")))
-        self.estimator: TorqueEstimator | None = None
-        self.estimate_name = f"{cfg.torque_estimate}.estimate"
-        if cfg.torque_estimate:
-            self.estimator = TorqueEstimator(mech, body, cfg.torque_estimate, cfg.estimate_window,
-                                             cfg.resync_angle, cfg.resync_speed, cfg.inputs)
+        self.tracker = make_tracker(cfg, mech, self.virtual)
         self.alarms = Alarms(cfg.alarms, cfg.alarm_max_events_per_minute)
+        self.changes: ChangeAlarms | None = None  # built at the first batch (its rate tunes the CUSUM)
+        self.nis: deque[tuple[float, int]] = deque()
         self.pending: str | None = "start"
+        self.started = False
         self.paused = False
         self.last_t: float | None = None
         self.prev_inputs: dict[str, float] = {}
@@ -70,7 +69,7 @@ class TwinCore:
         self.next_latest: float | None = None
         self.latest: dict[str, Any] = {}
         self.stats: dict[str, Any] = {"resync": Counter(), "solver_failure": 0, "batches": 0, "samples": 0,
-                                      "missing_channels": 0, "paused_drops": 0, "estimate_failure": 0}
+                                      "missing_channels": 0, "paused_drops": 0, "gap_predicted": 0}
         self.step_ms: deque[float] = deque(maxlen=500)
 
     # ------------------------------------------------------------------ batches
@@ -98,89 +97,113 @@ class TwinCore:
     def _sample(self, batch: SensorBatch, k: int) -> dict[str, float]:
         return {c: v[k] for c, v in batch.ch.items()}
 
-    def _resync(self, batch: SensorBatch, k: int, reason: str) -> None:
-        """Re-initialise at sample k from least-squares fits over the batch (angle: quadratic,
-        speed: linear), which average the sensor noise out of the new initial state."""
-        tk = np.arange(batch.n, dtype=float) - k
-        theta = np.unwrap(np.asarray(batch.ch[self.cfg.resync_angle]))
-        omega = np.asarray(batch.ch[self.cfg.resync_speed])
-        angle = float(np.polyfit(tk, theta, 2)[-1]) if batch.n >= 5 else float(theta[k])
-        speed = float(np.polyfit(tk, omega, 1)[-1]) if batch.n >= 3 else float(omega[k])
-        self.runner.resync(batch.time(k), angle, speed)
+    def _inputs_at(self, batch: SensorBatch, k: int) -> dict[str, float]:
+        return {port: batch.ch[c][k] for c, port in self.cfg.inputs.items()}
+
+    def _start(self, batch: SensorBatch, k: int, reason: str) -> None:
+        """(Re)initialise the tracker from the measurements at sample k."""
+        self.tracker.start(batch.time(k), self._sample(batch, k), self._inputs_at(batch, k), not self.started)
+        self.started = True
+        self.nis.clear()
+        if self.changes is not None:
+            self.changes.reset()
         self.stats["resync"][reason] += 1
 
+    def _intervals(self, batch: SensorBatch) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Per input port, the value held over the interval ending at each sample (the first from
+        the previous batch's last sample, across a gap too), and the intervals' durations [s]."""
+        t_prev = self.last_t if self.last_t is not None else batch.t0 - batch.dt
+        times = np.array([t_prev, *(batch.time(k) for k in range(batch.n))])
+        vals = {port: interval_inputs([self.prev_inputs.get(port, batch.ch[c][0]), *batch.ch[c]],
+                                      self.cfg.input_hold.get(c, "foh"))
+                for c, port in self.cfg.inputs.items()}
+        return vals, np.diff(times)
+
     def _run(self, batch: SensorBatch, hold: int) -> list[Out]:
+        if self.changes is None:
+            self.changes = ChangeAlarms(self.cfg, 1.0 / batch.dt, self.tracker)
         cur = self._begin(batch)
         ends = list(range((batch.n - 1) % hold, batch.n, hold))
-        estimates = self._estimate(batch, ends)
-        ext = {c: [self.prev_inputs.get(c, v[0]), *v] for c, v in batch.ch.items() if c in self.cfg.inputs}
-        rows: list[tuple[dict[str, float], dict[str, float], dict[str, float]]] = []
+        vals, dur = self._intervals(batch)
+        rows: list[Row] = []
         events: list[dict[str, Any]] = []
         resyncs = 0
-        for i, b in enumerate(ends):
-            applied = {port: math.fsum(ext[c][cur + 1:b + 1]) / (b - cur) if b > cur else ext[c][b + 1]
-                       for c, port in self.cfg.inputs.items()}
+        for b in ends:
+            at = self._inputs_at(batch, b)
+            meas = self._sample(batch, b)
             if b > cur:
-                self._advance(batch, b, applied)
+                w = dur[cur + 1:b + 1]
+                interval = {p: float(np.dot(v[cur + 1:b + 1], w) / w.sum()) for p, v in vals.items()}
+                row, inn = self._advance(batch, b, interval, at, meas)
                 cur = b
-            row = self._compare(batch, b, applied)
-            if estimates is not None:
-                row[2][self.estimate_name] = estimates[i]
+            else:
+                row, inn = self.tracker.row(at, None), None
             rows.append(row)
-            events += self.alarms.update(batch.time(b), {"state": row[0], "residual": row[1], "virtual": row[2],
-                                                         "meas": self._sample(batch, b)})
-            if any(abs(row[1][c]) > bound for c, bound in self.cfg.resync_bounds.items() if c in row[1]):
-                self._resync(batch, b, "bound")
+            t = batch.time(b)
+            events += self.alarms.update(t, {"state": row["state"], "residual": row["residual"],
+                                             "virtual": row["virtual"], "meas": meas})
+            if inn is not None:
+                events += self._changes(t, inn)
+            if self._diverged(inn, batch, hold) or self.tracker.out_of_bounds(row):
+                self._start(batch, b, "divergence" if inn is not None else "bound")
                 resyncs += 1
+        if self.changes is not None:
+            events += self.changes.clear_quiet(batch.time(batch.n - 1))
         self.last_t = batch.time(batch.n - 1)
-        self.prev_inputs = {c: v[-1] for c, v in batch.ch.items() if c in self.cfg.inputs}
+        self.prev_inputs = self._inputs_at(batch, batch.n - 1)
         self.last_meas = self._sample(batch, batch.n - 1) | {"_t": self.last_t}
         self.last_seq = batch.seq
         return self._messages(batch, hold, ends, rows, events, resyncs)
 
+    def _changes(self, t: float, inn: Any) -> list[dict[str, Any]]:
+        """Change alarms at ``t``; an augmented unknown that changed is re-opened in the filter."""
+        assert self.changes is not None
+        events = self.changes.update(t, inn)
+        if isinstance(self.tracker, EkfTracker):
+            for name in self.changes.crossed:
+                if name in self.changes.aug:
+                    self.tracker.est.release(name)
+        return events
+
+    def _diverged(self, inn: Any, batch: SensorBatch, hold: int) -> bool:
+        """Mean NIS over the last ``divergence_window`` above its χ² bound."""
+        if inn is None:
+            return False
+        self.nis.append((inn.nis, len(inn.names)))
+        n = max(1, round(self.cfg.divergence_window / (batch.dt * hold)))
+        while len(self.nis) > n:
+            self.nis.popleft()
+        if len(self.nis) < n:
+            return False
+        dof = sum(k for _, k in self.nis)
+        return sum(v for v, _ in self.nis) > nis_bound(dof, 1, self.cfg.divergence_probability)
+
     def _begin(self, batch: SensorBatch) -> int:
-        """Re-synchronise at the batch's first sample when due (pending reason, discontinuity); the
-        index of the sample the model state is at (−1: the end of the previous batch)."""
-        contiguous = self.last_t is not None and abs(batch.t0 - self.last_t - batch.dt) < 0.5 * batch.dt
-        if not contiguous and self.estimator is not None:
-            self.estimator.reset()
-        if self.pending or not contiguous:
-            self._resync(batch, 0, self.pending or "gap")
+        """Initialise at the batch's first sample when due (pending reason, long gap); the index of
+        the sample the model is at (−1: the previous batch's last sample, also across a short gap)."""
+        if self.pending:
+            self._start(batch, 0, self.pending)
             self.pending = None
             return 0
-        return -1
+        gap = batch.t0 - self.last_t if self.last_t is not None else math.inf
+        if abs(gap - batch.dt) < 0.5 * batch.dt:
+            return -1
+        if isinstance(self.tracker, EkfTracker) and 0 < gap <= self.cfg.max_gap:
+            self.stats["gap_predicted"] += 1
+            return -1
+        self._start(batch, 0, "gap")
+        return 0
 
-    def _advance(self, batch: SensorBatch, b: int, applied: dict[str, float]) -> None:
+    def _advance(self, batch: SensorBatch, b: int, interval: dict[str, float], at: dict[str, float],
+                 meas: dict[str, float]) -> tuple[Row, Any]:
         try:
-            self.runner.advance(batch.time(b), applied)
-        except (SolverFailure, MbsdError, FloatingPointError):
+            return self.tracker.step(batch.time(b), interval, at, meas)
+        except (SolverFailure, MbsdError, FloatingPointError, np.linalg.LinAlgError):
             self.stats["solver_failure"] += 1
-            self._resync(batch, b, "solver_failure")
+            self._start(batch, b, "solver_failure")
+            return self.tracker.row(at, None), None
 
-    def _estimate(self, batch: SensorBatch, ends: list[int]) -> list[float] | None:
-        """The torque estimate at the output samples (None, counted, when it cannot be computed)."""
-        if self.estimator is None:
-            return None
-        try:
-            return self.estimator.estimate(batch, ends, self.runner.outputs())
-        except (MbsdError, FloatingPointError, np.linalg.LinAlgError):
-            self.stats["estimate_failure"] += 1
-            self.estimator.reset()
-            return None
-
-    def _compare(self, batch: SensorBatch, k: int, applied: dict[str, float]
-                 ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-        o = self.runner.outputs()
-        state = {c: o[p] for c, p in self.cfg.compare.items()} | {p: o[p] for p in self.cfg.state_extra}
-        resid = {}
-        for c, p in self.cfg.compare.items():
-            if c in batch.ch:
-                r = batch.ch[c][k] - o[p]
-                resid[c] = wrap_angle(r) if p.endswith(".theta") else r
-        virtual = {p: o[p] for p in self.virtual} | applied
-        return state, resid, virtual
-
-    def _msg(self, leaf: str, batch: SensorBatch, hold: int, ends: list[int], ch: dict[str, list[float]],
+    def _msg(self, leaf: str, batch: SensorBatch, hold: int, ends: list[int], ch: dict[str, list[float | None]],
              **extra: Any) -> Out:
         self.out_seq[leaf] += 1
         body = {"v": VERSION, "asset": self.cfg.asset, "seq": self.out_seq[leaf],
@@ -188,21 +211,25 @@ class TwinCore:
                 "n": len(ends), "ch": ch, **extra}
         return Out(self.topics.twin(leaf), encode(body))
 
-    def _messages(self, batch: SensorBatch, hold: int, ends: list[int], rows: list[Any],
+    def _messages(self, batch: SensorBatch, hold: int, ends: list[int], rows: list[Row],
                   events: list[dict[str, Any]], resyncs: int) -> list[Out]:
-        def columns(i: int) -> dict[str, list[float]]:
-            return {k: [r[i][k] for r in rows] for k in rows[0][i]}
-        outs = [self._msg("state", batch, hold, ends, columns(0), stride=hold),
-                self._msg("residuals", batch, hold, ends, columns(1), stride=hold, resyncs=resyncs),
-                self._msg("virtual", batch, hold, ends, columns(2), stride=hold)]
+        def columns(part: str) -> dict[str, list[float | None]]:
+            keys = dict.fromkeys(k for r in rows for k in r[part])  # a row right after a start has no residuals
+            return {k: [_finite(r[part].get(k)) for r in rows] for k in keys}
+        outs = [self._msg("state", batch, hold, ends, columns("state"), stride=hold),
+                self._msg("residuals", batch, hold, ends, columns("residual"), stride=hold, resyncs=resyncs),
+                self._msg("virtual", batch, hold, ends, columns("virtual"), stride=hold)]
+        if rows[-1]["filter"]:
+            outs.append(self._msg("estimates", batch, hold, ends, columns("filter"), stride=hold))
         for ev in events:
             self.out_seq["alarms"] += 1
             outs.append(Out(self.topics.twin("alarms"), encode({"v": VERSION, "asset": self.cfg.asset,
                                                                 "seq": self.out_seq["alarms"], **ev}), qos=1))
         t_last = batch.time(batch.n - 1)
         self.latest = {"v": VERSION, "asset": self.cfg.asset, "t": t_last, "src_seq": batch.seq,
-                       "state": rows[-1][0], "residuals": rows[-1][1], "virtual": rows[-1][2],
-                       "alarms_active": self.alarms.active()}
+                       "state": rows[-1]["state"], "residuals": rows[-1]["residual"],
+                       "virtual": rows[-1]["virtual"], "estimates": _clean(rows[-1]["filter"]),
+                       "alarms_active": self.alarms.active() + (self.changes.active() if self.changes else [])}
         if self.next_latest is None or t_last >= self.next_latest:
             self.next_latest = t_last + self.cfg.latest_interval
             outs.append(Out(self.topics.twin("latest"), encode(self.latest), qos=1, retain=True))
@@ -226,9 +253,7 @@ class TwinCore:
             pname, value = args["name"], args["value"]
             if not isinstance(pname, str) or isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError("set_param needs {\"name\": str, \"value\": number}")
-            self.runner.set_param(pname, float(value))
-            if self.estimator is not None and not pname.startswith("solver."):
-                self.estimator.rebuild(self.runner.mechanism())
+            self.tracker.set_param(pname, float(value))
             return f"{pname} = {float(value)!r}; " + self._resync_latest("set_param")
         if name == "pause":
             self.paused = True
@@ -249,6 +274,16 @@ class TwinCore:
             self.pending = reason
             return "no measurement yet: re-synchronising at the next batch"
         m = self.last_meas
-        self.runner.resync(m["_t"], m[self.cfg.resync_angle], m[self.cfg.resync_speed])
+        self.tracker.start(m["_t"], m, self.prev_inputs, False)
+        self.nis.clear()
         self.stats["resync"][reason] += 1
         return f"re-synchronised at rig time {m['_t']!r} (seq {self.last_seq})"
+
+
+def _finite(x: float | None) -> float | None:
+    """JSON has no NaN: a missing or undefined value is null."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _clean(d: dict[str, float]) -> dict[str, float | None]:
+    return {k: _finite(v) for k, v in d.items()}

@@ -27,6 +27,24 @@ class Metrics:
         self.step_ms = Gauge("twin_solver_ms_per_batch", "median solver wall time per batch [ms]", registry=r)
         self.connected = Gauge("twin_connected", "1 when connected to the broker", registry=r)
         self.reconnects = Gauge("twin_reconnects", "successful reconnects", registry=r)
+        self.estimate = Gauge("twin_estimate", "the filter's estimate of an augmented unknown (its unit)", ["name"],
+                              registry=r)
+        self.estimate_sd = Gauge("twin_estimate_sd", "standard deviation of a filter state (its unit)", ["name"],
+                                 registry=r)
+        self.nis = Gauge("twin_nis", "normalised innovation squared of the last sample", registry=r)
+        self.change_alarms = Counter("twin_change_alarms", "change alarms raised", ["statistic"], registry=r)
+
+    def filter(self, estimates: Mapping[str, float | None]) -> None:
+        """Export the ``estimates`` of the latest sample (``nis``, ``<name>.sd``, augmented values)."""
+        for key, value in estimates.items():
+            if value is None:
+                continue
+            if key == "nis":
+                self.nis.set(value)
+            elif key.endswith(".sd"):
+                self.estimate_sd.labels(key[:-3]).set(value)
+            else:
+                self.estimate.labels(key).set(value)
 
 
 # A mounted route: request path (with query) → (status, content type, body, extra headers).

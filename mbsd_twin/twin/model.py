@@ -25,6 +25,17 @@ def wrap_angle(x: float) -> float:
     return math.pi if y == -math.pi else y
 
 
+def tuned(options: SolverOptions, name: str, value: float) -> SolverOptions:
+    """``options`` with the tunable solver setting ``name`` (``solver.rtol``, ``solver.max_step``)
+    changed; ValueError naming the problem."""
+    key = name.split(".")[1]
+    change: dict[str, Any] = {key: math.inf if key == "max_step" and value <= 0 else float(value)}
+    opts = dataclasses.replace(options, **change)
+    if opts.problems():
+        raise ValueError("; ".join(opts.problems()))
+    return opts
+
+
 class ModelRunner:
     """A Simulator plus what the twin needs around it: parameters, re-sync and block stepping."""
 
@@ -40,13 +51,7 @@ class ModelRunner:
     def set_param(self, name: str, value: float) -> None:
         """Change a model parameter (kept across re-syncs) or a tunable solver setting."""
         if name in TUNABLE:
-            key = name.split(".")[1]
-            v = math.inf if key == "max_step" and value <= 0 else float(value)
-            change: dict[str, Any] = {key: v}
-            opts = dataclasses.replace(self.options, **change)
-            if opts.problems():
-                raise ValueError("; ".join(opts.problems()))
-            self.options = opts
+            self.options = tuned(self.options, name, value)
         else:
             apply_parameters(self.base, {**self.params, name: float(value)})  # validates
             self.params[name] = float(value)
@@ -69,11 +74,16 @@ class ModelRunner:
     # -------------------------------------------------------------- stepping
     def advance(self, t_rig: float, inputs: dict[str, float]) -> dict[str, float]:
         """Hold ``inputs`` from the current time to rig time ``t_rig``; the outputs there."""
+        self.set_inputs(inputs)
+        assert self.sim is not None
+        self.sim.advance_to(t_rig - self.t_offset)
+        return self.sim.outputs()
+
+    def set_inputs(self, inputs: dict[str, float]) -> None:
+        """Input values at the current instant (reactions and accelerations feel them at once)."""
         assert self.sim is not None, "resync first"
         for name, value in inputs.items():
             self.sim.set_input(name, value)
-        self.sim.advance_to(t_rig - self.t_offset)
-        return self.sim.outputs()
 
     def outputs(self) -> dict[str, float]:
         assert self.sim is not None

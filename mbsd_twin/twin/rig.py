@@ -1,22 +1,22 @@
-"""A synthetic slider-crank rig: the engine's model with a hidden parameter mismatch, sensor noise
-and injected faults, streamed as sensor messages of the contract.
+"""A synthetic slider-crank rig: the engine's model with a hidden parameter mismatch, faults injected
+at known times (:mod:`.rig_faults`) and sensor noise, streamed as sensor messages of the contract.
 
-The trajectory is computed with the engine (a :class:`~mbsd_twin.Simulator` on its compiled DOP853
-path, advanced knot by knot, the motor torque held per knot); samples between knots are cubic
-Hermite interpolated (angle from angle and speed, speed from speed and acceleration, forces
-linearly). The torque steps at the knots, and so do the acceleration and the bearing force: each
-interval is interpolated from the values just after its start knot (new torque) to those just
-before its end knot (old torque), so the samples are consistent with the torque of their interval
-(the ``tau_m`` of :meth:`Trajectory.samples` is the true torque behind the motion).
+The true motor torque is continuous: a speed controller computes a command every ``knot`` s (a
+multiple of the sample period) from the true crank speed, and the actuator ramps linearly from the
+previous command to the new one across the knot interval (rate-limited). The hidden
+:class:`~mbsd_twin.Simulator` (compiled DOP853) is integrated sample by sample, ``substeps``
+sub-intervals per sample, each driven by the exact mean of the ramp over it (so the impulse is
+exact); the true state and outputs are recorded at every sample time t_k = k/rate, with the inputs
+set to their values at that instant (``tau_m`` is the ramp's value there). Model faults rebuild
+the hidden Simulator at their onset sample and continue from the same state; sensor faults act on
+the measured values; noise is added last (:class:`MessageSource`).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import math
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,13 +24,13 @@ import numpy as np
 
 from ..dynamics import SolverOptions
 from ..model import Mechanism
-from ..ports import apply_parameters
+from ..ports import model_parameters
 from ..simulator import Simulator
-from .protocol import encode
+from .rig_faults import CHANNELS, MODEL_KINDS, RigFault, check_faults, fault_input, hidden_mechanism
+from .rig_messages import FAULT_KINDS, INVALID_REASON, _invalid, expected_counts, payload, plan_faults, schedule
 
-FAULT_KINDS = ("drop", "duplicate", "reorder", "late", "json", "types", "nan", "missing", "oversize", "version")
-INVALID_REASON = {"json": "json", "types": "schema", "nan": "non_finite", "missing": "schema",
-                  "oversize": "oversize", "version": "version"}
+__all__ = ["FAULT_KINDS", "INVALID_REASON", "_invalid", "MessageSource", "RigConfig", "RigFault", "Trajectory",
+           "expected_counts", "payload", "plan_faults", "schedule", "stream"]
 
 
 @dataclass(frozen=True)
@@ -41,73 +41,187 @@ class RigConfig:
     batch: int = 20  # samples per message
     mismatch: dict[str, float] = field(default_factory=lambda: {"piston.mass": 1.53})
     noise: dict[str, float] = field(default_factory=lambda: {
-        "theta": 2e-3, "omega": 0.01, "tau_m": 0.002, "f_x": 0.5, "f_y": 0.5})
+        "theta": 1e-3, "omega": 0.01, "tau_m": 0.002, "f_x": 0.5, "f_y": 0.5})
     speed: float = 10.0  # rad/s: the motor's speed set-point
     speed_amp: float = 2.0  # rad/s: set-point modulation amplitude
     speed_freq: float = 0.5  # Hz
     gain: float = 0.5  # N.m.s/rad: speed controller gain (plus friction feed-forward)
-    knot: float = 0.01  # s: torque held and trajectory computed per knot
+    knot: float = 0.01  # s: controller period (a multiple of the sample period); torque ramps across it
     seed: int = 0
+    faults: tuple[RigFault, ...] = ()
+    substeps: int = 4  # integration sub-intervals per sample (>= 2 to match the ramp's first moment)
+    rtol: float = 1e-9  # hidden Simulator's DOP853 tolerances
+    atol: float = 1e-11
+
+    def samples_per_knot(self) -> int:
+        spk = self.knot * self.rate
+        if not (spk >= 1 - 1e-9 and abs(spk - round(spk)) < 1e-6):
+            raise ValueError(f"RigConfig.knot = {self.knot!r} s must be a whole number (>= 1) of sample "
+                             f"periods 1/rate = {1 / self.rate!r} s")
+        if self.substeps < 1:
+            raise ValueError(f"RigConfig.substeps must be >= 1, got {self.substeps!r}")
+        return round(spk)
 
 
-class Trajectory:
-    """The rig's true signals at the sample rate (time from 0)."""
+class _Run:
+    """The integration shared by every :meth:`Trajectory.with_rate` copy at the same rate."""
 
     def __init__(self, mech: Mechanism, cfg: RigConfig) -> None:
-        self.cfg = cfg
-        hidden = apply_parameters(mech, cfg.mismatch) if cfg.mismatch else mech
-        self.sim = Simulator(hidden, SolverOptions(method="DOP853", rtol=1e-8, atol=1e-10))
-        self.friction = hidden.joint("main_bearing").viscous_friction
-        self.knots: list[dict[str, float]] = [self._knot(0.0)]
+        check_faults(mech, cfg.faults)
+        self.base, self.cfg, self.spk = mech, cfg, cfg.samples_per_knot()
+        self.options = SolverOptions(method="DOP853", rtol=cfg.rtol, atol=cfg.atol)
+        self.params, self.active = dict(cfg.mismatch), set[int]()
+        self.param_log: list[tuple[int, dict[str, float]]] = [(0, dict(self.params))]
+        self.sim = Simulator(hidden_mechanism(mech, self.params, cfg.faults, self.active), self.options)
+        self.friction = self.sim.mechanism.joint("main_bearing").viscous_friction
+        self.names = self.sim.output_names()
+        self.rows: list[np.ndarray] = []  # per sample: outputs, motor torque, fault inputs
+        self.ramp = (0.0, math.nan, math.nan)  # (knot time, torque there, command reached a knot later)
+        self.onsets = {i: f.sample(cfg.rate) for i, f in enumerate(cfg.faults) if f.kind in MODEL_KINDS}
 
-    def _tau(self, t: float, omega: float) -> float:
-        """A speed controller: friction feed-forward plus proportional feedback (held per knot)."""
+    def command(self, t: float, omega: float) -> float:
+        """The speed controller: friction feed-forward plus proportional feedback."""
         c = self.cfg
         ref = c.speed + c.speed_amp * math.sin(2 * math.pi * c.speed_freq * t)
         return self.friction * ref + c.gain * (ref - omega)
 
-    def _knot(self, t: float) -> dict[str, float]:
-        """State at knot time ``t``: the left limits (torque of the interval before) and, after the
-        new torque is applied, the right limits ``*_r`` of the quantities it steps."""
-        o = self.sim.outputs()
-        k = {"t": t, "theta": o["crank.theta"], "omega": o["crank.omega"], "alpha": o["crank.alpha"],
-             "f_x": o["main_bearing.fx"], "f_y": o["main_bearing.fy"], "tau": self._tau(t, o["crank.omega"])}
-        self.sim.set_input("motor_torque", k["tau"])
-        o = self.sim.outputs()
-        return k | {"alpha_r": o["crank.alpha"], "f_x_r": o["main_bearing.fx"], "f_y_r": o["main_bearing.fy"]}
+    def tau(self, t: float) -> float:
+        t0, a, b = self.ramp
+        return a + (b - a) * (t - t0) / self.cfg.knot
 
-    def _extend(self, t_end: float) -> None:
-        while self.knots[-1]["t"] < t_end:
-            k = self.knots[-1]
-            self.sim.set_input("motor_torque", k["tau"])
-            t = len(self.knots) * self.cfg.knot
-            self.sim.advance_to(t)
-            self.knots.append(self._knot(t))
+    def omega_rel(self, joint: str) -> float:
+        b0, b1 = self.sim.mechanism.joint(joint).bodies
+        return sum(s * self.sim.get_output(f"{b}.omega") for s, b in ((-1.0, b0), (1.0, b1)) if b != "ground")
+
+    def fault_inputs(self, a: float, b: float | None) -> list[float]:
+        """Each fault's load input: at instant ``a`` (``b`` None) or over the sub-step [a, b]."""
+        out = []
+        for i, f in enumerate(self.cfg.faults):
+            if i not in self.active or f.kind == "mass":
+                out.append(0.0)
+            elif f.kind == "friction":
+                out.append(f.friction_torque(self.omega_rel(f.target)))
+            else:
+                out.append(f.pulse_at(a) if b is None else f.pulse_mean(a, b))
+        return out
+
+    def set_inputs(self, tau: float, faults: list[float]) -> None:
+        self.sim.set_input("motor_torque", tau)
+        for i in self.active:
+            if self.cfg.faults[i].kind != "mass":
+                self.sim.set_input(fault_input(i), faults[i])
+
+    def apply_onsets(self, k: int, t: float) -> None:
+        """Model faults starting at sample ``k``: the hidden Simulator continues from the same state."""
+        new = {i for i, k_on in self.onsets.items() if k_on == k}
+        if not new:
+            return
+        for i in sorted(new):
+            f = self.cfg.faults[i]
+            if f.kind == "mass":
+                value = self.params.get(f.target, model_parameters(self.base)[f.target][0].value)
+                self.params[f.target] = value * f.size if f.scale else f.size
+        self.active |= new
+        self.param_log.append((k, dict(self.params)))
+        old = self.sim
+        pos = {f"{b}.{c}": old.get_output(f"{b}.{c}") for b in old.system.body_names for c in ("x", "y", "theta")}
+        vel = {f"{b}.{c}": old.get_output(f"{b}.{c}") for b in old.system.body_names for c in ("vx", "vy", "omega")}
+        self.sim = Simulator(hidden_mechanism(self.base, self.params, self.cfg.faults, self.active), self.options, t0=t)
+        self.sim.set_configuration(pos, vel, time=t)
+
+    def extend(self, n: int) -> None:
+        """Integrate until samples 0 .. n−1 are recorded."""
+        c = self.cfg
+        while len(self.rows) < n:
+            k = len(self.rows)
+            t = k / c.rate
+            self.apply_onsets(k, t)
+            if k % self.spk == 0:
+                cmd = self.command(t, self.sim.get_output("crank.omega"))
+                start = cmd if math.isnan(self.ramp[2]) else self.ramp[2]
+                self.ramp = (t, start, cmd)
+            tau, faults = self.tau(t), self.fault_inputs(t, None)
+            self.set_inputs(tau, faults)
+            self.rows.append(np.concatenate([self.sim.output_vector(), [tau], faults]))
+            self.advance_sample(k)
+
+    def advance_sample(self, k: int) -> None:
+        """Sample k → k+1 in ``substeps`` sub-intervals. The torque of sub-interval i is the ramp at
+        its midpoint m_i stretched about the sample's midpoint m: τ(m) + γ·τ'·(m_i − m) with
+        γ = N²/(N² − 1), so that over the sample both the impulse ∫τ dt and its first moment
+        ∫(t_end − t)·τ dt equal the ramp's (the velocity and the position the ramp gives, to leading
+        order); the fault loads get their exact mean over each sub-interval."""
+        c, n = self.cfg, self.cfg.substeps
+        gamma = n * n / (n * n - 1) if n > 1 else 1.0
+        slope, mid = (self.ramp[2] - self.ramp[1]) / c.knot, (k + 0.5) / c.rate
+        for i in range(n):
+            a, b = (k * n + i) / (c.rate * n), (k * n + i + 1) / (c.rate * n)
+            self.set_inputs(self.tau(mid) + gamma * slope * (0.5 * (a + b) - mid), self.fault_inputs(a, b))
+            self.sim.advance_to(b)
+
+    def params_at(self, k: int) -> dict[str, float]:
+        return next(p for k_on, p in reversed(self.param_log) if k_on <= k)
+
+
+class Trajectory:
+    """The rig's true signals at the sample rate (time from 0), computed on demand."""
+
+    def __init__(self, mech: Mechanism, cfg: RigConfig) -> None:
+        self.cfg = cfg
+        self._run = _Run(mech, cfg)
 
     def with_rate(self, rate: float, batch: int) -> Trajectory:
-        """The same motion (shared knots) sampled at another rate and batch size."""
-        other = copy.copy(self)
-        other.cfg = dataclasses.replace(self.cfg, rate=rate, batch=batch)
-        return other
+        """The same rig at another batch size (sharing the computed motion) or rate (computed anew: the
+        integration follows the sample grid)."""
+        if rate == self.cfg.rate:
+            other = copy.copy(self)
+            other.cfg = dataclasses.replace(self.cfg, batch=batch)
+            return other
+        return Trajectory(self._run.base, dataclasses.replace(self.cfg, rate=rate, batch=batch))
+
+    def parameters(self, t: float) -> dict[str, float]:
+        """The hidden model's changed parameters (mismatch and mass faults) in effect at rig time ``t``."""
+        return dict(self._run.params_at(math.floor(t * self.cfg.rate + 1e-6)))
+
+    def truth(self, k0: int, n: int) -> dict[str, np.ndarray]:
+        """Samples k0 .. k0+n−1 without noise or sensor faults: ``t`` [s], the channels (theta, omega,
+        tau_m, f_x, f_y), every output of the hidden model by name (``piston.x``, ``crank.alpha``,
+        …), each model fault's unmeasured load input (``_rig_fault_<i>``, i its index in
+        ``faults``), and ``param:<name>`` for every mismatched or faulted parameter. The energy
+        integrals (``energy.dissipated``, ``energy.input_work``, …) restart at each model fault's onset
+        (the hidden Simulator is rebuilt there); kinetic and potential energies are absolute."""
+        r = self._run
+        r.extend(k0 + n)
+        rows = np.array(r.rows[k0:k0 + n]).reshape(n, -1)
+        out = {"t": (k0 + np.arange(n)) / self.cfg.rate}
+        out |= {name: rows[:, j] for j, name in enumerate(r.names)}
+        out["motor_torque"] = rows[:, len(r.names)]
+        for i, f in enumerate(self.cfg.faults):
+            if f.kind != "mass" and f.kind in MODEL_KINDS:
+                out[fault_input(i)] = rows[:, len(r.names) + 1 + i]
+        out |= {ch: out[src] for ch, src in CHANNELS.items()}
+        names = {*self.cfg.mismatch, *(f.target for f in self.cfg.faults if f.kind == "mass")}
+        base = model_parameters(r.base)
+        for name in sorted(names):
+            out[f"param:{name}"] = np.array([r.params_at(k).get(name, base[name][0].value)
+                                             for k in range(k0, k0 + n)])
+        return out
 
     def samples(self, k0: int, n: int) -> dict[str, np.ndarray]:
-        """True values of samples k0 .. k0+n−1 (computing knots as needed)."""
-        c = self.cfg
-        t = (k0 + np.arange(n)) / c.rate
-        self._extend(float(t[-1]) + c.knot)
-        i = np.minimum((t / c.knot + 1e-9).astype(int), len(self.knots) - 2)
-        a = {key: np.array([self.knots[j][key] for j in i]) for key in self.knots[0]}
-        b = {key: np.array([self.knots[j + 1][key] for j in i]) for key in self.knots[0]}
-        h = c.knot
-        s = (t - a["t"]) / h
-
-        def hermite(y0: Any, y1: Any, d0: Any, d1: Any) -> Any:
-            h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
-            return h00 * y0 + h10 * h * d0 + h01 * y1 + h11 * h * d1
-        return {"theta": hermite(a["theta"], b["theta"], a["omega"], b["omega"]),
-                "omega": hermite(a["omega"], b["omega"], a["alpha_r"], b["alpha"]),
-                "tau_m": a["tau"], "f_x": a["f_x_r"] + s * (b["f_x"] - a["f_x_r"]),
-                "f_y": a["f_y_r"] + s * (b["f_y"] - a["f_y_r"])}
+        """What the sensors read (before noise) at samples k0 .. k0+n−1: the true channel values with
+        the sensor faults (encoder_offset, stuck) applied."""
+        sensor = [f for f in self.cfg.faults if f.kind not in MODEL_KINDS]
+        lo = min([k0, *(f.sample(self.cfg.rate) for f in sensor if f.kind == "stuck")])
+        true = self.truth(lo, k0 + n - lo)
+        ch = {name: true[name].copy() for name in CHANNELS}
+        k = lo + np.arange(k0 + n - lo)
+        for f in sensor:
+            on = k >= f.sample(self.cfg.rate)
+            if f.kind == "encoder_offset":
+                ch[f.target][on] += f.size
+            elif on.any():
+                ch[f.target][on] = ch[f.target][on][0]
+        return {name: v[k0 - lo:] for name, v in ch.items()}
 
 
 class MessageSource:
@@ -126,80 +240,15 @@ class MessageSource:
                 "dt": 1.0 / c.rate, "n": c.batch, "ch": ch}
 
 
-def _invalid(kind: str, msg: dict[str, Any]) -> bytes:
-    m = json.loads(json.dumps(msg))
-    if kind == "json":
-        return encode(m).encode()[:-7]
-    if kind == "types":
-        m["ch"]["theta"][0] = "0.1"
-    elif kind == "nan":
-        m["ch"]["omega"][1] = math.nan
-        return json.dumps(m).encode()  # allow_nan: the literal NaN
-    elif kind == "missing":
-        del m["t0"]
-    elif kind == "oversize":
-        m["pad"] = "x" * (1 << 20)
-    elif kind == "version":
-        m["v"] = 99
-    return encode(m).encode()
+def stream(mech: Mechanism | Trajectory, cfg: RigConfig | None = None, duration: float = 1.0,
+           epoch: float = 0.0) -> list[dict[str, Any]]:
+    """The sensor messages of ``duration`` s (no broker, no message-level faults), in seq order:
+    ``stream(mech, cfg, 2.0)``, or ``stream(traj, duration=2.0)`` to reuse a trajectory's truth."""
+    traj = mech if isinstance(mech, Trajectory) else Trajectory(mech, cfg or RigConfig())
+    src = MessageSource(traj, epoch)
+    return [src.message(i) for i in range(int(duration * traj.cfg.rate / traj.cfg.batch + 1e-9))]
 
 
-def plan_faults(n_messages: int, rate: float, window: int, seed: int) -> dict[int, str]:
-    """Message index → fault kind, spaced so that faults never interact (>= window + 6 apart)."""
-    rng = random.Random(seed)
-    gap = window + 6
-    out: dict[int, str] = {}
-    i = gap
-    while i < n_messages - gap:
-        if rng.random() < rate * gap:
-            out[i] = FAULT_KINDS[len(out) % len(FAULT_KINDS)] if len(out) < len(FAULT_KINDS) \
-                else rng.choice(FAULT_KINDS)
-            i += gap
-        else:
-            i += 1
-    return out
-
-
-def expected_counts(plan: dict[int, str]) -> dict[str, Any]:
-    kinds = list(plan.values())
-    invalid: dict[str, int] = {}
-    for k in kinds:
-        if k in INVALID_REASON:
-            invalid[INVALID_REASON[k]] = invalid.get(INVALID_REASON[k], 0) + 1
-    return {"gap": kinds.count("drop") + kinds.count("late"), "late": kinds.count("late"),
-            "duplicate": kinds.count("duplicate"), "reordered": kinds.count("reorder"), "invalid": invalid}
-
-
-def schedule(n_messages: int, plan: dict[int, str], window: int) -> list[tuple[int, str]]:
-    """The send order: (message index, how) with how in ok / dup / a fault kind for invalid extras."""
-    order: list[tuple[int, str]] = []
-    late: dict[int, int] = {}  # position to insert at → index
-    skip: set[int] = set()
-    for i in range(n_messages):
-        if i in skip:
-            continue
-        kind = plan.get(i)
-        if kind == "drop":
-            pass
-        elif kind == "duplicate":
-            order += [(i, "ok"), (i, "dup")]
-        elif kind == "reorder":
-            order += [(i + 1, "ok"), (i, "ok")]
-            skip.add(i + 1)
-        elif kind == "late":
-            late[i + window + 3] = i
-        elif kind in INVALID_REASON:
-            order += [(i, kind), (i, "ok")]
-        else:
-            order.append((i, "ok"))
-        if i in late:
-            order.append((late.pop(i), "ok"))
-    return order
-
-
-def payload(src: MessageSource, i: int, how: str, cache: dict[int, dict[str, Any]]) -> bytes:
-    if i not in cache:
-        cache.clear() if len(cache) > 64 else None
-        cache[i] = src.message(i)
-    msg = cache[i]
-    return encode(msg).encode() if how in ("ok", "dup") else _invalid(how, msg)
+def fault_manifest(cfg: RigConfig) -> list[dict[str, Any]]:
+    """The injected rig faults with their onset (requested), sample and effective rig time."""
+    return [f.describe(cfg.rate) for f in cfg.faults]

@@ -15,7 +15,8 @@ from ..model import Mechanism
 from .config import BrokerConfig
 from .link import set_nodelay
 from .protocol import Topics, encode
-from .rig import MessageSource, RigConfig, Trajectory, expected_counts, payload, plan_faults, schedule
+from .rig import MessageSource, RigConfig, Trajectory, fault_manifest
+from .rig_messages import expected_counts, payload, plan_faults, schedule
 
 
 def connect(url: str, client_id: str, will: tuple[str, str] | None = None, protocol: int = 5) -> mqtt.Client:
@@ -56,8 +57,10 @@ class Rig:
 
     def run(self, duration: float, faults: float = 0.0, seq0: int = 0,
             client: mqtt.Client | None = None) -> dict[str, Any]:
-        """Stream ``duration`` s in real time; the manifest."""
-        c = self.cfg
+        """Stream ``duration`` s in real time; the manifest: message-level ``faults`` (seq → kind) with
+        the ``expected`` counters, and ``rig_faults``, the injected model and sensor faults with their
+        onset (requested), ``sample`` and ``effective`` rig time (:func:`.rig.fault_manifest`)."""
+        c, truth = self.cfg, self.traj.cfg  # the trajectory's (a shared one's) noise, mismatch and faults
         n_msg = int(duration * c.rate / c.batch)
         plan = plan_faults(n_msg, faults, self.window, c.seed) if faults > 0 else {}
         order = schedule(n_msg, plan, self.window)
@@ -86,7 +89,7 @@ class Rig:
         manifest = {"asset": c.asset, "session": self.session, "messages": n_msg, "sent": len(order),
                     "seed": c.seed, "fault_rate": faults, "faults": {str(seq0 + i): k for i, k in sorted(plan.items())},
                     "expected": expected_counts(plan), "late_sends": behind,
-                    "noise": c.noise, "mismatch": c.mismatch}
+                    "noise": truth.noise, "mismatch": truth.mismatch, "rig_faults": fault_manifest(truth)}
         if own:
             cl.publish(self.topics.rig_status, encode({"state": "offline", "session": self.session}),
                        qos=1, retain=True).wait_for_publish(2)

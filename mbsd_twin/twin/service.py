@@ -21,6 +21,7 @@ outgoing queue (``max_queued_messages_set``).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 import threading
@@ -271,6 +272,11 @@ class TwinService:
         outs = self.core.step(batch, self._adapt(self.lag, depth))
         for o in outs:
             self.publish(o)
+            if o.topic == self.topics.twin("alarms") and '"source":"change"' in o.payload \
+                    and '"event":"raised"' in o.payload:
+                self.metrics.change_alarms.labels(json.loads(o.payload)["channel"]).inc()
+        if outs:
+            self.metrics.filter(self.core.latest.get("estimates", {}))
         if outs:
             self.latency_ms.append(1e3 * (time.monotonic() - t_arrival))
         if self.recorder:
@@ -323,8 +329,9 @@ class TwinService:
                              **self.seq.counts, "invalid": dict(self.invalid),
                              "resync": dict(st["resync"]), "solver_failure": st["solver_failure"],
                              "batches": st["batches"], "samples": st["samples"],
-                             "missing_channels": st["missing_channels"], "estimate_failure": st["estimate_failure"],
-                             "alarm_suppressed": self.core.alarms.suppressed},
+                             "missing_channels": st["missing_channels"], "gap_predicted": st["gap_predicted"],
+                             "alarm_suppressed": self.core.alarms.suppressed
+                             + (self.core.changes.suppressed if self.core.changes else 0)},
                 "solver_ms_per_batch": {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99))},
                 "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99))},
                 "connection": {"connects": self.connects, "outages": len(self.outages) + len(down),

@@ -1,0 +1,348 @@
+"""An extended Kalman filter on a mechanism's independent coordinates, its prediction the Simulator.
+
+State x = [z, ż, a]: the independent coordinates z (position outputs such as ``crank.theta``, one
+per degree of freedom), their speeds ż (``crank.omega``) and augmented unknowns a — named model
+parameters (``piston.mass``, ``main_bearing.viscous_friction``: the Simulator's fixed parameters)
+and input biases (``motor_torque.bias``: the model is driven by measured value + bias, so an
+unmeasured load torque on the crank, or the whole torque of an unmeasured input, is estimated).
+
+Prediction over [t_k, t_k+1]: the Simulator itself, with the interval's input values (see
+:mod:`.holds`); every other coordinate and velocity follows from the constraints
+(:meth:`Simulator.set_configuration`). Jacobians by finite differences of that step: from a
+snapshot at t_k each state component is perturbed and the step repeated, giving the transition
+F = ∂x_k+1/∂x_k and G = ∂y_k+1/∂x_k for the measured outputs y; the measurement Jacobian at the
+predicted point is H = G·F⁻¹ (F is a flow map, invertible). Process noise: white acceleration of
+spectral density ``accel_noise``² on each coordinate and a random walk of ``rate``² per second on
+each augmented unknown.
+
+Update: the innovation ν = y − ŷ (angles wrapped to (−π, π]), S = H·P·Hᵀ + R, the Joseph form for
+P, and the normalised innovation squared NIS = νᵀ·S⁻¹·ν (χ² with len(ν) degrees of freedom when
+the filter is consistent). The corrected state is written back into the Simulator.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..simulator import Simulator, Snapshot
+
+F64 = NDArray[np.float64]
+SPEED = {"x": "vx", "y": "vy", "theta": "omega"}
+
+
+def speed_of(coordinate: str) -> str:
+    """The velocity output of a position output: ``crank.theta`` → ``crank.omega``."""
+    body, _, c = coordinate.rpartition(".")
+    if c not in SPEED or not body:
+        raise ValueError(f"{coordinate!r} is not a body coordinate (<body>.x, <body>.y or <body>.theta)")
+    return f"{body}.{SPEED[c]}"
+
+
+def wrap(x: F64, angular: NDArray[np.bool_]) -> F64:
+    """``x`` with the angular entries wrapped to (−π, π]."""
+    out = x.copy()
+    out[angular] = np.remainder(out[angular] + math.pi, 2.0 * math.pi) - math.pi
+    return out
+
+
+@dataclass(frozen=True)
+class Augment:
+    """An augmented unknown: a model parameter (``piston.mass``) or an input bias
+    (``<input port>.bias``), with its prior σ, random-walk rate [unit/√s] and prior mean (default:
+    the model's value, 0 for a bias)."""
+
+    name: str
+    sigma: float
+    rate: float = 0.0
+    value: float | None = None
+
+    @property
+    def bias_port(self) -> str | None:
+        return self.name[:-5] if self.name.endswith(".bias") else None
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    """``coordinates``: independent position outputs; ``measurements``: output → σ (its unit);
+    ``accel_noise``: white-acceleration density per coordinate [rad/s²/√Hz for angles, m/s²/√Hz for
+    lengths]; ``initial_sigma``: σ of unmeasured coordinates and speeds at (re)initialisation;
+    ``fd_scale``: finite-difference step as a fraction of each component's prior σ; ``input_noise``:
+    σ of each measured input's samples (process noise through the input's effect on the step);
+    ``jacobian_every``: reuse F, H and Q for this many steps of the same length (the state itself is
+    propagated by the full model at every step; the covariance with a slightly older linearisation)."""
+
+    coordinates: tuple[str, ...]
+    measurements: Mapping[str, float]
+    accel_noise: float = 2.0
+    augment: tuple[Augment, ...] = ()
+    initial_sigma: tuple[float, float] = (0.01, 0.5)
+    fd_scale: float = 1e-3
+    input_noise: Mapping[str, float] = field(default_factory=dict)  # input port → σ of its samples
+    jacobian_every: int = 1  # steps between finite-difference Jacobians (the state is stepped every time)
+
+    def problems(self, sim: Simulator) -> list[str]:
+        outs, params = set(sim.output_names()), {p.name for p in sim.parameters}
+        inputs = {p.name for p in sim.input_ports}
+        out = [f"estimator coordinate {c!r}: {exc}" for c in self.coordinates for exc in _coord_problem(c, outs)]
+        out += [f"measured output {m!r} is not a model output" for m in self.measurements if m not in outs]
+        out += [f"measurement σ of {m!r} must be > 0, got {s!r}" for m, s in self.measurements.items()
+                if not (math.isfinite(s) and s > 0)]
+        for a in self.augment:
+            port = a.bias_port
+            if port is not None and port not in inputs:
+                out.append(f"augmented {a.name!r}: no input port {port!r} (inputs: {', '.join(sorted(inputs))})")
+            elif port is None and a.name not in params:
+                out.append(f"augmented {a.name!r} is not a model parameter or an input bias (<port>.bias)")
+            if not (a.sigma > 0 and a.rate >= 0):
+                out.append(f"augmented {a.name!r}: need sigma > 0 and rate >= 0")
+        if not (isinstance(self.jacobian_every, int) and self.jacobian_every >= 1):
+            out.append(f"jacobian_every must be a whole number >= 1, got {self.jacobian_every!r}")
+        if not self.coordinates or not self.measurements:
+            out.append("the estimator needs at least one coordinate and one measured output")
+        return out
+
+
+def _coord_problem(c: str, outs: set[str]) -> list[str]:
+    try:
+        sp = speed_of(c)
+    except ValueError as exc:
+        return [str(exc)]
+    return [] if c in outs and sp in outs else ["not an output of this mechanism"]
+
+
+@dataclass
+class Innovation:
+    """One update: measured − predicted per output, the predicted σ of that difference, NIS."""
+
+    names: list[str]
+    nu: F64
+    sd: F64
+    nis: float
+    dx: F64  # the correction K·ν of every state component
+    dx_sd: F64  # its σ while the filter is consistent: √diag(K·S·Kᵀ)
+
+    @property
+    def normalised(self) -> F64:
+        return self.nu / self.sd
+
+
+@dataclass
+class _Step:
+    F: F64
+    H: F64
+    y: F64  # predicted measurements (all configured outputs)
+
+
+@dataclass
+class _Linear:
+    """The step's linearisation: length [s], transition F, measurement Jacobian H, process noise Q."""
+
+    h: float
+    F: F64
+    H: F64
+    Q: F64
+
+
+class StateEstimator:
+    """The filter around one :class:`Simulator` (which it owns: the Simulator's state is the
+    estimate's full configuration). ``initialize`` → (``predict`` → ``update``)…"""
+
+    def __init__(self, sim: Simulator, cfg: FilterConfig) -> None:
+        problems = cfg.problems(sim)
+        if problems:
+            raise ValueError("estimator configuration: " + "; ".join(problems))
+        self.sim, self.cfg = sim, cfg
+        self.coords = list(cfg.coordinates)
+        self.speeds = [speed_of(c) for c in self.coords]
+        self.d = len(self.coords)
+        self.aug = list(cfg.augment)
+        self.n = 2 * self.d + len(self.aug)
+        self.meas = list(cfg.measurements)
+        self.r = np.array([cfg.measurements[m] for m in self.meas], dtype=float)
+        self.angular = np.array([m.endswith(".theta") for m in self.meas])
+        self.bias = {a.bias_port: 2 * self.d + i for i, a in enumerate(self.aug) if a.bias_port}
+        self.param = {a.name: 2 * self.d + i for i, a in enumerate(self.aug) if not a.bias_port}
+        values = {p.name: p.value for p in sim.parameters}
+        self.prior = np.array([a.value if a.value is not None else (0.0 if a.bias_port else values[a.name])
+                               for a in self.aug], dtype=float)
+        self.x = np.zeros(self.n)
+        self.x[2 * self.d:] = self.prior
+        self.P = np.eye(self.n)
+        self.applied = {name: values[name] for name in self.param}  # parameter values in the Simulator
+        self.step: _Step | None = None
+        self.lin: _Linear | None = None
+        self.age = 0  # steps since the Jacobians were computed
+        self.inputs: dict[str, float] = {}  # measured inputs at the current sample (no bias)
+
+    # ------------------------------------------------------------ state I/O
+    def _read(self) -> F64:
+        """[z, ż] from the Simulator."""
+        return np.array([self.sim.get_output(c) for c in (*self.coords, *self.speeds)])
+
+    def _write(self, x: F64) -> None:
+        """Put the parameters and coordinates of ``x`` into the Simulator (inputs unchanged)."""
+        for name, i in self.param.items():
+            if x[i] != self.applied[name]:
+                self.applied[name] = float(x[i])
+                self.sim.set_parameter(name, float(x[i]), keep_state=True)
+        d = self.d
+        self.sim.set_configuration(dict(zip(self.coords, x[:d].tolist(), strict=True)),
+                                   dict(zip(self.speeds, x[d:2 * d].tolist(), strict=True)))
+
+    def _set_inputs(self, inputs: Mapping[str, float], delta: tuple[str, float] | None = None) -> None:
+        for port in set(inputs) | set(self.bias):
+            v = inputs.get(port, 0.0) + (self.x[self.bias[port]] if port in self.bias else 0.0)
+            if delta is not None and delta[0] == port:
+                v += delta[1]
+            self.sim.set_input(port, v)
+
+    def _outputs(self) -> F64:
+        return np.array([self.sim.get_output(m) for m in self.meas])
+
+    # ------------------------------------------------------------- public
+    def initialize(self, t: float, positions: Mapping[str, float], velocities: Mapping[str, float],
+                   inputs: Mapping[str, float]) -> None:
+        """Start (or restart) at time ``t`` [s] from measured coordinates/speeds (others: the
+        Simulator's current values) with the prior covariance; augmented unknowns keep their
+        current estimate (their prior at the first start)."""
+        self.sim.set_configuration(positions, velocities, time=t)
+        self.x[:2 * self.d] = self._read()
+        sig = self.cfg.measurements
+        s_pos, s_vel = self.cfg.initial_sigma
+        sd = [sig.get(c, s_pos) for c in self.coords] + [sig.get(v, s_vel) for v in self.speeds]
+        sd += [a.sigma for a in self.aug]
+        self.P = np.diag(np.square(sd))
+        self.inputs = dict(inputs)
+        self._set_inputs(self.inputs)
+        self.step = self.lin = None
+
+    def _deltas(self) -> F64:
+        return self.cfg.fd_scale * np.sqrt(np.maximum(np.diag(self.P), 1e-300)).clip(1e-9)
+
+    def predict(self, t_next: float, interval: Mapping[str, float], at_next: Mapping[str, float]) -> None:
+        """Advance the estimate to ``t_next`` [s]: the model driven by ``interval`` (input port →
+        value held over the interval, before biases), the measurements predicted with the inputs
+        ``at_next`` (their values at ``t_next``: reactions feel the input at once). The Jacobians
+        are refreshed every ``jacobian_every`` steps (and whenever the step length changes)."""
+        sim, d = self.sim, self.d
+        h = t_next - sim.time
+        lin = self.lin
+        fresh = lin is None or self.age + 1 >= self.cfg.jacobian_every or abs(lin.h - h) > 1e-6 * h
+        start = sim.snapshot() if fresh else None
+        base = self._run(t_next, interval, at_next, None)
+        if start is not None:
+            nominal = sim.snapshot()
+            lin = self._linearise(start, base, h, t_next, interval, at_next)
+            sim.restore(nominal)
+            self.lin, self.age = lin, 0
+        else:
+            self.age += 1
+        assert lin is not None
+        self.x[:2 * d] = base[:2 * d]
+        self.P = lin.F @ self.P @ lin.F.T + lin.Q
+        self.step = _Step(lin.F, lin.H, base[2 * d:])
+        self.inputs = dict(at_next)
+
+    def _linearise(self, start: Snapshot, base: F64, h: float, t_next: float, interval: Mapping[str, float],
+                   at_next: Mapping[str, float]) -> _Linear:
+        """F, H and Q of the step from the snapshot ``start`` by finite differences."""
+        sim, d, n = self.sim, self.d, self.n
+        F, G = np.eye(n), np.zeros((len(self.meas), n))
+        for j, dj in enumerate(self._deltas()):
+            sim.restore(start)
+            x = self.x.copy()
+            x[j] += dj
+            aug = self.aug[j - 2 * d] if j >= 2 * d else None
+            if aug is None:
+                self._write(x)
+            elif aug.bias_port is None:
+                sim.set_parameter(aug.name, float(x[j]), keep_state=True)
+            col = self._run(t_next, interval, at_next, (aug.bias_port, dj) if aug and aug.bias_port else None)
+            F[:2 * d, j] = (col[:2 * d] - base[:2 * d]) / dj
+            G[:, j] = wrap(col[2 * d:] - base[2 * d:], self.angular) / dj
+        Q = self._q(h)
+        for port, sig in self.cfg.input_noise.items():
+            B = np.zeros(n)
+            if port in self.bias:
+                B[:2 * d] = F[:2 * d, self.bias[port]]
+            else:  # the effect of an input error over the interval: one more step
+                sim.restore(start)
+                du = max(sig, 1e-9)
+                B[:2 * d] = (self._run(t_next, interval, at_next, (port, du))[:2 * d] - base[:2 * d]) / du
+            Q += 0.5 * sig * sig * np.outer(B, B)  # the interval value is the mean of two samples
+        return _Linear(h, F, G @ np.linalg.inv(F), Q)
+
+    def _run(self, t_next: float, interval: Mapping[str, float], at_next: Mapping[str, float],
+             delta: tuple[str, float] | None) -> F64:
+        """[z, ż, y] at ``t_next`` after one step from the Simulator's current state."""
+        self._set_inputs(interval, delta)
+        self.sim.advance_to(t_next)
+        self._set_inputs(at_next, delta)
+        return np.concatenate([self._read(), self._outputs()])
+
+    def _q(self, h: float) -> F64:
+        d, q = self.d, self.cfg.accel_noise ** 2
+        Q = np.zeros((self.n, self.n))
+        for i in range(d):
+            Q[i, i], Q[i, d + i] = q * h ** 3 / 3.0, q * h ** 2 / 2.0
+            Q[d + i, i], Q[d + i, d + i] = q * h ** 2 / 2.0, q * h
+        for i, a in enumerate(self.aug):
+            Q[2 * d + i, 2 * d + i] = a.rate ** 2 * h
+        return Q
+
+    def update(self, measured: Mapping[str, float]) -> Innovation | None:
+        """Correct the predicted estimate with the measured outputs present in ``measured`` (output
+        name → value); the innovation (None when nothing configured was measured)."""
+        if self.step is None:
+            raise RuntimeError("update before predict")
+        rows = [i for i, m in enumerate(self.meas) if m in measured]
+        if not rows:
+            return None
+        y = np.array([measured[self.meas[i]] for i in rows])
+        H, R = self.step.H[rows], np.diag(np.square(self.r[rows]))
+        nu = wrap(y - self.step.y[rows], self.angular[rows])
+        S = H @ self.P @ H.T + R
+        Si = np.linalg.inv(S)
+        K = self.P @ H.T @ Si
+        IKH = np.eye(self.n) - K @ H
+        self.P = IKH @ self.P @ IKH.T + K @ R @ K.T
+        dx = K @ nu
+        self.x = self.x + dx
+        self._write(self.x)
+        self._set_inputs(self.inputs)
+        self.x[:2 * self.d] = self._read()
+        return Innovation([self.meas[i] for i in rows], nu, np.sqrt(np.diag(S)), float(nu @ Si @ nu), dx,
+                          np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", K, S, K), 0.0)))
+
+    def release(self, name: str) -> None:
+        """Re-open an augmented unknown after a detected change: its variance back to the prior σ²
+        and its correlations dropped, so it re-converges at the rate of a fresh start."""
+        i = 2 * self.d + [a.name for a in self.aug].index(name)
+        self.P[i, :] = 0.0
+        self.P[:, i] = 0.0
+        self.P[i, i] = self.aug[i - 2 * self.d].sigma ** 2
+
+    # ------------------------------------------------------------ results
+    def sd(self) -> F64:
+        """Standard deviations of the state components [z, ż, a]."""
+        return np.sqrt(np.maximum(np.diag(self.P), 0.0))
+
+    def names(self) -> list[str]:
+        return [*self.coords, *self.speeds, *(a.name for a in self.aug)]
+
+    def estimates(self) -> dict[str, tuple[float, float]]:
+        """Name → (estimate, σ) of every state component."""
+        return {k: (float(v), float(s)) for k, v, s in zip(self.names(), self.x, self.sd(), strict=True)}
+
+    def output_sd(self, names: list[str]) -> F64:
+        """σ of measured outputs at the current estimate (from the last step's H)."""
+        if self.step is None:
+            return np.full(len(names), math.nan)
+        rows = [self.meas.index(m) for m in names]
+        H = self.step.H[rows]
+        return np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", H, self.P, H), 0.0))

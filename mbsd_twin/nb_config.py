@@ -1,0 +1,80 @@
+"""Compiled re-initialisation of a state from imposed coordinates and velocities
+(``Simulator.set_configuration`` on the compiled path): the algorithm of
+``dynamics.Dynamics.constrained_state`` over the packed model.
+
+Positions: Newton on C(q, t) = 0 over the active constraint rows, each step the minimum-norm
+least-squares correction of the free coordinates (LAPACK gelsd through ``np.linalg.lstsq``, with
+numpy's default cut-off eps·max(rows, columns) for small singular values, so that rows that lose
+their free columns when coordinates are held do not stop it); velocities: the minimum-norm
+least-squares correction of the free velocities onto Cq·v + Ct = 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .nb_flat import unflatten
+from .nb_kernels import constraint_rows, trig
+from .nb_solve import workspace
+
+EPS = 2.220446049250313e-16  # float64 machine epsilon
+
+
+@njit(cache=True)
+def _evaluate(t, q, rows, model, ws, A, c, ct):  # noqa: ANN001
+    """c = C(q, t), ct = Ct and the dense Jacobian A = Cq over the active ``rows``."""
+    n, cons, Jc = model[0], model[2], model[3]
+    qx, vx, cs, C, Jv, Ct, G = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6]
+    qx[:n] = q
+    trig(qx, cs)
+    constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, False)
+    A[:, :] = 0.0
+    for p in range(rows.shape[0]):
+        r = rows[p]
+        c[p], ct[p] = C[r], Ct[r]
+        for k in range(Jc.shape[1]):
+            if Jc[r, k] >= 0:
+                A[p, Jc[r, k]] += Jv[r, k]
+
+
+@njit(cache=True)
+def _min_norm_step(A, r, free, x):  # noqa: ANN001
+    """x[free] −= the minimum-norm least-squares solution d of A[:, free]·d = r."""
+    if free.shape[0] == 0 or A.shape[0] == 0:
+        return
+    d = np.linalg.lstsq(np.ascontiguousarray(A[:, free]), r, EPS * max(A.shape[0], free.shape[0]))[0]
+    for k in range(free.shape[0]):
+        x[free[k]] -= d[k]
+
+
+@njit(cache=True)
+def _free(n, fixed):  # noqa: ANN001
+    held = np.zeros(n, dtype=np.bool_)
+    for k in fixed:
+        held[k] = True
+    return np.nonzero(~held)[0]
+
+
+@njit(cache=True)
+def constrained_state(t, q, v, fixed_q, fixed_v, tol, ib, fb):  # noqa: ANN001
+    """In place: q, v nearest to the given ones that satisfy the position and velocity constraints
+    with the coordinates ``fixed_q`` and velocities ``fixed_v`` (int64 indices) held; returns the
+    largest residual left (non-zero when the held values contradict the constraints)."""
+    model, _ = unflatten(ib, fb)
+    n = model[0]
+    ws = workspace(model)
+    rows = np.sort(model[6][0])  # the active rows, in row order
+    m = rows.shape[0]
+    A, c, ct = np.zeros((m, n)), np.zeros(m), np.zeros(m)
+    free_q, free_v = _free(n, fixed_q), _free(n, fixed_v)
+    for _ in range(30):
+        _evaluate(t, q, rows, model, ws, A, c, ct)
+        if m == 0 or np.abs(c).max() <= tol:
+            break
+        _min_norm_step(A, c, free_q, q)
+    _evaluate(t, q, rows, model, ws, A, c, ct)
+    _min_norm_step(A, A @ v + ct, free_v, v)
+    if m == 0:
+        return 0.0
+    return max(np.abs(c).max(), np.abs(A @ v + ct).max())

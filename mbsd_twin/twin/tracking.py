@@ -1,0 +1,160 @@
+"""How the twin follows the rig between its sensor samples: the Kalman filter (default) or the
+open-loop model (kept for comparison).
+
+Both take, per output sample, the input values held over the interval since the previous one (see
+:mod:`mbsd_twin.estimation.holds`), the inputs at the sample instant and the measured channels, and
+return one row: the twin's value of every compared channel (``state``), measured − twin
+(``residual``: the filter's innovations, i.e. measured − predicted), virtual sensors, and filter
+figures (NIS, σ). Rig times are kept relative to the first synchronisation (``t_offset``) so the
+Simulator's time stays small.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..dynamics import SolverOptions
+from ..estimation.ekf import Augment, FilterConfig, Innovation, StateEstimator, speed_of
+from ..model import Mechanism
+from ..ports import TUNABLE, apply_parameters
+from ..simulator import Simulator
+from .config import CoreConfig
+from .model import tuned, wrap_angle
+
+Row = dict[str, dict[str, float]]
+
+
+def solver_options(cfg: CoreConfig) -> SolverOptions:
+    return SolverOptions(method=cfg.solver_method, rtol=cfg.solver_rtol, atol=cfg.solver_atol,
+                         initial_velocity="project")
+
+
+class EkfTracker:
+    """The twin as a state estimator (:class:`~mbsd_twin.estimation.ekf.StateEstimator`)."""
+
+    def __init__(self, cfg: CoreConfig, mech: Mechanism, virtual: tuple[str, ...]) -> None:
+        self.cfg, self.base, self.virtual = cfg, mech, virtual
+        self.params: dict[str, float] = {}
+        self.options = solver_options(cfg)
+        self.coords = cfg.coordinates or (cfg.compare[cfg.resync_angle],)
+        self.by_output = {p: c for c, p in cfg.compare.items()}  # model output → channel
+        self.t_offset = 0.0
+        self._build()
+
+    def _build(self) -> None:
+        mech = apply_parameters(self.base, self.params) if self.params else self.base
+        sim = Simulator(mech, self.options)
+        c = self.cfg
+        meas = {p: c.noise[ch] for ch, p in c.compare.items() if ch in c.noise}
+        aug = tuple(Augment(a.name, a.sigma, a.rate, None if math.isnan(a.value) else a.value) for a in c.augment)
+        fc = FilterConfig(tuple(self.coords), meas, c.accel_noise, aug,
+                          input_noise={p: c.noise[ch] for ch, p in c.inputs.items() if ch in c.noise})
+        self.est = StateEstimator(sim, fc)
+
+    def mechanism(self) -> Mechanism:
+        return self.est.sim.mechanism
+
+    def mechanism_outputs(self) -> list[str]:
+        return self.est.sim.output_names()
+
+    def set_param(self, name: str, value: float) -> None:
+        """A model parameter (rebuilds the model: re-initialise next) or a tunable solver setting."""
+        if name in TUNABLE:
+            self.options = tuned(self.options, name, value)
+        else:
+            apply_parameters(self.base, {**self.params, name: value})  # validates
+            self.params[name] = value
+        self._build()
+
+    def start(self, t_rig: float, meas: dict[str, float], inputs: dict[str, float], first: bool) -> None:
+        """(Re)initialise at rig time ``t_rig`` from the measured channels."""
+        if first:
+            self.t_offset = t_rig
+        pos = {o: meas[self.by_output[o]] for o in self.coords if self.by_output.get(o) in meas}
+        vel = {speed_of(o): meas[self.by_output[speed_of(o)]] for o in self.coords
+               if self.by_output.get(speed_of(o)) in meas}
+        self.est.initialize(t_rig - self.t_offset, pos, vel, inputs)
+
+    def step(self, t_rig: float, interval: dict[str, float], at: dict[str, float], meas: dict[str, float]
+             ) -> tuple[Row, Innovation | None]:
+        self.est.predict(t_rig - self.t_offset, interval, at)
+        inn = self.est.update({p: meas[c] for c, p in self.cfg.compare.items() if c in meas})
+        return self.row(at, inn), inn
+
+    def out_of_bounds(self, row: Row) -> bool:
+        return False
+
+    def row(self, at: dict[str, float], inn: Innovation | None) -> Row:
+        sim, c = self.est.sim, self.cfg
+        o = sim.outputs()
+        state = {ch: o[p] for ch, p in c.compare.items()} | {p: o[p] for p in c.state_extra}
+        resid = {self.by_output[m]: float(v) for m, v in zip(inn.names, inn.nu, strict=True)} if inn else {}
+        virtual = {p: o[p] for p in self.virtual} | {p: at.get(p, 0.0) for p in c.inputs.values()}
+        est = self.est.estimates()
+        for port in self.est.bias:  # measured (or 0 when unmeasured) + bias: the input that acts
+            b = est[f"{port}.bias"]
+            virtual[f"{port}.estimate"] = at.get(port, 0.0) + b[0]
+            virtual[f"{port}.estimate_sd"] = b[1]
+        filt = {"nis": inn.nis if inn else math.nan} | {f"{k}.sd": v[1] for k, v in est.items()}
+        filt |= {k: v[0] for k, v in est.items() if k not in o}
+        return {"state": state, "residual": resid, "virtual": virtual, "filter": filt}
+
+
+class OpenLoopTracker:
+    """The model driven by the measured inputs alone, re-synchronised from the measured angle and
+    speed of one body (at a start, a gap, or when a residual leaves its ``resync_bounds``)."""
+
+    def __init__(self, cfg: CoreConfig, mech: Mechanism, virtual: tuple[str, ...]) -> None:
+        from .model import ModelRunner
+
+        self.cfg, self.virtual = cfg, virtual
+        body = cfg.compare[cfg.resync_angle].split(".")[0]
+        self.runner = ModelRunner(mech, body, solver_options(cfg))
+
+    def mechanism(self) -> Mechanism:
+        return self.runner.mechanism()
+
+    def mechanism_outputs(self) -> list[str]:
+        return list(self.runner.outputs())
+
+    def set_param(self, name: str, value: float) -> None:
+        self.runner.set_param(name, value)
+
+    def start(self, t_rig: float, meas: dict[str, float], inputs: dict[str, float], first: bool) -> None:
+        c = self.cfg
+        self.runner.resync(t_rig, meas[c.resync_angle], meas[c.resync_speed])
+        self.runner.set_inputs(inputs)
+
+    def row(self, at: dict[str, float], inn: None) -> Row:
+        return self.step_outputs(at, {})
+
+    def step(self, t_rig: float, interval: dict[str, float], at: dict[str, float], meas: dict[str, float]
+             ) -> tuple[Row, None]:
+        self.runner.advance(t_rig, interval)
+        return self.step_outputs(at, meas), None
+
+    def step_outputs(self, at: dict[str, float], meas: dict[str, float]) -> Row:
+        self.runner.set_inputs(at)
+        o = self.runner.outputs()
+        c = self.cfg
+        state = {ch: o[p] for ch, p in c.compare.items()} | {p: o[p] for p in c.state_extra}
+        resid = {ch: (wrap_angle(meas[ch] - o[p]) if p.endswith(".theta") else meas[ch] - o[p])
+                 for ch, p in c.compare.items() if ch in meas}
+        virtual = {p: o[p] for p in self.virtual} | {p: at.get(p, 0.0) for p in c.inputs.values()}
+        return {"state": state, "residual": resid, "virtual": virtual, "filter": {}}
+
+    def out_of_bounds(self, row: Row) -> bool:
+        return any(abs(row["residual"].get(ch, 0.0)) > b for ch, b in self.cfg.resync_bounds.items())
+
+
+def make_tracker(cfg: CoreConfig, mech: Mechanism, virtual: tuple[str, ...]) -> EkfTracker | OpenLoopTracker:
+    return EkfTracker(cfg, mech, virtual) if cfg.estimator == "ekf" else OpenLoopTracker(cfg, mech, virtual)
+
+
+def nis_bound(dof: int, n: int, level: float) -> float:
+    """Upper bound of the mean of n NIS values of ``dof`` degrees of freedom each, exceeded with
+    probability ``level`` by a consistent filter."""
+    from scipy.stats import chi2
+
+    return float(chi2.isf(level, dof * n) / n)
+
