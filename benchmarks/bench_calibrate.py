@@ -4,11 +4,11 @@ bearing friction (+30 %), fitted by ``twin calibrate``'s engine (multiple shooti
 every 5th sample compared).
 
 Cases: the mass alone; mass and friction together (2 parameters). Channels θ and ω with σ from a
-first pass (two passes), and — for the mass — also with the bearing forces (f_x, f_y), whose rig
-samples are interpolated linearly between the rig's 10 ms knots (a model error the fit sees).
+first pass (two passes), and — for the mass — also with the bearing forces (f_x, f_y).
 
-Run: python benchmarks/bench_calibrate.py [--hold zoh|foh]   (the current rig holds its torque per
-10 ms knot, which zoh reconstructs exactly)
+Run: python benchmarks/bench_calibrate.py [--hold foh|zoh]   (the rig's torque ramps linearly
+between its 10 ms controller knots, which foh, the default, reconstructs; zoh shows the bias of a
+wrong input hold)
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def run(path: str, truth: dict[str, float], params: list[str], channels: list[st
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--hold", choices=("foh", "zoh"), default="zoh")
+    ap.add_argument("--hold", choices=("foh", "zoh"), default="foh")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cases = {"mass": {"piston.mass": 1.8, "main_bearing.viscous_friction": 0.05},

@@ -22,35 +22,28 @@ from mbsd_twin.loader import load_mechanism, loads_mechanism
 from mbsd_twin.ports import apply_parameters, model_parameters
 from mbsd_twin.simulator import Simulator
 from mbsd_twin.twin.calibration import calibrate_recording, read_recording, write_rig_recording
-from mbsd_twin.twin.rig import RigConfig, Trajectory
+from mbsd_twin.twin.rig import RigConfig
 
 MECH = str(Path(__file__).resolve().parents[1] / "examples" / "mechanisms" / "slider_crank.toml")
 NOISE = {"theta": 1e-3, "omega": 0.01, "tau_m": 0.002, "f_x": 0.5, "f_y": 0.5}
 NOMINAL_MASS, NOMINAL_FRICTION = 1.5, 0.05  # examples/mechanisms/slider_crank.toml
 
 
-def rig_hold(cfg: RigConfig) -> str:
-    """The input hold that reconstructs the rig's true torque: "zoh" when the rig holds its torque
-    over whole sample intervals (piecewise constant between knots), else the default "foh"."""
-    tau = Trajectory(load_mechanism(MECH), cfg).samples(0, 200)["tau_m"]
-    return "zoh" if np.count_nonzero(np.diff(tau)) < len(tau) // 2 else "foh"
-
-
-def rig_recording(factory: pytest.TempPathFactory, hidden: dict[str, float]) -> tuple[str, str]:
-    """A 10 s recording of the rig with ``hidden`` parameters; (path, the hold fitting its torque)."""
-    cfg = RigConfig(mismatch=hidden, noise=NOISE)
+def rig_recording(factory: pytest.TempPathFactory, hidden: dict[str, float]) -> str:
+    """A 10 s recording of the rig with ``hidden`` parameters (its torque ramps linearly between
+    controller knots, which the default first-order hold reconstructs)."""
     path = str(factory.mktemp("calib") / "rig.jsonl")
-    write_rig_recording(path, MECH, cfg, 10.0)
-    return path, rig_hold(cfg)
+    write_rig_recording(path, MECH, RigConfig(mismatch=hidden, noise=NOISE), 10.0)
+    return path
 
 
 @pytest.fixture(scope="module")
-def mass_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+def mass_recording(tmp_path_factory: pytest.TempPathFactory) -> str:
     return rig_recording(tmp_path_factory, {"piston.mass": 1.2 * NOMINAL_MASS})
 
 
 @pytest.fixture(scope="module")
-def friction_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+def friction_recording(tmp_path_factory: pytest.TempPathFactory) -> str:
     return rig_recording(tmp_path_factory, {"main_bearing.viscous_friction": 1.3 * NOMINAL_FRICTION})
 
 
@@ -62,55 +55,55 @@ def check_recovered(value: float, stderr: float, truth: float) -> None:
 
 
 # ---------------------------------------------------------------- recovery
-def test_piston_mass_recovered_with_consistent_standard_error(mass_recording: tuple[str, str]) -> None:
-    path, hold = mass_recording
-    cal, rec = calibrate_recording(path, ["piston.mass"], channels=["theta", "omega"], hold=hold)
+def test_piston_mass_recovered_with_consistent_standard_error(mass_recording: str) -> None:
+    path = mass_recording
+    cal, rec = calibrate_recording(path, ["piston.mass"])  # every compared channel: θ, ω, f_x, f_y
     assert len(rec.times) == 10000 and rec.duplicates == 0
     assert cal.success and cal.start[0] == NOMINAL_MASS and cal.segments == 20
-    assert cal.residuals == 2 * 10000 // 5  # two channels, every 5th sample
+    assert cal.residuals == 4 * 10000 // 5  # four channels, every 5th sample
     check_recovered(cal.values[0], cal.stderr[0], 1.2 * NOMINAL_MASS)
-    # σ from the first pass's residuals: the rig's sensor noise
-    assert cal.sigma_source == {"crank.theta": "first-pass residuals", "crank.omega": "first-pass residuals"}
-    assert cal.sigma["crank.theta"] == pytest.approx(NOISE["theta"], rel=0.05)
-    assert cal.sigma["crank.omega"] == pytest.approx(NOISE["omega"], rel=0.05)
+    # σ from the first pass's residuals is the rig's sensor noise, as is the model-free estimate
+    # (second differences): no model error left
+    outputs = {"theta": "crank.theta", "omega": "crank.omega", "f_x": "main_bearing.fx", "f_y": "main_bearing.fy"}
+    assert cal.sigma_source == {o: "first-pass residuals" for o in outputs.values()}
+    for ch, out in outputs.items():
+        assert cal.sigma[out] == pytest.approx(NOISE[ch], rel=0.05)
+        assert cal.noise_floor[out] == pytest.approx(NOISE[ch], rel=0.1)
     assert cal.reduced_chi2 == pytest.approx(1.0, abs=0.05)
-    # the model-free noise estimate (second differences) sees the same noise: no model error left
-    assert cal.noise_floor["crank.theta"] == pytest.approx(NOISE["theta"], rel=0.1)
-    assert cal.noise_floor["crank.omega"] == pytest.approx(NOISE["omega"], rel=0.1)
 
 
-def test_friction_recovered_from_a_wrong_start_with_given_noise(friction_recording: tuple[str, str]) -> None:
-    path, hold = friction_recording
+def test_friction_recovered_from_a_wrong_start_with_given_noise(friction_recording: str) -> None:
+    path = friction_recording
     truth = 1.3 * NOMINAL_FRICTION
     cal, _ = calibrate_recording(path, ["main_bearing.viscous_friction"], channels=["theta", "omega"],
                                  noise={"theta": NOISE["theta"], "omega": NOISE["omega"]},
-                                 start={"main_bearing.viscous_friction": 0.3 * truth}, hold=hold)
+                                 start={"main_bearing.viscous_friction": 0.3 * truth})
     assert cal.success and cal.passes == 1 and cal.start[0] == pytest.approx(0.3 * truth)
     assert set(cal.sigma_source.values()) == {"given"}
     check_recovered(cal.values[0], cal.stderr[0], truth)
 
 
-def test_engine_fit_takes_plain_arrays_and_recovers_mass_from_a_wrong_start(mass_recording: tuple[str, str]) -> None:
+def test_engine_fit_takes_plain_arrays_and_recovers_mass_from_a_wrong_start(mass_recording: str) -> None:
     """The engine function without a recording: arrays in, a 5 s window, mass started at twice
     the truth."""
-    path, hold = mass_recording
+    path = mass_recording
     rec = read_recording(path, ["theta", "omega"])
     w = rec.times <= 5.0
     cal = calibrate(load_mechanism(MECH), ["piston.mass"], rec.times[w], {"motor_torque": rec.channels["tau_m"][w]},
                     {"crank.theta": rec.channels["theta"][w], "crank.omega": rec.channels["omega"][w]},
                     noise={"crank.theta": NOISE["theta"], "crank.omega": NOISE["omega"]},
-                    start={"piston.mass": 2.0 * 1.2 * NOMINAL_MASS}, hold=hold)
+                    start={"piston.mass": 2.0 * 1.2 * NOMINAL_MASS})
     assert cal.success and cal.segments == 10
     check_recovered(cal.values[0], cal.stderr[0], 1.2 * NOMINAL_MASS)
 
 
 # ---------------------------------------------------------------- CLI
 def test_cli_prints_estimates_and_writes_a_loadable_calibrated_file(
-        friction_recording: tuple[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path, hold = friction_recording
+        friction_recording: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = friction_recording
     out, report = tmp_path / "calibrated.toml", tmp_path / "report.json"
     rc = main(["twin", "calibrate", path, "--param", "main_bearing.viscous_friction", "--param", "piston.mass",
-               "--channels", "theta,omega", "--hold", hold, "--t-end", "4", "--segment", "0.5",
+               "--channels", "theta,omega", "--t-end", "4", "--segment", "0.5",
                "-o", str(out), "--json", str(report)])
     text = capsys.readouterr().out
     assert rc == 0, text
@@ -135,27 +128,27 @@ def test_cli_prints_estimates_and_writes_a_loadable_calibrated_file(
     assert params["main_bearing.viscous_friction"][0].value == est["main_bearing.viscous_friction"]
 
 
-def test_cli_bad_parameter_name_lists_valid_ones(mass_recording: tuple[str, str],
+def test_cli_bad_parameter_name_lists_valid_ones(mass_recording: str,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["twin", "calibrate", mass_recording[0], "--param", "piston.mas"])
+    rc = main(["twin", "calibrate", mass_recording, "--param", "piston.mas"])
     err = capsys.readouterr().err
     assert rc == 2
     assert "'piston.mas' is not a fixed model parameter" in err
     assert "piston.mass" in err and "main_bearing.viscous_friction" in err
 
 
-def test_bad_channel_and_noise_names(mass_recording: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["twin", "calibrate", mass_recording[0], "--param", "piston.mass", "--noise", "theta"]) == 2
+def test_bad_channel_and_noise_names(mass_recording: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["twin", "calibrate", mass_recording, "--param", "piston.mass", "--noise", "theta"]) == 2
     assert "--noise expects NAME=VALUE with a number, got 'theta'" in capsys.readouterr().err
     with pytest.raises(ValueError, match=r"channel 'tehta' is not compared.*theta, omega, f_x, f_y"):
-        calibrate_recording(mass_recording[0], ["piston.mass"], channels=["tehta"])
+        calibrate_recording(mass_recording, ["piston.mass"], channels=["tehta"])
     with pytest.raises(ValueError, match="--noise for 'f_x', which is not fitted"):
-        calibrate_recording(mass_recording[0], ["piston.mass"], channels=["theta"], noise={"f_x": 0.5})
+        calibrate_recording(mass_recording, ["piston.mass"], channels=["theta"], noise={"f_x": 0.5})
 
 
-def test_unreadable_recording_names_file_and_line(mass_recording: tuple[str, str], tmp_path: Path,
+def test_unreadable_recording_names_file_and_line(mass_recording: str, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    lines = Path(mass_recording[0]).read_text().splitlines(keepends=True)
+    lines = Path(mass_recording).read_text().splitlines(keepends=True)
     bad = tmp_path / "bad.jsonl"
     bad.write_text("".join(lines[:3]) + lines[3][:40] + "\n" + "".join(lines[4:10]))
     assert main(["twin", "calibrate", str(bad), "--param", "piston.mass"]) == 2
@@ -172,8 +165,8 @@ def test_unreadable_recording_names_file_and_line(mass_recording: tuple[str, str
         read_recording(str(tmp_path / "nowhere.jsonl"))
 
 
-def test_recording_duplicates_are_dropped(mass_recording: tuple[str, str], tmp_path: Path) -> None:
-    lines = Path(mass_recording[0]).read_text().splitlines(keepends=True)
+def test_recording_duplicates_are_dropped(mass_recording: str, tmp_path: Path) -> None:
+    lines = Path(mass_recording).read_text().splitlines(keepends=True)
     dup = tmp_path / "dup.jsonl"
     dup.write_text("".join([*lines[:4], lines[2], *lines[4:8]]))  # batch 1 again, after batch 2
     rec = read_recording(str(dup))

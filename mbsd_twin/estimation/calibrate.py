@@ -119,7 +119,12 @@ def noise_estimate(y: F) -> float:
     (at least 1e-12 of the signal's size, so that noise-free data still gets a weight)."""
     d2 = np.diff(y, 2)
     sd = float(1.4826 * np.median(np.abs(d2 - np.median(d2))) / math.sqrt(6.0)) if len(d2) else 0.0
-    return max(sd, 1e-12 * max(1.0, float(np.max(np.abs(y)))))
+    return max(sd, _tiny(y))
+
+
+def _tiny(y: F) -> float:
+    """The smallest σ used for a signal: 1e-12 of its size."""
+    return 1e-12 * max(1.0, float(np.max(np.abs(y))))
 
 
 def _wrap(x: F) -> F:
@@ -319,7 +324,8 @@ def calibrate(mech: Mechanism, params: Sequence[str], times: ArrayLike, inputs: 
     passes = 1
     if len(noise) < len(prob.outs):
         rms = np.sqrt(np.mean((sol.fun.reshape(-1, len(prob.outs)) * prob.sigma) ** 2, axis=0))
-        prob.sigma = np.array([noise.get(o) or max(float(r), floor[o]) for o, r in zip(prob.outs, rms, strict=True)])
+        prob.sigma = np.array([noise.get(o) or max(float(r), _tiny(prob.y[:, i]))
+                               for i, (o, r) in enumerate(zip(prob.outs, rms, strict=True))])
         sol, passes = _solve(prob, sol.x, max_nfev), 2
     return _result(prob, sol, noise, floor, passes, time.perf_counter() - wall)
 
