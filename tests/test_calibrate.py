@@ -22,7 +22,11 @@ from mbsd_twin.loader import load_mechanism, loads_mechanism
 from mbsd_twin.ports import apply_parameters, model_parameters
 from mbsd_twin.simulator import Simulator
 from mbsd_twin.twin.calibration import calibrate_recording, read_recording, write_rig_recording
-from mbsd_twin.twin.rig import RigConfig
+from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.twin.core import TwinCore
+from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
+from mbsd_twin.twin.recorder import FORMAT, Recorder, segments
+from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
 
 MECH = str(Path(__file__).resolve().parents[1] / "examples" / "mechanisms" / "slider_crank.toml")
 NOISE = {"theta": 1e-3, "omega": 0.01, "tau_m": 0.002, "f_x": 0.5, "f_y": 0.5}
@@ -177,6 +181,36 @@ def test_recording_duplicates_are_dropped(mass_recording: str, tmp_path: Path) -
     rec = read_recording(str(dup))
     assert rec.duplicates == 0 and rec.batches == 5
     assert np.allclose(np.diff(rec.times)[:59], 1e-3) and rec.times[60] == 0.0
+
+
+def test_recording_written_by_the_twin_core(tmp_path: Path) -> None:
+    """A recording as the service writes it (TwinCore with a rotating Recorder: header, ``in``,
+    ``out`` and ``cmd`` records over several segments) gives back exactly the streamed samples, and
+    its first 1.5 s calibrate the hidden mass."""
+    mech = load_mechanism(MECH)
+    cfg = CoreConfig()
+    path = str(tmp_path / "twin.jsonl")
+    rec = Recorder(path, max_bytes=200_000)
+    rec({"k": "header", "format": FORMAT, "core": cfg.to_dict(), "mechanism": MECH,
+         "mechanism_toml": Path(MECH).read_text()})
+    core = TwinCore(cfg, mech, rec)
+    src = MessageSource(Trajectory(mech, RigConfig(mismatch={"piston.mass": 1.8}, noise=NOISE)), 1000.0)
+    msgs = [src.message(i) for i in range(75)]
+    for i, m in enumerate(msgs):
+        if i == 30:
+            core.command("reset", {})
+        batch = parse_sensor(encode(m).encode(), cfg.asset, 1 << 20)
+        assert isinstance(batch, SensorBatch)
+        core.step(batch)
+    rec.close()
+    assert len(segments(path)) > 1
+    data = read_recording(path)
+    assert data.t_origin == 1000.0 and data.batches == 75
+    for ch in ("tau_m", "theta", "omega", "f_x", "f_y"):
+        assert np.array_equal(data.channels[ch], np.concatenate([m["ch"][ch] for m in msgs]))
+    cal, _ = calibrate_recording(path, ["piston.mass"], channels=["theta", "omega"], t_end=1.5)
+    assert cal.segments == 3
+    check_recovered(cal.values[0], cal.stderr[0], 1.8)
 
 
 # ---------------------------------------------------------------- pieces
