@@ -373,7 +373,7 @@ def format_report(cal: Calibration) -> str:
         lines.append(f"warning: the residuals of {', '.join(high)} exceed 1.5x the sensor noise: a model or "
                      "input-hold error remains (try --hold, more parameters or other channels); the standard "
                      "errors are optimistic")
-    lines.append(f"{cal.segments} segments, {cal.residuals} residuals (every {cal.stride}. sample), "
+    lines.append(f"{cal.segments} segments, {cal.residuals} residuals (1 in {cal.stride} samples), "
                  f"reduced χ² {cal.reduced_chi2:.3f}, {cal.passes} pass(es), {cal.evaluations} runs, "
                  f"{cal.wall_time:.1f} s; {cal.message}")
     return "\n".join(lines)
