@@ -244,26 +244,55 @@ def test_engine_errors_name_ports_and_parameters() -> None:
         calibrate(mech, ["piston.mass"], t, {"motor_torque": t}, {"crank.theta": 10 * t}, options=stiff, stride=1)
 
 
-def test_noise_free_simulated_data_give_the_hidden_values_to_solver_accuracy() -> None:
-    """Data from the engine itself (hidden mass and friction, a smooth torque driven through the
-    same first-order hold), no noise: the fit lands on the hidden values."""
-    truth = {"piston.mass": 1.7, "main_bearing.viscous_friction": 0.08}
-    sim = Simulator(apply_parameters(load_mechanism(MECH), truth),
+TRUTH = {"piston.mass": 1.7, "main_bearing.viscous_friction": 0.08}
+
+
+def simulated_data(seconds: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(times, torque, [θ, ω] per sample) from the engine itself with the ``TRUTH`` parameters and
+    a smooth torque driven through the same first-order hold as the fit, no noise."""
+    sim = Simulator(apply_parameters(load_mechanism(MECH), TRUTH),
                     SolverOptions(rtol=1e-10, atol=1e-12, initial_velocity="project"))
     sim.set_configuration({"crank.theta": 0.3}, {"crank.omega": 8.0}, time=0.0)
-    t = np.arange(1001) * 1e-3
+    t = np.arange(round(seconds * 1000) + 1) * 1e-3
     tau = 0.6 + 0.3 * np.sin(4 * t)
     rows = [[sim.get_output("crank.theta"), sim.get_output("crank.omega")]]
     for k, u in enumerate(interval_inputs(tau)):
         sim.set_input("motor_torque", u)
         sim.advance_to(t[k + 1])
         rows.append([sim.get_output("crank.theta"), sim.get_output("crank.omega")])
-    y = np.array(rows)
-    cal = calibrate(load_mechanism(MECH), list(truth), t, {"motor_torque": tau},
+    return t, tau, np.array(rows)
+
+
+def test_noise_free_simulated_data_give_the_hidden_values_to_solver_accuracy() -> None:
+    t, tau, y = simulated_data(1.0)
+    cal = calibrate(load_mechanism(MECH), list(TRUTH), t, {"motor_torque": tau},
                     {"crank.theta": y[:, 0], "crank.omega": y[:, 1]}, segment=0.5)
     assert cal.success and cal.segments == 2
     for name, v in cal.as_dict().items():
-        assert v == pytest.approx(truth[name], rel=1e-6)
+        assert v == pytest.approx(TRUTH[name], rel=1e-6)
+
+
+def test_standard_errors_match_the_scatter_over_noise_realisations() -> None:
+    """Monte Carlo: 12 fits of the same motion under independent noise (σ known). The spread of
+    the estimates is what the reported standard errors (with the initial states marginalised)
+    predict, and so is their correlation."""
+    t, tau, y = simulated_data(1.0)
+    sd = np.array([2e-3, 0.02])
+    rng = np.random.default_rng(7)
+    est, se, corr = [], [], []
+    for _ in range(12):
+        yn = y + rng.normal(0.0, sd, y.shape)
+        cal = calibrate(load_mechanism(MECH), list(TRUTH), t, {"motor_torque": tau},
+                        {"crank.theta": yn[:, 0], "crank.omega": yn[:, 1]},
+                        noise={"crank.theta": sd[0], "crank.omega": sd[1]}, segment=0.5)
+        est.append(cal.values)
+        se.append(cal.stderr)
+        corr.append(cal.correlation[0, 1])
+    spread, predicted = np.std(est, axis=0, ddof=1), np.mean(se, axis=0)
+    # 11 degrees of freedom: the sample σ lies within ±50 % of the true one with probability > 99 %
+    assert np.all(np.abs(spread / predicted - 1) < 0.5), (spread, predicted)
+    assert np.all(np.abs(np.mean(est, axis=0) - list(TRUTH.values())) < 3 * predicted / np.sqrt(12))
+    assert np.corrcoef(np.array(est).T)[0, 1] == pytest.approx(np.mean(corr), abs=0.45)
 
 
 def test_mechanism_writer_edits_the_exact_key_and_inserts_absent_ones(tmp_path: Path) -> None:
