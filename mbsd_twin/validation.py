@@ -38,7 +38,7 @@ def suggest(word: str, choices: Iterable[str]) -> str:
 
 def is_number(x: object) -> bool:
     """A real number that is not a bool (numpy scalars included)."""
-    return isinstance(x, Real) and not isinstance(x, bool)
+    return type(x) is float or type(x) is int or (isinstance(x, Real) and not isinstance(x, bool))
 
 
 def fmt(x: object) -> str:
@@ -53,17 +53,18 @@ def fmt(x: object) -> str:
 def number_problem(x: object, *, minimum: float | None = None, strict: bool = False,
                    nonzero: bool = False) -> str | None:
     """Why ``x`` is not a finite number in range, or ``None`` if it is fine."""
+    number = is_number(x)
+    v = float(x) if number else math.nan  # type: ignore[arg-type]
+    bad = (not math.isfinite(v) or (nonzero and v == 0.0)
+           or (minimum is not None and (v <= minimum if strict else v < minimum)))
+    if not bad:
+        return None
     want = "a finite number"
     if minimum is not None:
         want += f" {'>' if strict else '>='} {minimum:g}"
     if nonzero:
         want = "a finite, non-zero number"
-    if not is_number(x):
-        return f"must be {want}, got {x!r}"
-    v = float(x)  # type: ignore[arg-type]
-    bad = (not math.isfinite(v) or (nonzero and v == 0.0)
-           or (minimum is not None and (v <= minimum if strict else v < minimum)))
-    return f"must be {want}, got {fmt(v)}" if bad else None
+    return f"must be {want}, got {fmt(v) if number else repr(x)}"
 
 
 def vector_problem(v: object, *, nonzero: bool = False) -> str | None:
