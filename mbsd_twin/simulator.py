@@ -167,14 +167,20 @@ class Simulator:
             return
         if name not in self._table:
             raise PortError(f"unknown parameter {name!r}", name=name)
+        v = float(value)
+        if self._set_live(name, v):  # checked before anything is written: a rejected value changes nothing
+            if keep_state:
+                self._continue_at(self.time, self._stepper.y, project=False)
+            else:
+                self._restart()
+            return
         before, t, y = self.snapshot(), self.time, self._stepper.y.copy()
-        try:
-            live = self._set_fixed(name, float(value))
+        try:  # a rebuild
+            self._overrides[name] = v
+            self._build()
             if keep_state:
                 self._inputs = dict(before.inputs)
-                self._continue_at(t, y, project=not live)
-            elif live:
-                self._restart()
+                self._continue_at(t, y, project=True)
         except Exception:
             self.restore(before)
             raise
@@ -193,21 +199,6 @@ class Simulator:
         self._e0, self._inputs = e0, inputs
         self._stepper.restore(saved)
         self._cache = None
-
-    def _set_fixed(self, name: str, v: float) -> bool:
-        """Set fixed parameter ``name`` to ``v``: in place when live (True), else by a rebuild
-        (False; the simulation is then at its initial state)."""
-        if self._set_live(name, v):
-            return True
-        old = dict(self._overrides)
-        self._overrides[name] = v
-        try:
-            self._build()
-        except Exception:
-            self._overrides = old
-            self._build()
-            raise
-        return False
 
     def _set_live(self, name: str, v: float) -> bool:
         """Change a live parameter in place in the mechanism, the numpy system and the compiled
