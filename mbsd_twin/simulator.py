@@ -227,8 +227,7 @@ class Simulator:
         n = self.system.n_coord
         q, v = y[:n].copy(), y[n:2 * n].copy()
         if project:
-            none = np.zeros(0, dtype=np.intp)
-            q, v, left = self._dyn.constrained_state(t, q, v, none, none)
+            q, v, left = self._constrained_state(t, q, v, [], [])
             if left > 1e-8:
                 raise AssemblyError(f"{self.mechanism.source}: the state cannot be kept: the positions do not "
                                     "fit the new geometry", residual=left, iterations=30, time=t, worst=[])
@@ -386,12 +385,16 @@ class Simulator:
                 (q if off == 0 else v)[k] = float(val)
                 (fq if off == 0 else fv).append(k)
         t = self.time if time is None else float(time)
-        solver = self._stepper if isinstance(self._stepper, CompiledStepper) else self._dyn
-        q, v, left = solver.constrained_state(t, q, v, np.array(fq, dtype=np.int64), np.array(fv, dtype=np.int64))
+        q, v, left = self._constrained_state(t, q, v, fq, fv)
         if left > 1e-8:
             raise AssemblyError(f"{self.mechanism.source}: the imposed values contradict the constraints",
                                 residual=left, iterations=30, time=t, worst=[])
         self._restart_at(t, q, v)
+
+    def _constrained_state(self, t: float, q: F, v: F, fixed_q: list[int], fixed_v: list[int]) -> tuple[F, F, float]:
+        """``Dynamics.constrained_state``, compiled on the compiled path (``nb_config``)."""
+        solver = self._stepper if isinstance(self._stepper, CompiledStepper) else self._dyn
+        return solver.constrained_state(t, q, v, np.array(fixed_q, dtype=np.int64), np.array(fixed_v, dtype=np.int64))
 
     def reset(self) -> None:
         """Back to the initial state (parameters kept, inputs back to their start values)."""
