@@ -69,11 +69,12 @@ def number_problem(x: object, *, minimum: float | None = None, strict: bool = Fa
 
 def vector_problem(v: object, *, nonzero: bool = False) -> str | None:
     """Why ``v`` is not a finite 2-vector (non-zero if asked), or ``None`` if it is fine."""
-    if not isinstance(v, tuple | list) or len(v) != 2 or not all(is_number(c) for c in v):
+    if not isinstance(v, tuple | list) or len(v) != 2 or not (is_number(v[0]) and is_number(v[1])):
         return f"must be a 2-vector [x, y] of numbers, got {fmt(v)}"
-    if not all(math.isfinite(float(c)) for c in v):
+    x, y = float(v[0]), float(v[1])
+    if not (math.isfinite(x) and math.isfinite(y)):
         return f"must be a finite vector, got {fmt(v)}"
-    if nonzero and float(v[0]) == 0.0 and float(v[1]) == 0.0:
+    if nonzero and x == 0.0 and y == 0.0:
         return f"must be a non-zero vector, got {fmt(v)}"
     return None
 
@@ -145,11 +146,13 @@ class _Checker:
     def number(self, loc: str, key: str, x: object, *, minimum: float | None = None,
                strict: bool = False, nonzero: bool = False) -> None:
         msg = number_problem(x, minimum=minimum, strict=strict, nonzero=nonzero)
-        self.add(_at(loc, key), f"{key} {msg}" if msg else None)
+        if msg:
+            self.add(_at(loc, key), f"{key} {msg}")
 
     def vector(self, loc: str, key: str, v: object, *, nonzero: bool = False) -> None:
         msg = vector_problem(v, nonzero=nonzero)
-        self.add(_at(loc, key), f"{key} {msg}" if msg else None)
+        if msg:
+            self.add(_at(loc, key), f"{key} {msg}")
 
     def choice(self, loc: str, what: str, value: object, choices: Sequence[str]) -> bool:
         if value in choices:
