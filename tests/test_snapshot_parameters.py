@@ -73,6 +73,7 @@ def mechanism_value(name: str) -> float:
 
 def test_snapshot_of_another_mechanism_is_refused() -> None:
     other = mt.Simulator(mt.load_mechanism(bundled_slider_crank())).snapshot()
+    assert isinstance(other, mt.Snapshot) and "Snapshot" in mt.__all__
     with pytest.raises(ValueError, match="different mechanism"):
         mt.Simulator(mechanism()).restore(other)
 
