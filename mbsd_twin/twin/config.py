@@ -123,6 +123,7 @@ class CoreConfig:
     coordinates: tuple[str, ...] = ()  # independent coordinates (outputs); empty: the resync_angle's
     accel_noise: float = 0.02  # white-acceleration density per coordinate, rad/s²/√Hz (m/s²/√Hz)
     augment: tuple[AugmentConfig, ...] = (AugmentConfig("motor_torque.bias", 0.5, 0.02),)
+    jacobian_every: int = 10  # samples between finite-difference Jacobians of the filter's step
     divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
     divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window
     max_gap: float = 0.25  # s: predict through gaps up to this long; longer ones re-initialise
@@ -338,6 +339,8 @@ def _check_estimator(c: CoreConfig, problems: list[str]) -> None:
             problems.append(f"[[core.augment]] {a.name}: need sigma > 0 and rate >= 0")
     positive = ("accel_noise", "divergence_window", "max_gap", "change_mtbfa", "change_shift")
     problems += [f"[core] {k} must be > 0, got {getattr(c, k)!r}" for k in positive if not getattr(c, k) > 0]
+    if c.jacobian_every < 1:
+        problems.append(f"[core] jacobian_every must be >= 1, got {c.jacobian_every!r}")
     if not 0 < c.divergence_probability < 1:
         problems.append(f"[core] divergence_probability must be in (0, 1), got {c.divergence_probability!r}")
 

@@ -58,6 +58,8 @@ class TwinCore:
         self.alarms = Alarms(cfg.alarms, cfg.alarm_max_events_per_minute)
         self.changes: ChangeAlarms | None = None  # built at the first batch (its rate tunes the CUSUM)
         self.nis: deque[tuple[float, int]] = deque()
+        self.nis_sum = [0.0, 0.0]  # NIS and degrees of freedom summed over the window
+        self.nis_bounds: dict[int, float] = {}  # χ² bound by total degrees of freedom
         self.pending: str | None = "start"
         self.started = False
         self.paused = False
@@ -105,6 +107,7 @@ class TwinCore:
         self.tracker.start(batch.time(k), self._sample(batch, k), self._inputs_at(batch, k), not self.started)
         self.started = True
         self.nis.clear()
+        self.nis_sum = [0.0, 0.0]
         if self.changes is not None:
             self.changes.reset()
         self.stats["resync"][reason] += 1
@@ -166,17 +169,23 @@ class TwinCore:
         return events
 
     def _diverged(self, inn: Any, batch: SensorBatch, hold: int) -> bool:
-        """Mean NIS over the last ``divergence_window`` above its χ² bound."""
+        """Mean NIS over the last ``divergence_window`` above its χ² bound (running sums)."""
         if inn is None:
             return False
         self.nis.append((inn.nis, len(inn.names)))
+        self.nis_sum[0] += inn.nis
+        self.nis_sum[1] += len(inn.names)
         n = max(1, round(self.cfg.divergence_window / (batch.dt * hold)))
         while len(self.nis) > n:
-            self.nis.popleft()
+            v, k = self.nis.popleft()
+            self.nis_sum[0] -= v
+            self.nis_sum[1] -= k
         if len(self.nis) < n:
             return False
-        dof = sum(k for _, k in self.nis)
-        return sum(v for v, _ in self.nis) > nis_bound(dof, 1, self.cfg.divergence_probability)
+        dof = int(self.nis_sum[1])
+        if dof not in self.nis_bounds:
+            self.nis_bounds[dof] = nis_bound(dof, 1, self.cfg.divergence_probability)
+        return self.nis_sum[0] > self.nis_bounds[dof]
 
     def _begin(self, batch: SensorBatch) -> int:
         """Initialise at the batch's first sample when due (pending reason, long gap); the index of
@@ -276,6 +285,7 @@ class TwinCore:
         m = self.last_meas
         self.tracker.start(m["_t"], m, self.prev_inputs, False)
         self.nis.clear()
+        self.nis_sum = [0.0, 0.0]
         self.stats["resync"][reason] += 1
         return f"re-synchronised at rig time {m['_t']!r} (seq {self.last_seq})"
 

@@ -48,7 +48,8 @@ class EkfTracker:
         meas = {p: c.noise[ch] for ch, p in c.compare.items() if ch in c.noise}
         aug = tuple(Augment(a.name, a.sigma, a.rate, None if math.isnan(a.value) else a.value) for a in c.augment)
         fc = FilterConfig(tuple(self.coords), meas, c.accel_noise, aug,
-                          input_noise={p: c.noise[ch] for ch, p in c.inputs.items() if ch in c.noise})
+                          input_noise={p: c.noise[ch] for ch, p in c.inputs.items() if ch in c.noise},
+                          jacobian_every=c.jacobian_every)
         self.est = StateEstimator(sim, fc)
 
     def mechanism(self) -> Mechanism:
