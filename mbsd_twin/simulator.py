@@ -167,14 +167,20 @@ class Simulator:
             return
         if name not in self._table:
             raise PortError(f"unknown parameter {name!r}", name=name)
+        v = float(value)
+        if self._set_live(name, v):  # checked before anything is written: a rejected value changes nothing
+            if keep_state:
+                self._continue_at(self.time, self._stepper.y, project=False)
+            else:
+                self._restart()
+            return
         before, t, y = self.snapshot(), self.time, self._stepper.y.copy()
-        try:
-            live = self._set_fixed(name, float(value))
+        try:  # a rebuild
+            self._overrides[name] = v
+            self._build()
             if keep_state:
                 self._inputs = dict(before.inputs)
-                self._continue_at(t, y, project=not live)
-            elif live:
-                self._restart()
+                self._continue_at(t, y, project=True)
         except Exception:
             self.restore(before)
             raise
@@ -193,21 +199,6 @@ class Simulator:
         self._e0, self._inputs = e0, inputs
         self._stepper.restore(saved)
         self._cache = None
-
-    def _set_fixed(self, name: str, v: float) -> bool:
-        """Set fixed parameter ``name`` to ``v``: in place when live (True), else by a rebuild
-        (False; the simulation is then at its initial state)."""
-        if self._set_live(name, v):
-            return True
-        old = dict(self._overrides)
-        self._overrides[name] = v
-        try:
-            self._build()
-        except Exception:
-            self._overrides = old
-            self._build()
-            raise
-        return False
 
     def _set_live(self, name: str, v: float) -> bool:
         """Change a live parameter in place in the mechanism, the numpy system and the compiled
@@ -236,8 +227,7 @@ class Simulator:
         n = self.system.n_coord
         q, v = y[:n].copy(), y[n:2 * n].copy()
         if project:
-            none = np.zeros(0, dtype=np.intp)
-            q, v, left = self._dyn.constrained_state(t, q, v, none, none)
+            q, v, left = self._constrained_state(t, q, v, [], [])
             if left > 1e-8:
                 raise AssemblyError(f"{self.mechanism.source}: the state cannot be kept: the positions do not "
                                     "fit the new geometry", residual=left, iterations=30, time=t, worst=[])
@@ -395,12 +385,16 @@ class Simulator:
                 (q if off == 0 else v)[k] = float(val)
                 (fq if off == 0 else fv).append(k)
         t = self.time if time is None else float(time)
-        solver = self._stepper if isinstance(self._stepper, CompiledStepper) else self._dyn
-        q, v, left = solver.constrained_state(t, q, v, np.array(fq, dtype=np.int64), np.array(fv, dtype=np.int64))
+        q, v, left = self._constrained_state(t, q, v, fq, fv)
         if left > 1e-8:
             raise AssemblyError(f"{self.mechanism.source}: the imposed values contradict the constraints",
                                 residual=left, iterations=30, time=t, worst=[])
         self._restart_at(t, q, v)
+
+    def _constrained_state(self, t: float, q: F, v: F, fixed_q: list[int], fixed_v: list[int]) -> tuple[F, F, float]:
+        """``Dynamics.constrained_state``, compiled on the compiled path (``nb_config``)."""
+        solver = self._stepper if isinstance(self._stepper, CompiledStepper) else self._dyn
+        return solver.constrained_state(t, q, v, np.array(fixed_q, dtype=np.int64), np.array(fixed_v, dtype=np.int64))
 
     def reset(self) -> None:
         """Back to the initial state (parameters kept, inputs back to their start values)."""

@@ -38,7 +38,7 @@ def suggest(word: str, choices: Iterable[str]) -> str:
 
 def is_number(x: object) -> bool:
     """A real number that is not a bool (numpy scalars included)."""
-    return isinstance(x, Real) and not isinstance(x, bool)
+    return type(x) is float or type(x) is int or (isinstance(x, Real) and not isinstance(x, bool))
 
 
 def fmt(x: object) -> str:
@@ -53,26 +53,28 @@ def fmt(x: object) -> str:
 def number_problem(x: object, *, minimum: float | None = None, strict: bool = False,
                    nonzero: bool = False) -> str | None:
     """Why ``x`` is not a finite number in range, or ``None`` if it is fine."""
+    number = is_number(x)
+    v = float(x) if number else math.nan  # type: ignore[arg-type]
+    bad = (not math.isfinite(v) or (nonzero and v == 0.0)
+           or (minimum is not None and (v <= minimum if strict else v < minimum)))
+    if not bad:
+        return None
     want = "a finite number"
     if minimum is not None:
         want += f" {'>' if strict else '>='} {minimum:g}"
     if nonzero:
         want = "a finite, non-zero number"
-    if not is_number(x):
-        return f"must be {want}, got {x!r}"
-    v = float(x)  # type: ignore[arg-type]
-    bad = (not math.isfinite(v) or (nonzero and v == 0.0)
-           or (minimum is not None and (v <= minimum if strict else v < minimum)))
-    return f"must be {want}, got {fmt(v)}" if bad else None
+    return f"must be {want}, got {fmt(v) if number else repr(x)}"
 
 
 def vector_problem(v: object, *, nonzero: bool = False) -> str | None:
     """Why ``v`` is not a finite 2-vector (non-zero if asked), or ``None`` if it is fine."""
-    if not isinstance(v, tuple | list) or len(v) != 2 or not all(is_number(c) for c in v):
+    if not isinstance(v, tuple | list) or len(v) != 2 or not (is_number(v[0]) and is_number(v[1])):
         return f"must be a 2-vector [x, y] of numbers, got {fmt(v)}"
-    if not all(math.isfinite(float(c)) for c in v):
+    x, y = float(v[0]), float(v[1])
+    if not (math.isfinite(x) and math.isfinite(y)):
         return f"must be a finite vector, got {fmt(v)}"
-    if nonzero and float(v[0]) == 0.0 and float(v[1]) == 0.0:
+    if nonzero and x == 0.0 and y == 0.0:
         return f"must be a non-zero vector, got {fmt(v)}"
     return None
 
@@ -144,11 +146,13 @@ class _Checker:
     def number(self, loc: str, key: str, x: object, *, minimum: float | None = None,
                strict: bool = False, nonzero: bool = False) -> None:
         msg = number_problem(x, minimum=minimum, strict=strict, nonzero=nonzero)
-        self.add(_at(loc, key), f"{key} {msg}" if msg else None)
+        if msg:
+            self.add(_at(loc, key), f"{key} {msg}")
 
     def vector(self, loc: str, key: str, v: object, *, nonzero: bool = False) -> None:
         msg = vector_problem(v, nonzero=nonzero)
-        self.add(_at(loc, key), f"{key} {msg}" if msg else None)
+        if msg:
+            self.add(_at(loc, key), f"{key} {msg}")
 
     def choice(self, loc: str, what: str, value: object, choices: Sequence[str]) -> bool:
         if value in choices:

@@ -23,13 +23,14 @@ the filter is consistent). The corrected state is written back into the Simulato
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..simulator import Simulator, Snapshot
+from .holds import Step
 
 F64 = NDArray[np.float64]
 SPEED = {"x": "vx", "y": "vy", "theta": "omega"}
@@ -143,9 +144,10 @@ class _Linear:
     """The step's linearisation: length [s], transition F, measurement Jacobian H, process noise Q."""
 
     h: float
+    n_steps: int
     F: F64
     H: F64
-    Q: F64
+    Q: F64  # the inputs' share of the process noise
 
 
 class StateEstimator:
@@ -224,33 +226,39 @@ class StateEstimator:
     def _deltas(self) -> F64:
         return self.cfg.fd_scale * np.sqrt(np.maximum(np.diag(self.P), 1e-300)).clip(1e-9)
 
-    def predict(self, t_next: float, interval: Mapping[str, float], at_next: Mapping[str, float]) -> None:
-        """Advance the estimate to ``t_next`` [s]: the model driven by ``interval`` (input port →
-        value held over the interval, before biases), the measurements predicted with the inputs
-        ``at_next`` (their values at ``t_next``: reactions feel the input at once). The Jacobians
-        are refreshed every ``jacobian_every`` steps (and whenever the step length changes)."""
+    def predict(self, steps: Sequence[Step], at_next: Mapping[str, float], accel_noise: float | None = None
+                ) -> None:
+        """Advance the estimate through ``steps`` ((end time [s], input port → value held until
+        then, before biases), see :func:`~mbsd_twin.estimation.holds.interval_steps`) and predict
+        the measurements with the inputs ``at_next`` (their values at the last step's end: reactions
+        feel the input at once). ``accel_noise`` overrides the configured density for this
+        prediction (a gap: inputs unknown in between). The Jacobians are refreshed every
+        ``jacobian_every`` predictions, and whenever the length or number of steps changes."""
         sim, d = self.sim, self.d
-        h = t_next - sim.time
+        h = steps[-1][0] - sim.time
         lin = self.lin
-        fresh = lin is None or self.age + 1 >= self.cfg.jacobian_every or abs(lin.h - h) > 1e-6 * h
+        fresh = lin is None or self.age + 1 >= self.cfg.jacobian_every or abs(lin.h - h) > 1e-6 * h \
+            or lin.n_steps != len(steps)
         start = sim.snapshot() if fresh else None
-        base = self._run(t_next, interval, at_next, None)
+        base = self._run(steps, at_next, None)
         if start is not None:
             nominal = sim.snapshot()
-            lin = self._linearise(start, base, h, t_next, interval, at_next)
+            lin = self._linearise(start, base, h, steps, at_next)
             sim.restore(nominal)
             self.lin, self.age = lin, 0
         else:
             self.age += 1
         assert lin is not None
         self.x[:2 * d] = base[:2 * d]
-        self.P = lin.F @ self.P @ lin.F.T + lin.Q
+        self.P = lin.F @ self.P @ lin.F.T + lin.Q + self._q(h, self.cfg.accel_noise if accel_noise is None
+                                                             else accel_noise)
         self.step = _Step(lin.F, lin.H, base[2 * d:])
         self.inputs = dict(at_next)
 
-    def _linearise(self, start: Snapshot, base: F64, h: float, t_next: float, interval: Mapping[str, float],
+    def _linearise(self, start: Snapshot, base: F64, h: float, steps: Sequence[Step],
                    at_next: Mapping[str, float]) -> _Linear:
-        """F, H and Q of the step from the snapshot ``start`` by finite differences."""
+        """F, H and the input part of Q of the prediction from the snapshot ``start`` by finite
+        differences."""
         sim, d, n = self.sim, self.d, self.n
         F, G = np.eye(n), np.zeros((len(self.meas), n))
         for j, dj in enumerate(self._deltas()):
@@ -262,10 +270,10 @@ class StateEstimator:
                 self._write(x)
             elif aug.bias_port is None:
                 sim.set_parameter(aug.name, float(x[j]), keep_state=True)
-            col = self._run(t_next, interval, at_next, (aug.bias_port, dj) if aug and aug.bias_port else None)
+            col = self._run(steps, at_next, (aug.bias_port, dj) if aug and aug.bias_port else None)
             F[:2 * d, j] = (col[:2 * d] - base[:2 * d]) / dj
             G[:, j] = wrap(col[2 * d:] - base[2 * d:], self.angular) / dj
-        Q = self._q(h)
+        Q = np.zeros((n, n))
         for port, sig in self.cfg.input_noise.items():
             B = np.zeros(n)
             if port in self.bias:
@@ -273,20 +281,22 @@ class StateEstimator:
             else:  # the effect of an input error over the interval: one more step
                 sim.restore(start)
                 du = max(sig, 1e-9)
-                B[:2 * d] = (self._run(t_next, interval, at_next, (port, du))[:2 * d] - base[:2 * d]) / du
+                B[:2 * d] = (self._run(steps, at_next, (port, du))[:2 * d] - base[:2 * d]) / du
             Q += 0.5 * sig * sig * np.outer(B, B)  # the interval value is the mean of two samples
-        return _Linear(h, F, G @ np.linalg.inv(F), Q)
+        return _Linear(h, len(steps), F, G @ np.linalg.inv(F), Q)
 
-    def _run(self, t_next: float, interval: Mapping[str, float], at_next: Mapping[str, float],
-             delta: tuple[str, float] | None) -> F64:
-        """[z, ż, y] at ``t_next`` after one step from the Simulator's current state."""
-        self._set_inputs(interval, delta)
-        self.sim.advance_to(t_next)
+    def _run(self, steps: Sequence[Step], at_next: Mapping[str, float], delta: tuple[str, float] | None) -> F64:
+        """[z, ż, y] after ``steps`` from the Simulator's current state."""
+        for t, values in steps:
+            self._set_inputs(values, delta)
+            self.sim.advance_to(t)
         self._set_inputs(at_next, delta)
         return np.concatenate([self._read(), self._outputs()])
 
-    def _q(self, h: float) -> F64:
-        d, q = self.d, self.cfg.accel_noise ** 2
+    def _q(self, h: float, accel_noise: float) -> F64:
+        """Process noise of a prediction of ``h`` s: white acceleration on each coordinate, random
+        walks of the augmented unknowns."""
+        d, q = self.d, accel_noise ** 2
         Q = np.zeros((self.n, self.n))
         for i in range(d):
             Q[i, i], Q[i, d + i] = q * h ** 3 / 3.0, q * h ** 2 / 2.0

@@ -2,12 +2,11 @@
 
 A sampled input channel holds u_k, the value at the instant t_k = t0 + k·dt (docs/mqtt-contract.md).
 The Simulator holds each input constant over one ``advance_to`` call, so the interval [t_k, t_k+1]
-is driven by one value per channel:
+is driven by held values:
 
-- ``"foh"`` (first-order hold, the default): (u_k + u_k+1)/2, the mean of the straight line through
-  the two samples. Its impulse over the interval is exact for any input that is linear between
-  samples, so the speeds follow such an input exactly at every sample (the positions to
-  O(dt³·du/dt)).
+- ``"foh"`` (first-order hold, the default): the straight line through the two samples;
+  :func:`interval_steps` reproduces it with two half steps (exact impulse and first moment), and
+  :func:`interval_inputs` gives its mean (u_k + u_k+1)/2 for a single step.
 - ``"zoh"`` (zero-order hold): u_k, for an input that really is held at each sample until the next
   (a digital controller's command written at the sample instant).
 
@@ -16,6 +15,8 @@ the per-interval values, which keeps the block's impulse.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -31,3 +32,31 @@ def interval_inputs(samples: ArrayLike, hold: str = "foh") -> NDArray[np.float64
     if hold == "zoh":
         return u[:-1].copy()
     raise ValueError(f"unknown input hold {hold!r}; holds: {', '.join(HOLDS)}")
+
+
+Step = tuple[float, dict[str, float]]  # (end time [s], input port → value held until then)
+
+
+def interval_steps(t0: float, t1: float, u0: Mapping[str, float], u1: Mapping[str, float],
+                   holds: Mapping[str, str] | None = None) -> list[Step]:
+    """The held steps that drive the model from ``t0`` to ``t1`` between two samples ``u0``, ``u1``
+    (port → value; ``holds``: port → "foh" (default) or "zoh").
+
+    First-order hold: the straight line through the samples is reproduced by two half steps with
+    values ū ∓ (u1 − u0)/3 (ū the mean), which keep both the line's impulse ∫u and its first moment
+    ∫u·(t − t_mid): the speeds are exact for a linear input and the positions exact to O(dt⁴).
+    One constant value per interval (the mean alone) would leave a position error of
+    (du/dt)·dt³/12 per interval through the inverse inertia, which accumulates while the input
+    ramps. Zero-order hold: u0 over the whole interval, one step."""
+    holds = holds or {}
+    if all(holds.get(p, "foh") == "zoh" or u0.get(p, u1[p]) == u1[p] for p in u1):
+        return [(t1, {p: (u0.get(p, u1[p]) if holds.get(p, "foh") == "zoh" else u1[p]) for p in u1})]
+    first, second = {}, {}
+    for p, b in u1.items():
+        a = u0.get(p, b)
+        if holds.get(p, "foh") == "zoh":
+            first[p] = second[p] = a
+        else:
+            mean, d = 0.5 * (a + b), (b - a) / 3.0
+            first[p], second[p] = mean - d, mean + d
+    return [(0.5 * (t0 + t1), first), (t1, second)]

@@ -131,6 +131,10 @@ class ChangeAlarms:
         return [{"alarm": f"change:{n}", "event": "cleared", "t": t, "source": "change", "channel": n}
                 for n in quiet]
 
+    def statistics(self) -> dict[str, float]:
+        """``cusum.<statistic>``: each CUSUM's current sum (in σ units; it alarms above ``threshold``)."""
+        return {f"cusum.{n}": v for n, v in self.detector.statistics().items()}
+
     def reset(self) -> None:
         """A (re)start of the filter: the tests re-arm after the settling time."""
         self.detector.reset()

@@ -122,7 +122,9 @@ class CoreConfig:
         "theta": 1e-3, "omega": 0.01, "f_x": 0.5, "f_y": 0.5, "tau_m": 0.002})
     coordinates: tuple[str, ...] = ()  # independent coordinates (outputs); empty: the resync_angle's
     accel_noise: float = 0.02  # white-acceleration density per coordinate, rad/s²/√Hz (m/s²/√Hz)
+    gap_accel_noise: float = 2.0  # the same while predicting through a gap (inputs unknown in between)
     augment: tuple[AugmentConfig, ...] = (AugmentConfig("motor_torque.bias", 0.5, 0.02),)
+    jacobian_every: int = 10  # samples between finite-difference Jacobians of the filter's step
     divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
     divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window
     max_gap: float = 0.25  # s: predict through gaps up to this long; longer ones re-initialise
@@ -268,11 +270,11 @@ def _tables(key: str, items: Any, problems: list[str]) -> tuple[Any, ...]:
     """[[core.alarms]] or [[core.augment]] tables as their dataclasses."""
     cls = AlarmConfig if key == "alarms" else AugmentConfig
     out = []
-    if not isinstance(items, list):
+    if not isinstance(items, list | tuple):
         problems.append(f"[[core.{key}]] must be an array of tables")
-    for i, a in enumerate(items if isinstance(items, list) else []):
+    for i, a in enumerate(items if isinstance(items, list | tuple) else []):
         try:
-            out.append(cls(**a))
+            out.append(a if isinstance(a, cls) else cls(**a))
         except TypeError as exc:
             problems.append(f"[[core.{key}]] #{i}: {exc}")
     return tuple(out)
@@ -336,8 +338,10 @@ def _check_estimator(c: CoreConfig, problems: list[str]) -> None:
     for a in c.augment:
         if not (a.sigma > 0 and a.rate >= 0):
             problems.append(f"[[core.augment]] {a.name}: need sigma > 0 and rate >= 0")
-    positive = ("accel_noise", "divergence_window", "max_gap", "change_mtbfa", "change_shift")
+    positive = ("accel_noise", "gap_accel_noise", "divergence_window", "max_gap", "change_mtbfa", "change_shift")
     problems += [f"[core] {k} must be > 0, got {getattr(c, k)!r}" for k in positive if not getattr(c, k) > 0]
+    if c.jacobian_every < 1:
+        problems.append(f"[core] jacobian_every must be >= 1, got {c.jacobian_every!r}")
     if not 0 < c.divergence_probability < 1:
         problems.append(f"[core] divergence_probability must be in (0, 1), got {c.divergence_probability!r}")
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..dynamics import SolverFailure
 from ..errors import MbsdError
-from ..estimation.holds import interval_inputs
+from ..estimation.holds import Step, interval_inputs, interval_steps
 from ..model import Mechanism
 from .alarms import Alarms, ChangeAlarms
 from .config import CoreConfig
@@ -58,6 +58,8 @@ class TwinCore:
         self.alarms = Alarms(cfg.alarms, cfg.alarm_max_events_per_minute)
         self.changes: ChangeAlarms | None = None  # built at the first batch (its rate tunes the CUSUM)
         self.nis: deque[tuple[float, int]] = deque()
+        self.nis_sum = [0.0, 0.0]  # NIS and degrees of freedom summed over the window
+        self.nis_bounds: dict[int, float] = {}  # χ² bound by total degrees of freedom
         self.pending: str | None = "start"
         self.started = False
         self.paused = False
@@ -105,26 +107,16 @@ class TwinCore:
         self.tracker.start(batch.time(k), self._sample(batch, k), self._inputs_at(batch, k), not self.started)
         self.started = True
         self.nis.clear()
+        self.nis_sum = [0.0, 0.0]
         if self.changes is not None:
             self.changes.reset()
         self.stats["resync"][reason] += 1
-
-    def _intervals(self, batch: SensorBatch) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """Per input port, the value held over the interval ending at each sample (the first from
-        the previous batch's last sample, across a gap too), and the intervals' durations [s]."""
-        t_prev = self.last_t if self.last_t is not None else batch.t0 - batch.dt
-        times = np.array([t_prev, *(batch.time(k) for k in range(batch.n))])
-        vals = {port: interval_inputs([self.prev_inputs.get(port, batch.ch[c][0]), *batch.ch[c]],
-                                      self.cfg.input_hold.get(c, "foh"))
-                for c, port in self.cfg.inputs.items()}
-        return vals, np.diff(times)
 
     def _run(self, batch: SensorBatch, hold: int) -> list[Out]:
         if self.changes is None:
             self.changes = ChangeAlarms(self.cfg, 1.0 / batch.dt, self.tracker)
         cur = self._begin(batch)
         ends = list(range((batch.n - 1) % hold, batch.n, hold))
-        vals, dur = self._intervals(batch)
         rows: list[Row] = []
         events: list[dict[str, Any]] = []
         resyncs = 0
@@ -132,28 +124,44 @@ class TwinCore:
             at = self._inputs_at(batch, b)
             meas = self._sample(batch, b)
             if b > cur:
-                w = dur[cur + 1:b + 1]
-                interval = {p: float(np.dot(v[cur + 1:b + 1], w) / w.sum()) for p, v in vals.items()}
-                row, inn = self._advance(batch, b, interval, at, meas)
+                row, inn = self._advance(batch, cur, b, at, meas)
                 cur = b
             else:
-                row, inn = self.tracker.row(at, None), None
+                row, inn = self.tracker.row(at, meas, None), None
             rows.append(row)
             t = batch.time(b)
             events += self.alarms.update(t, {"state": row["state"], "residual": row["residual"],
                                              "virtual": row["virtual"], "meas": meas})
             if inn is not None:
                 events += self._changes(t, inn)
+                row["filter"].update(self.changes.statistics())
             if self._diverged(inn, batch, hold) or self.tracker.out_of_bounds(row):
                 self._start(batch, b, "divergence" if inn is not None else "bound")
                 resyncs += 1
-        if self.changes is not None:
-            events += self.changes.clear_quiet(batch.time(batch.n - 1))
+        events += self.changes.clear_quiet(batch.time(batch.n - 1))
         self.last_t = batch.time(batch.n - 1)
         self.prev_inputs = self._inputs_at(batch, batch.n - 1)
         self.last_meas = self._sample(batch, batch.n - 1) | {"_t": self.last_t}
         self.last_seq = batch.seq
         return self._messages(batch, hold, ends, rows, events, resyncs)
+
+    def _steps(self, batch: SensorBatch, cur: int, b: int) -> list[Step]:
+        """The held input steps from sample ``cur`` (−1: the previous batch's last) to ``b``: the
+        interval's hold (two steps for a first-order hold), or for a block of several samples (a
+        coarser hold level) one step with the block's mean of the interval means."""
+        holds = {port: self.cfg.input_hold.get(c, "foh") for c, port in self.cfg.inputs.items()}
+        t_cur = batch.time(cur) if cur >= 0 else self.last_t
+        u_cur = self._inputs_at(batch, cur) if cur >= 0 else self.prev_inputs
+        assert t_cur is not None
+        if b == cur + 1:
+            return interval_steps(t_cur, batch.time(b), u_cur, self._inputs_at(batch, b), holds)
+        times = np.array([t_cur, *(batch.time(k) for k in range(cur + 1, b + 1))])
+        w = np.diff(times)
+        mean = {}
+        for c, port in self.cfg.inputs.items():
+            u = interval_inputs([u_cur.get(port, batch.ch[c][0]), *batch.ch[c][cur + 1:b + 1]], holds[port])
+            mean[port] = float(np.dot(u, w) / w.sum())
+        return [(batch.time(b), mean)]
 
     def _changes(self, t: float, inn: Any) -> list[dict[str, Any]]:
         """Change alarms at ``t``; an augmented unknown that changed is re-opened in the filter."""
@@ -166,17 +174,23 @@ class TwinCore:
         return events
 
     def _diverged(self, inn: Any, batch: SensorBatch, hold: int) -> bool:
-        """Mean NIS over the last ``divergence_window`` above its χ² bound."""
+        """Mean NIS over the last ``divergence_window`` above its χ² bound (running sums)."""
         if inn is None:
             return False
         self.nis.append((inn.nis, len(inn.names)))
+        self.nis_sum[0] += inn.nis
+        self.nis_sum[1] += len(inn.names)
         n = max(1, round(self.cfg.divergence_window / (batch.dt * hold)))
         while len(self.nis) > n:
-            self.nis.popleft()
+            v, k = self.nis.popleft()
+            self.nis_sum[0] -= v
+            self.nis_sum[1] -= k
         if len(self.nis) < n:
             return False
-        dof = sum(k for _, k in self.nis)
-        return sum(v for v, _ in self.nis) > nis_bound(dof, 1, self.cfg.divergence_probability)
+        dof = int(self.nis_sum[1])
+        if dof not in self.nis_bounds:
+            self.nis_bounds[dof] = nis_bound(dof, 1, self.cfg.divergence_probability)
+        return self.nis_sum[0] > self.nis_bounds[dof]
 
     def _begin(self, batch: SensorBatch) -> int:
         """Initialise at the batch's first sample when due (pending reason, long gap); the index of
@@ -194,14 +208,18 @@ class TwinCore:
         self._start(batch, 0, "gap")
         return 0
 
-    def _advance(self, batch: SensorBatch, b: int, interval: dict[str, float], at: dict[str, float],
-                 meas: dict[str, float]) -> tuple[Row, Any]:
+    def _advance(self, batch: SensorBatch, cur: int, b: int, at: dict[str, float], meas: dict[str, float]
+                 ) -> tuple[Row, Any]:
+        """One prediction and correction from sample ``cur`` to ``b`` (across a gap with
+        ``gap_accel_noise``: the inputs are unknown in between)."""
+        gap = cur < 0 and self.last_t is not None and batch.t0 - self.last_t > 1.5 * batch.dt
         try:
-            return self.tracker.step(batch.time(b), interval, at, meas)
+            return self.tracker.step(self._steps(batch, cur, b), at, meas,
+                                     self.cfg.gap_accel_noise if gap else None)
         except (SolverFailure, MbsdError, FloatingPointError, np.linalg.LinAlgError):
             self.stats["solver_failure"] += 1
             self._start(batch, b, "solver_failure")
-            return self.tracker.row(at, None), None
+            return self.tracker.row(at, meas, None), None
 
     def _msg(self, leaf: str, batch: SensorBatch, hold: int, ends: list[int], ch: dict[str, list[float | None]],
              **extra: Any) -> Out:
@@ -276,6 +294,7 @@ class TwinCore:
         m = self.last_meas
         self.tracker.start(m["_t"], m, self.prev_inputs, False)
         self.nis.clear()
+        self.nis_sum = [0.0, 0.0]
         self.stats["resync"][reason] += 1
         return f"re-synchronised at rig time {m['_t']!r} (seq {self.last_seq})"
 

@@ -15,6 +15,7 @@ import math
 
 from ..dynamics import SolverOptions
 from ..estimation.ekf import Augment, FilterConfig, Innovation, StateEstimator, speed_of
+from ..estimation.holds import Step
 from ..model import Mechanism
 from ..ports import TUNABLE, apply_parameters
 from ..simulator import Simulator
@@ -48,7 +49,8 @@ class EkfTracker:
         meas = {p: c.noise[ch] for ch, p in c.compare.items() if ch in c.noise}
         aug = tuple(Augment(a.name, a.sigma, a.rate, None if math.isnan(a.value) else a.value) for a in c.augment)
         fc = FilterConfig(tuple(self.coords), meas, c.accel_noise, aug,
-                          input_noise={p: c.noise[ch] for ch, p in c.inputs.items() if ch in c.noise})
+                          input_noise={p: c.noise[ch] for ch, p in c.inputs.items() if ch in c.noise},
+                          jacobian_every=c.jacobian_every)
         self.est = StateEstimator(sim, fc)
 
     def mechanism(self) -> Mechanism:
@@ -75,20 +77,24 @@ class EkfTracker:
                if self.by_output.get(speed_of(o)) in meas}
         self.est.initialize(t_rig - self.t_offset, pos, vel, inputs)
 
-    def step(self, t_rig: float, interval: dict[str, float], at: dict[str, float], meas: dict[str, float]
-             ) -> tuple[Row, Innovation | None]:
-        self.est.predict(t_rig - self.t_offset, interval, at)
+    def step(self, steps: list[Step], at: dict[str, float], meas: dict[str, float],
+             accel_noise: float | None = None) -> tuple[Row, Innovation | None]:
+        """Predict through ``steps`` (rig times) and correct with ``meas``; the row."""
+        self.est.predict([(t - self.t_offset, v) for t, v in steps], at, accel_noise)
         inn = self.est.update({p: meas[c] for c, p in self.cfg.compare.items() if c in meas})
-        return self.row(at, inn), inn
+        return self.row(at, meas, inn), inn
 
     def out_of_bounds(self, row: Row) -> bool:
         return False
 
-    def row(self, at: dict[str, float], inn: Innovation | None) -> Row:
+    def row(self, at: dict[str, float], meas: dict[str, float], inn: Innovation | None) -> Row:
+        """The outputs at the current estimate; residuals: the innovations (right after a start,
+        without one: measured − estimate)."""
         sim, c = self.est.sim, self.cfg
         o = sim.outputs()
         state = {ch: o[p] for ch, p in c.compare.items()} | {p: o[p] for p in c.state_extra}
-        resid = {self.by_output[m]: float(v) for m, v in zip(inn.names, inn.nu, strict=True)} if inn else {}
+        resid = {self.by_output[m]: float(v) for m, v in zip(inn.names, inn.nu, strict=True)} if inn else \
+            residuals(c, meas, o)
         virtual = {p: o[p] for p in self.virtual} | {p: at.get(p, 0.0) for p in c.inputs.values()}
         est = self.est.estimates()
         for port in self.est.bias:  # measured (or 0 when unmeasured) + bias: the input that acts
@@ -125,12 +131,13 @@ class OpenLoopTracker:
         self.runner.resync(t_rig, meas[c.resync_angle], meas[c.resync_speed])
         self.runner.set_inputs(inputs)
 
-    def row(self, at: dict[str, float], inn: None) -> Row:
-        return self.step_outputs(at, {})
+    def row(self, at: dict[str, float], meas: dict[str, float], inn: None) -> Row:
+        return self.step_outputs(at, meas)
 
-    def step(self, t_rig: float, interval: dict[str, float], at: dict[str, float], meas: dict[str, float]
-             ) -> tuple[Row, None]:
-        self.runner.advance(t_rig, interval)
+    def step(self, steps: list[Step], at: dict[str, float], meas: dict[str, float],
+             accel_noise: float | None = None) -> tuple[Row, None]:
+        for t, values in steps:
+            self.runner.advance(t, values)
         return self.step_outputs(at, meas), None
 
     def step_outputs(self, at: dict[str, float], meas: dict[str, float]) -> Row:
@@ -138,13 +145,18 @@ class OpenLoopTracker:
         o = self.runner.outputs()
         c = self.cfg
         state = {ch: o[p] for ch, p in c.compare.items()} | {p: o[p] for p in c.state_extra}
-        resid = {ch: (wrap_angle(meas[ch] - o[p]) if p.endswith(".theta") else meas[ch] - o[p])
-                 for ch, p in c.compare.items() if ch in meas}
+        resid = residuals(c, meas, o)
         virtual = {p: o[p] for p in self.virtual} | {p: at.get(p, 0.0) for p in c.inputs.values()}
         return {"state": state, "residual": resid, "virtual": virtual, "filter": {}}
 
     def out_of_bounds(self, row: Row) -> bool:
         return any(abs(row["residual"].get(ch, 0.0)) > b for ch, b in self.cfg.resync_bounds.items())
+
+
+def residuals(cfg: CoreConfig, meas: dict[str, float], outputs: dict[str, float]) -> dict[str, float]:
+    """Measured − model per compared channel (angles wrapped to (−π, π])."""
+    return {ch: (wrap_angle(meas[ch] - outputs[p]) if p.endswith(".theta") else meas[ch] - outputs[p])
+            for ch, p in cfg.compare.items() if ch in meas}
 
 
 def make_tracker(cfg: CoreConfig, mech: Mechanism, virtual: tuple[str, ...]) -> EkfTracker | OpenLoopTracker:
