@@ -16,7 +16,7 @@ from mbsd_twin.cli import main
 from mbsd_twin.dynamics import SolverOptions
 from mbsd_twin.errors import PortError
 from mbsd_twin.estimation.calibrate import calibrate, noise_estimate, shooting_segments
-from mbsd_twin.estimation.holds import interval_inputs
+from mbsd_twin.estimation.holds import interval_steps
 from mbsd_twin.estimation.mechfile import set_parameters, toml_value, write_mechanism
 from mbsd_twin.loader import load_mechanism, loads_mechanism
 from mbsd_twin.ports import apply_parameters, model_parameters
@@ -239,6 +239,8 @@ def test_engine_errors_name_ports_and_parameters() -> None:
         calibrate(mech, ["solver.rtol"], t, {"motor_torque": t}, {"crank.theta": t})
     with pytest.raises(ValueError, match="needs a measured angle output"):
         calibrate(mech, ["piston.mass"], t, {"motor_torque": t}, {"crank.omega": t})
+    with pytest.raises(ValueError, match="unknown input hold 'linear'; holds: foh, zoh"):
+        calibrate(mech, ["piston.mass"], t, {"motor_torque": t}, {"crank.theta": t}, hold="linear")
     stiff = SolverOptions(rtol=1e-12, atol=1e-14, max_steps=2, max_step=1e-5, initial_velocity="project")
     with pytest.raises(ValueError, match="cannot be run from the start values: integration failed at t="):
         calibrate(mech, ["piston.mass"], t, {"motor_torque": t}, {"crank.theta": 10 * t}, options=stiff, stride=1)
@@ -256,9 +258,10 @@ def simulated_data(seconds: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     t = np.arange(round(seconds * 1000) + 1) * 1e-3
     tau = 0.6 + 0.3 * np.sin(4 * t)
     rows = [[sim.get_output("crank.theta"), sim.get_output("crank.omega")]]
-    for k, u in enumerate(interval_inputs(tau)):
-        sim.set_input("motor_torque", u)
-        sim.advance_to(t[k + 1])
+    for k in range(len(t) - 1):
+        for t_end, u in interval_steps(t[k], t[k + 1], {"motor_torque": tau[k]}, {"motor_torque": tau[k + 1]}):
+            sim.set_input("motor_torque", u["motor_torque"])
+            sim.advance_to(t_end)
         rows.append([sim.get_output("crank.theta"), sim.get_output("crank.omega")])
     return t, tau, np.array(rows)
 

@@ -7,7 +7,8 @@ angle output (e.g. ``crank.theta`` / ``crank.omega``), imposed with
 :meth:`Simulator.set_configuration` — which is fitted along with the parameters (a nuisance
 unknown, initialised from polynomial fits to the segment's first samples); the parameters are shared
 by all segments. Between samples the measured inputs drive the model through
-:func:`~mbsd_twin.estimation.holds.interval_inputs`, sample by sample.
+:func:`~mbsd_twin.estimation.holds.interval_steps`, sample by sample (first-order hold: two half
+steps keeping the line's impulse and first moment).
 
 Residuals (measured − model, angles wrapped to (−π, π]) are weighted by 1/σ per output and taken
 at every ``stride``-th sample of each segment (the model still advances sample by sample). σ is the
@@ -37,7 +38,7 @@ from ..dynamics import SolverFailure, SolverOptions
 from ..errors import AssemblyError, MechanismError, PortError
 from ..model import Mechanism
 from ..simulator import Simulator
-from .holds import interval_inputs
+from .holds import HOLDS, Step, interval_steps
 
 F = NDArray[np.float64]
 LOG_KINDS = (".mass", ".inertia", ".viscous_friction", ".stiffness", ".damping")
@@ -137,8 +138,11 @@ class ShootingProblem:
     def __init__(self, sim: Simulator, names: Sequence[str], times: F, inputs: Mapping[str, F],
                  measured: Mapping[str, F], segments: list[tuple[int, int]], stride: int, hold: str) -> None:
         self.sim, self.names, self.t = sim, list(names), times
-        self.u = {port: interval_inputs(v, hold) for port, v in inputs.items()}
         self.u_at = dict(inputs)
+        holds = {port: hold for port in inputs}
+        sample = [{port: float(v[k]) for port, v in inputs.items()} for k in range(len(times))]
+        self.steps: list[list[Step]] = [interval_steps(times[k], times[k + 1], sample[k], sample[k + 1], holds)
+                                        for k in range(len(times) - 1)]
         self.outs = list(measured)
         self.y = np.column_stack([measured[o] for o in self.outs])
         self.is_angle = np.array([o.endswith(".theta") for o in self.outs])
@@ -202,12 +206,12 @@ class ShootingProblem:
         sim.set_configuration({self.angle: theta0}, {self.speed: omega0}, time=t[idx[0]])
         rows = np.empty((len(idx), len(self.outs)))
         rows[0] = self._outputs_at(int(idx[0]))
-        items = list(self.u.items())
         for i, k1 in enumerate(idx[1:], start=1):
             for k in range(int(idx[i - 1]), int(k1)):
-                for port, u in items:
-                    sim.set_input(port, u[k])
-                sim.advance_to(t[k + 1])
+                for t_end, values in self.steps[k]:
+                    for port, u in values.items():
+                        sim.set_input(port, u)
+                    sim.advance_to(t_end)
             rows[i] = self._outputs_at(int(k1))
         return rows
 
@@ -317,6 +321,8 @@ def calibrate(mech: Mechanism, params: Sequence[str], times: ArrayLike, inputs: 
     t, u, y = _arrays(sim, times, inputs, measured, noise)
     if stride < 1:
         raise ValueError(f"stride must be >= 1, got {stride}")
+    if hold not in HOLDS:
+        raise ValueError(f"unknown input hold {hold!r}; holds: {', '.join(HOLDS)}")
     prob = ShootingProblem(sim, params, t, u, y, shooting_segments(t, segment), stride, hold)
     floor = {o: noise_estimate(prob.y[:, i]) for i, o in enumerate(prob.outs)}
     prob.sigma = np.array([noise.get(o) or floor[o] for o in prob.outs])
