@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -121,6 +122,15 @@ def calibrate_recording(path: str, params: Sequence[str], *, channels: Sequence[
     sigma = {core.compare[c]: s for c, s in (noise or {}).items()}
     cal = calibrate(rec.mechanism, params, rec.times[keep], inputs, measured, noise=sigma, **kw)
     return cal, rec
+
+
+def calibration_header(cal: Calibration, recording: str) -> str:
+    """The comment lines on top of a calibrated mechanism file: source, time, values, σ."""
+    when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    values = "".join(f"  {n} = {float(v)!r} ± {e:.3g} (1 σ; was {float(s)!r})\n"
+                     for n, s, v, e in zip(cal.names, cal.start, cal.values, cal.stderr, strict=True))
+    noise = ", ".join(f"{o} {sd:.3g} ({cal.sigma_source[o]})" for o, sd in cal.sigma.items())
+    return f"Calibrated by `mbsd-twin twin calibrate` from {recording} at {when}:\n{values}  noise σ: {noise}"
 
 
 def write_rig_recording(path: str, mechanism: str, rig: RigConfig, duration: float,

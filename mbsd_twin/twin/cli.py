@@ -49,12 +49,10 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from datetime import UTC, datetime
-
     from ..cli import parse_assignments
     from ..estimation.calibrate import format_report
     from ..estimation.mechfile import atomic_write, write_mechanism
-    from .calibration import calibrate_recording
+    from .calibration import calibrate_recording, calibration_header
 
     cal, rec = calibrate_recording(
         args.recording, args.param, channels=[c for c in (args.channels or "").split(",") if c],
@@ -65,16 +63,11 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
           f"({rec.duplicates} duplicates dropped); fitted window {args.t_start} to {t_end:.3f} s")
     print(format_report(cal))
     if args.output:
-        when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        header = (f"Calibrated by `mbsd-twin twin calibrate` from {args.recording} at {when}:\n"
-                  + "".join(f"  {n} = {float(v)!r} ± {e:.3g} (1 σ; was {float(s)!r})\n"
-                            for n, s, v, e in zip(cal.names, cal.start, cal.values, cal.stderr, strict=True))
-                  + "  noise σ: " + ", ".join(f"{o} {sd:.3g} ({cal.sigma_source[o]})" for o, sd in cal.sigma.items()))
-        write_mechanism(args.output, rec.mechanism_text, rec.mechanism, cal.as_dict(), header)
+        write_mechanism(args.output, rec.mechanism_text, rec.mechanism, cal.as_dict(),
+                        calibration_header(cal, args.recording))
         print(f"wrote {args.output}")
     if args.json:
-        report = {"recording": args.recording, "t_start": args.t_start, "t_end": t_end,
-                  **cal.to_json()}
+        report = {"recording": args.recording, "t_start": args.t_start, "t_end": t_end, **cal.to_json()}
         atomic_write(args.json, json.dumps(report, indent=1) + "\n")
     return 0 if cal.success else 1
 
@@ -145,6 +138,8 @@ The manifest lists them under rig_faults with the sample and rig time they took 
 
 
 def add_twin(sub: argparse._SubParsersAction) -> None:
+    from ..estimation.holds import HOLDS
+
     p = sub.add_parser("twin", help="digital-twin service over MQTT")
     tsub = p.add_subparsers(dest="twin_command", required=True)
     s = tsub.add_parser("serve", help="run the twin service (SIGTERM: graceful stop)")
@@ -172,7 +167,7 @@ def add_twin(sub: argparse._SubParsersAction) -> None:
                    help="starting value of a fitted parameter (default: the recorded mechanism's)")
     c.add_argument("--segment", type=float, default=0.5, help="shooting segment length [s]")
     c.add_argument("--stride", type=int, default=5, help="compare every STRIDE-th sample")
-    c.add_argument("--hold", choices=("foh", "zoh"), default="foh", help="input hold between samples")
+    c.add_argument("--hold", choices=HOLDS, default="foh", help="input hold between samples")
     c.add_argument("--t-start", type=float, default=0.0, help="window start [s from the first sample]")
     c.add_argument("--t-end", type=float, default=float("inf"), help="window end [s from the first sample]")
     c.add_argument("-o", "--output", help="write the calibrated mechanism file here")
