@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+from scipy.stats import chi2
+
 from ..dynamics import SolverOptions
 from ..estimation.ekf import Augment, FilterConfig, Innovation, StateEstimator, speed_of
 from ..estimation.holds import Step
@@ -28,6 +30,19 @@ Row = dict[str, dict[str, float]]
 def solver_options(cfg: CoreConfig) -> SolverOptions:
     return SolverOptions(method=cfg.solver_method, rtol=cfg.solver_rtol, atol=cfg.solver_atol,
                          initial_velocity="project")
+
+
+class Picker:
+    """The few outputs a row needs, read from the Simulator's output vector by index (building the
+    dict of every output at every sample cost more than the rest of the row)."""
+
+    def __init__(self, sim: Simulator, names: list[str]) -> None:
+        full = {n: i for i, n in enumerate(sim.output_names())}
+        self.index = {n: full[n] for n in dict.fromkeys(names)}
+
+    def __call__(self, sim: Simulator) -> dict[str, float]:
+        vec = sim.output_vector()
+        return {n: float(vec[i]) for n, i in self.index.items()}
 
 
 class EkfTracker:
@@ -52,6 +67,7 @@ class EkfTracker:
                           input_noise={p: c.noise[ch] for ch, p in c.inputs.items() if ch in c.noise},
                           jacobian_every=c.jacobian_every)
         self.est = StateEstimator(sim, fc)
+        self.picker = Picker(sim, [*c.compare.values(), *c.state_extra, *self.virtual])
 
     def mechanism(self) -> Mechanism:
         return self.est.sim.mechanism
@@ -90,8 +106,8 @@ class EkfTracker:
     def row(self, at: dict[str, float], meas: dict[str, float], inn: Innovation | None) -> Row:
         """The outputs at the current estimate; residuals: the innovations (right after a start,
         without one: measured − estimate)."""
-        sim, c = self.est.sim, self.cfg
-        o = sim.outputs()
+        c = self.cfg
+        o = self.picker(self.est.sim)
         state = {ch: o[p] for ch, p in c.compare.items()} | {p: o[p] for p in c.state_extra}
         resid = {self.by_output[m]: float(v) for m, v in zip(inn.names, inn.nu, strict=True)} if inn else \
             residuals(c, meas, o)
@@ -102,7 +118,7 @@ class EkfTracker:
             virtual[f"{port}.estimate"] = at.get(port, 0.0) + b[0]
             virtual[f"{port}.estimate_sd"] = b[1]
         filt = {"nis": inn.nis if inn else math.nan} | {f"{k}.sd": v[1] for k, v in est.items()}
-        filt |= {k: v[0] for k, v in est.items() if k not in o}
+        filt |= {k: v[0] for k, v in est.items() if k not in self.picker.index}
         return {"state": state, "residual": resid, "virtual": virtual, "filter": filt}
 
 
@@ -166,7 +182,5 @@ def make_tracker(cfg: CoreConfig, mech: Mechanism, virtual: tuple[str, ...]) -> 
 def nis_bound(dof: int, n: int, level: float) -> float:
     """Upper bound of the mean of n NIS values of ``dof`` degrees of freedom each, exceeded with
     probability ``level`` by a consistent filter."""
-    from scipy.stats import chi2
-
     return float(chi2.isf(level, dof * n) / n)
 
