@@ -122,8 +122,13 @@ def test_estimator_through_the_service(broker: Any, tmp_path: Any) -> None:
     a statistic it acts on."""
     onset = 4.0
     rig_cfg = RigConfig(mismatch={}, faults=(RigFault("friction", onset, "main_bearing", 0.3),))
+    import urllib.request
+
+    from conftest import free_port
+
+    port = free_port()
     cfg = load_config(None, env={}, overrides={"broker": {"url": broker.url, "protocol": broker.protocol},
-                                               "service": {"mechanism": MECH}})
+                                               "service": {"mechanism": MECH}, "metrics": {"port": port}})
     col = Collector(broker.url, broker.mqtt5)
     with TwinService(cfg) as svc:
         assert _wait(svc.connected.is_set, 5)
@@ -133,7 +138,14 @@ def test_estimator_through_the_service(broker: Any, tmp_path: Any) -> None:
         _wait(lambda: not svc.batches, 10)
         time.sleep(0.3)
         health = svc.health()
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
     col.close()
+    last = col.get("twin/estimates")[-1]["ch"]  # /metrics carries the last sample's estimates and σ
+    for key, metric in (("motor_torque.bias", 'twin_estimate{name="motor_torque.bias"}'),
+                        ("crank.theta.sd", 'twin_estimate_sd{name="crank.theta"}')):
+        line = next(x for x in metrics.splitlines() if x.startswith(metric))
+        assert float(line.split()[-1]) == pytest.approx(last[key][-1], rel=1e-12), line
+    assert "twin_change_alarms_total{statistic=" in metrics
     states = col.get("twin/state")
     epoch = states[0]["t0"]  # rig time of the stream's first sample
     t = np.concatenate([[m["t0"] + k * m["dt"] for k in range(m["n"])] for m in col.get("twin/residuals")])

@@ -48,8 +48,8 @@ class Picker:
 class EkfTracker:
     """The twin as a state estimator (:class:`~mbsd_twin.estimation.ekf.StateEstimator`)."""
 
-    def __init__(self, cfg: CoreConfig, mech: Mechanism, virtual: tuple[str, ...]) -> None:
-        self.cfg, self.base, self.virtual = cfg, mech, virtual
+    def __init__(self, cfg: CoreConfig, mech: Mechanism) -> None:
+        self.cfg, self.base = cfg, mech
         self.params: dict[str, float] = {}
         self.options = solver_options(cfg)
         self.coords = cfg.coordinates or (cfg.compare[cfg.resync_angle],)
@@ -67,6 +67,7 @@ class EkfTracker:
                           input_noise={p: c.noise[ch] for ch, p in c.inputs.items() if ch in c.noise},
                           jacobian_every=c.jacobian_every)
         self.est = StateEstimator(sim, fc)
+        self.virtual = virtual_outputs(c, sim.output_names())
         self.picker = Picker(sim, [*c.compare.values(), *c.state_extra, *self.virtual])
 
     def mechanism(self) -> Mechanism:
@@ -126,12 +127,14 @@ class OpenLoopTracker:
     """The model driven by the measured inputs alone, re-synchronised from the measured angle and
     speed of one body (at a start, a gap, or when a residual leaves its ``resync_bounds``)."""
 
-    def __init__(self, cfg: CoreConfig, mech: Mechanism, virtual: tuple[str, ...]) -> None:
+    def __init__(self, cfg: CoreConfig, mech: Mechanism) -> None:
         from .model import ModelRunner
 
-        self.cfg, self.virtual = cfg, virtual
+        self.cfg = cfg
         body = cfg.compare[cfg.resync_angle].split(".")[0]
         self.runner = ModelRunner(mech, body, solver_options(cfg))
+        self.runner.resync(0.0, mech.body(body).angle, mech.body(body).omega)  # builds and checks the model
+        self.virtual = virtual_outputs(cfg, self.mechanism_outputs())
 
     def mechanism(self) -> Mechanism:
         return self.runner.mechanism()
@@ -175,8 +178,13 @@ def residuals(cfg: CoreConfig, meas: dict[str, float], outputs: dict[str, float]
             for ch, p in cfg.compare.items() if ch in meas}
 
 
-def make_tracker(cfg: CoreConfig, mech: Mechanism, virtual: tuple[str, ...]) -> EkfTracker | OpenLoopTracker:
-    return EkfTracker(cfg, mech, virtual) if cfg.estimator == "ekf" else OpenLoopTracker(cfg, mech, virtual)
+def virtual_outputs(cfg: CoreConfig, outputs: list[str]) -> tuple[str, ...]:
+    """The outputs published as virtual sensors: ``cfg.virtual``, or every joint reaction."""
+    return cfg.virtual or tuple(n for n in sorted(outputs) if n.endswith((".fx", ".fy", ".mz")))
+
+
+def make_tracker(cfg: CoreConfig, mech: Mechanism) -> EkfTracker | OpenLoopTracker:
+    return EkfTracker(cfg, mech) if cfg.estimator == "ekf" else OpenLoopTracker(cfg, mech)
 
 
 def nis_bound(dof: int, n: int, level: float) -> float:
