@@ -55,13 +55,15 @@ def wrap(x: F64, angular: NDArray[np.bool_]) -> F64:
 @dataclass(frozen=True)
 class Augment:
     """An augmented unknown: a model parameter (``piston.mass``) or an input bias
-    (``<input port>.bias``), with its prior σ, random-walk rate [unit/√s] and prior mean (default:
-    the model's value, 0 for a bias)."""
+    (``<input port>.bias``), with its prior σ, random-walk rate [unit/√s], prior mean (default:
+    the model's value, 0 for a bias) and the plausible range its estimate is clamped to."""
 
     name: str
     sigma: float
     rate: float = 0.0
     value: float | None = None
+    low: float = -math.inf  # the estimate is kept within [low, high] (a mass stays positive …)
+    high: float = math.inf
 
     @property
     def bias_port(self) -> str | None:
@@ -100,8 +102,8 @@ class FilterConfig:
                 out.append(f"augmented {a.name!r}: no input port {port!r} (inputs: {', '.join(sorted(inputs))})")
             elif port is None and a.name not in params:
                 out.append(f"augmented {a.name!r} is not a model parameter or an input bias (<port>.bias)")
-            if not (a.sigma > 0 and a.rate >= 0):
-                out.append(f"augmented {a.name!r}: need sigma > 0 and rate >= 0")
+            if not (a.sigma > 0 and a.rate >= 0 and a.low < a.high):
+                out.append(f"augmented {a.name!r}: need sigma > 0, rate >= 0 and low < high")
         if not (isinstance(self.jacobian_every, int) and self.jacobian_every >= 1):
             out.append(f"jacobian_every must be a whole number >= 1, got {self.jacobian_every!r}")
         if not self.coordinates or not self.measurements:
@@ -173,6 +175,9 @@ class StateEstimator:
         values = {p.name: p.value for p in sim.parameters}
         self.prior = np.array([a.value if a.value is not None else (0.0 if a.bias_port else values[a.name])
                                for a in self.aug], dtype=float)
+        self.low = np.array([a.low for a in self.aug], dtype=float)
+        self.high = np.array([a.high for a in self.aug], dtype=float)
+        self.clamped = 0  # updates that left an unknown's plausible range (held at its bound)
         self.x = np.zeros(self.n)
         self.x[2 * self.d:] = self.prior
         self.P = np.eye(self.n)
@@ -209,10 +214,16 @@ class StateEstimator:
 
     # ------------------------------------------------------------- public
     def initialize(self, t: float, positions: Mapping[str, float], velocities: Mapping[str, float],
-                   inputs: Mapping[str, float]) -> None:
+                   inputs: Mapping[str, float], reset_unknowns: bool = False) -> None:
         """Start (or restart) at time ``t`` [s] from measured coordinates/speeds (others: the
         Simulator's current values) with the prior covariance; augmented unknowns keep their
-        current estimate (their prior at the first start)."""
+        current estimate unless ``reset_unknowns`` (back to their prior)."""
+        if reset_unknowns:
+            self.x[2 * self.d:] = self.prior
+            for name, i in self.param.items():
+                if self.applied[name] != self.x[i]:
+                    self.applied[name] = float(self.x[i])
+                    self.sim.set_parameter(name, float(self.x[i]), keep_state=True)
         self.sim.set_configuration(positions, velocities, time=t)
         self.x[:2 * self.d] = self._read()
         sig = self.cfg.measurements
@@ -319,6 +330,10 @@ class StateEstimator:
         self.P, dx, nis, sd, dx_sd = nb_kalman.update(self.P, np.ascontiguousarray(self.step.H[rows]),
                                                       self.r[rows], nu)
         self.x = self.x + dx
+        a = self.x[2 * self.d:]
+        if a.size and ((a < self.low) | (a > self.high)).any():
+            self.clamped += 1
+            np.clip(a, self.low, self.high, out=a)
         self._write(self.x)
         self._set_inputs(self.inputs)
         self.x[:2 * self.d] = self._read()

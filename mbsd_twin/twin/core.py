@@ -102,7 +102,8 @@ class TwinCore:
 
     def _start(self, batch: SensorBatch, k: int, reason: str) -> None:
         """(Re)initialise the tracker from the measurements at sample k."""
-        self.tracker.start(batch.time(k), self._sample(batch, k), self._inputs_at(batch, k), not self.started)
+        self.tracker.start(batch.time(k), self._sample(batch, k), self._inputs_at(batch, k), not self.started,
+                           reason in ("divergence", "solver_failure"))
         self.started = True
         self.nis.clear()
         self.nis_sum = [0.0, 0.0]
@@ -135,6 +136,7 @@ class TwinCore:
                 row["filter"].update(self.changes.statistics())
             if self._diverged(inn, batch, hold) or self.tracker.out_of_bounds(row):
                 self._start(batch, b, "divergence" if inn is not None else "bound")
+                self.changes.hold(t)  # a fault that keeps the filter diverging keeps its alarm raised
                 resyncs += 1
         events += self.changes.clear_quiet(batch.time(batch.n - 1))
         self.last_t = batch.time(batch.n - 1)
@@ -293,6 +295,8 @@ class TwinCore:
         self.tracker.start(m["_t"], m, self.prev_inputs, False)
         self.nis.clear()
         self.nis_sum = [0.0, 0.0]
+        if self.changes is not None:
+            self.changes.reset()
         self.stats["resync"][reason] += 1
         return f"re-synchronised at rig time {m['_t']!r} (seq {self.last_seq})"
 
