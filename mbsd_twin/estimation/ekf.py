@@ -35,6 +35,7 @@ from .holds import Step
 
 F64 = NDArray[np.float64]
 SPEED = {"x": "vx", "y": "vy", "theta": "omega"}
+PARAM_WRITE = 0.05  # a parameter estimate is written into the Simulator once it moved this many σ
 
 
 def speed_of(coordinate: str) -> str:
@@ -192,10 +193,14 @@ class StateEstimator:
         """[z, ż] from the Simulator."""
         return np.array([self.sim.get_output(c) for c in (*self.coords, *self.speeds)])
 
-    def _write(self, x: F64) -> None:
-        """Put the parameters and coordinates of ``x`` into the Simulator (inputs unchanged)."""
-        for name, i in self.param.items():
-            if x[i] != self.applied[name]:
+    def _write(self, x: F64, params: bool = True) -> None:
+        """Put the coordinates of ``x`` (and with ``params`` its parameters) into the Simulator
+        (inputs unchanged). A parameter is rewritten only when it moved by more than
+        ``PARAM_WRITE`` of its σ since it was last written: smaller moves change the motion by far
+        less than the estimate's own uncertainty, and each write restarts the integrator."""
+        for name, i in self.param.items() if params else ():
+            moved = abs(x[i] - self.applied[name])
+            if moved > PARAM_WRITE * math.sqrt(self.P[i, i]):
                 self.applied[name] = float(x[i])
                 self.sim.set_parameter(name, float(x[i]), keep_state=True)
         d = self.d
@@ -279,9 +284,9 @@ class StateEstimator:
             x[j] += dj
             aug = self.aug[j - 2 * d] if j >= 2 * d else None
             if aug is None:
-                self._write(x)
+                self._write(x, params=False)  # the parameters as in the nominal step
             elif aug.bias_port is None:
-                sim.set_parameter(aug.name, float(x[j]), keep_state=True)
+                sim.set_parameter(aug.name, self.applied[aug.name] + float(dj), keep_state=True)
             col = self._run(steps, at_next, (aug.bias_port, dj) if aug and aug.bias_port else None)
             F[:2 * d, j] = (col[:2 * d] - base[:2 * d]) / dj
             G[:, j] = wrap(col[2 * d:] - base[2 * d:], self.angular) / dj
