@@ -183,6 +183,10 @@ class StateEstimator:
         self.x[2 * self.d:] = self.prior
         self.P = np.eye(self.n)
         self.applied = {name: values[name] for name in self.param}  # parameter values in the Simulator
+        where = {name: k for k, name in enumerate(sim.output_names())}  # outputs read by index
+        self.i_state = np.array([where[c] for c in (*self.coords, *self.speeds)], dtype=np.intp)
+        self.i_meas = np.array([where[m] for m in self.meas], dtype=np.intp)
+        self.i_run = np.concatenate([self.i_state, self.i_meas])
         self.step: _Step | None = None
         self.lin: _Linear | None = None
         self.age = 0  # steps since the Jacobians were computed
@@ -191,7 +195,7 @@ class StateEstimator:
     # ------------------------------------------------------------ state I/O
     def _read(self) -> F64:
         """[z, ż] from the Simulator."""
-        return np.array([self.sim.get_output(c) for c in (*self.coords, *self.speeds)])
+        return self.sim.output_vector()[self.i_state]
 
     def _write(self, x: F64, params: bool = True) -> None:
         """Put the coordinates of ``x`` (and with ``params`` its parameters) into the Simulator
@@ -213,9 +217,6 @@ class StateEstimator:
             if delta is not None and delta[0] == port:
                 v += delta[1]
             self.sim.set_input(port, v)
-
-    def _outputs(self) -> F64:
-        return np.array([self.sim.get_output(m) for m in self.meas])
 
     # ------------------------------------------------------------- public
     def initialize(self, t: float, positions: Mapping[str, float], velocities: Mapping[str, float],
@@ -308,7 +309,7 @@ class StateEstimator:
             self._set_inputs(values, delta)
             self.sim.advance_to(t)
         self._set_inputs(at_next, delta)
-        return np.concatenate([self._read(), self._outputs()])
+        return self.sim.output_vector()[self.i_run]
 
     def _q(self, h: float, accel_noise: float) -> F64:
         """Process noise of a prediction of ``h`` s: white acceleration on each coordinate, random
