@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
+from scipy.stats import chi2
 
 from mbsd_twin import load_mechanism
 from mbsd_twin.dashboard import PoseSolver, Store
+from mbsd_twin.dashboard.figures import base_units, nis_band
 from mbsd_twin.demo.procs import EmbeddedBroker, free_port
 from mbsd_twin.demo.rig import RigThread
 from mbsd_twin.demo.run import DemoOptions, twin_config
@@ -67,6 +69,58 @@ def test_store_joins_state_residuals_virtual(tmp_path: Path) -> None:
     tab = read_csv(every.to_csv(tmp_path / "rows.csv"))
     assert tab.columns == cols and len(tab) == 200
     np.testing.assert_array_equal(tab["resid.theta"], resid)
+
+
+def _published(outs: list[Any], leaf: str) -> dict[str, list[float]]:
+    """Per channel, the values of every ``leaf`` message in order (null → NaN), and ``t`` per sample."""
+    cols: dict[str, list[float]] = {"t": []}
+    for o in outs:
+        if o.topic.endswith("/twin/" + leaf):
+            p = json.loads(o.payload)
+            cols["t"] += [p["t0"] + k * p["dt"] for k in range(p["n"])]
+            for key, vals in p["ch"].items():
+                col = cols.setdefault(key, [math.nan] * (len(cols["t"]) - p["n"]))
+                col += [math.nan if v is None else v for v in vals]
+            for col in cols.values():
+                col += [math.nan] * (len(cols["t"]) - len(col))
+    return cols
+
+
+def test_store_joins_estimates(tmp_path: Path) -> None:
+    outs = _core_outputs(10)
+    store = Store(["theta", "omega", "f_x", "f_y"], every_sample=True, units=base_units(load_mechanism(MECH),
+                                                                                            CoreConfig().compare))
+    for o in outs:
+        store(o)
+    est, virt = _published(outs, "estimates"), _published(outs, "virtual")
+    assert {"nis", "crank.theta.sd", "crank.omega.sd", "motor_torque.bias", "motor_torque.bias.sd",
+            "cusum.theta", "cusum.motor_torque.bias"} <= set(est)
+    np.testing.assert_array_equal(store.column("t"), est["t"])  # the same sample times
+    for key, vals in est.items():
+        if key != "t":
+            np.testing.assert_array_equal(store.column(f"est.{key}"), vals, err_msg=key)
+    assert math.isnan(store.column("est.nis")[0])  # null right after the start stays NaN
+    assert np.all(np.array(store.column("est.nis")[1:]) >= 0)
+    for key in ("motor_torque.estimate", "motor_torque.estimate_sd"):
+        np.testing.assert_array_equal(store.column(f"virt.{key}"), virt[key])
+    # the torque estimate is the measured torque plus the estimated bias
+    np.testing.assert_allclose(np.array(virt["motor_torque.estimate"]),
+                               np.array(virt["motor_torque"]) + np.array(est["motor_torque.bias"]), atol=1e-12)
+    tab = read_csv(store.to_csv(tmp_path / "rows.csv"))
+    assert tab.columns == store.columns
+    np.testing.assert_array_equal(tab["est.crank.omega.sd"], est["crank.omega.sd"])
+    assert tab.units["est.motor_torque.bias"] == "N.m" and tab.units["est.crank.omega.sd"] == "rad/s"
+    assert tab.units["est.nis"] == "1" and tab.units["est.cusum.theta"] == "σ" and tab.units["t"] == "s"
+    assert tab.units["virt.motor_torque.estimate_sd"] == "N.m" and tab.units["resid.f_x"] == "N"
+
+
+def test_nis_band_is_the_chi2_interval_of_the_mean() -> None:
+    values = [3.0, math.nan, 5.0, 4.5, 2.0]
+    got = nis_band(values, 4)
+    lo, hi = chi2.ppf([0.025, 0.975], 16) / 4  # 4 finite samples of 4 degrees of freedom each
+    assert got["n"] == 4 and got["mean"] == pytest.approx(3.625, abs=1e-15)
+    assert got["band"] == [pytest.approx(lo, rel=1e-12), pytest.approx(hi, rel=1e-12)]
+    assert nis_band([math.nan], 4)["band"] is None
 
 
 def test_pose_solver_assembles_the_mechanism() -> None:

@@ -1,11 +1,12 @@
 // mbsd-twin live dashboard: polls /dashboard/api/data and draws canvas charts (no libraries).
 "use strict";
 
-const WINDOW_S = 20;          // seconds of rig time shown
+let WINDOW_S = 20;            // seconds of rig time shown (the server's window_s once the config is in)
 const POLL_MS = 300;
 const COLORS = ["#1f77b4", "#e4572e", "#2e9e5b", "#9467bd", "#8c564b", "#17becf", "#bcbd22"];
 const state = { cfg: null, cursor: 0, t0: null, cols: {}, buf: {}, health: null, alarms: [], alarmCounts: {},
-  pose: null, lastRows: 0, lastData: 0, polls: 0, errors: 0, rows: 0, rate: null, prevRecv: null };
+  pose: null, lastRows: 0, lastData: 0, polls: 0, errors: 0, rows: 0, rate: null, prevRecv: null,
+  nis: null, cusumThreshold: null, marks: {}, drawn: {} };
 window.dashboard = state;      // read by tests and curious users
 
 function wrap(a) { return Math.atan2(Math.sin(a), Math.cos(a)); }
@@ -28,8 +29,9 @@ function setupCanvas(cv) {
   return { ctx, w, h };
 }
 
-// series: [{label, color, x: [], y: [], dash, wrap}]; lines: [{y, label, color}]
-function drawChart(id, series, lines, unit) {
+// series: [{label, color, x: [], y: [], dash, wrap}]; lines: [{y, label, color}];
+// opts.bands: [{x: [], lo: [], hi: [], color}] (a filled band along x); opts.hbands: [{lo, hi, color, label}]
+function drawChart(id, series, lines, unit, opts = {}) {
   const cv = document.getElementById(id);
   if (!cv) return;
   const { ctx, w, h } = setupCanvas(cv);
@@ -40,7 +42,13 @@ function drawChart(id, series, lines, unit) {
     const y = s.y[i];
     if (Number.isFinite(y)) { if (y < ymin) ymin = y; if (y > ymax) ymax = y; }
   }
-  for (const l of lines) { ymin = Math.min(ymin, l.y); ymax = Math.max(ymax, l.y); }
+  const bands = opts.bands || [], hbands = opts.hbands || [];
+  for (const b of bands) for (let i = 0; i < b.x.length; i++) {
+    if (Number.isFinite(b.lo[i]) && Number.isFinite(b.hi[i])) { ymin = Math.min(ymin, b.lo[i]); ymax = Math.max(ymax, b.hi[i]); }
+  }
+  for (const l of [...lines, ...hbands.flatMap((b) => [{ y: b.lo }, { y: b.hi }])]) {
+    if (Number.isFinite(l.y)) { ymin = Math.min(ymin, l.y); ymax = Math.max(ymax, l.y); }
+  }
   ctx.font = "11px system-ui, sans-serif";
   if (!Number.isFinite(xmax) || !Number.isFinite(ymin)) {
     ctx.fillStyle = "#6b7280"; ctx.fillText("waiting for data…", L, h / 2); return;
@@ -60,12 +68,19 @@ function drawChart(id, series, lines, unit) {
   }
   for (let x = Math.ceil(xmin / 5) * 5; x <= xmax; x += 5) ctx.fillText(`${x.toFixed(0)} s`, X(x) - 10, h - 6);
   if (unit) ctx.fillText(`[${unit}]`, 2, 11);
+  for (const b of hbands) {
+    ctx.fillStyle = b.color; ctx.fillRect(L, Y(b.hi), w - L - R, Y(b.lo) - Y(b.hi));
+    if (b.label) { ctx.fillStyle = "#374151"; ctx.fillText(b.label, L + 4, Y(b.hi) - 3); }
+  }
+  for (const b of bands) fillBand(ctx, b, xmin, X, Y);
+  drawAlarmMarks(id, ctx, X, xmin, xmax, T, h - B);
   for (const l of lines) {
+    if (!Number.isFinite(l.y)) continue;
     ctx.strokeStyle = l.color; ctx.setLineDash([6, 4]);
     ctx.beginPath(); ctx.moveTo(L, Y(l.y)); ctx.lineTo(w - R, Y(l.y)); ctx.stroke();
     ctx.setLineDash([]); ctx.fillStyle = l.color; ctx.fillText(l.label, w - R - ctx.measureText(l.label).width, Y(l.y) - 3);
   }
-  let lx = L + 4;
+  let lx = L + 4, drawn = 0;
   for (const s of series) {
     ctx.strokeStyle = s.color; ctx.lineWidth = 1.6; ctx.setLineDash(s.dash ? [5, 3] : []);
     ctx.beginPath();
@@ -75,11 +90,69 @@ function drawChart(id, series, lines, unit) {
       if (x < xmin || !Number.isFinite(y)) { pen = false; continue; }
       const jump = s.wrap && prev !== null && Math.abs(y - prev) > Math.PI;
       if (!pen || jump) ctx.moveTo(X(x), Y(y)); else ctx.lineTo(X(x), Y(y));
-      pen = true; prev = y;
+      pen = true; prev = y; drawn++;
     }
     ctx.stroke(); ctx.setLineDash([]);
     ctx.fillStyle = s.color; ctx.fillText(s.label, lx, 12); lx += ctx.measureText(s.label).width + 14;
   }
+  state.drawn[id] = drawn;   // points drawn (read by the browser test)
+}
+
+function fillBand(ctx, b, xmin, X, Y) {
+  // one polygon per run of finite samples: upper edge forward, lower edge back
+  ctx.fillStyle = b.color;
+  let run = [];
+  const flush = () => {
+    if (run.length > 1) {
+      ctx.beginPath();
+      run.forEach((i, k) => (k ? ctx.lineTo(X(b.x[i]), Y(b.hi[i])) : ctx.moveTo(X(b.x[i]), Y(b.hi[i]))));
+      for (let k = run.length - 1; k >= 0; k--) ctx.lineTo(X(b.x[run[k]]), Y(b.lo[run[k]]));
+      ctx.closePath(); ctx.fill();
+    }
+    run = [];
+  };
+  for (let i = 0; i < b.x.length; i++) {
+    if (b.x[i] >= xmin && Number.isFinite(b.lo[i]) && Number.isFinite(b.hi[i])) run.push(i); else flush();
+  }
+  flush();
+}
+
+// Why an alarm event fired, in words (the tooltip and the alarm list).
+function alarmReason(e) {
+  const t = (x) => (state.t0 !== null ? (x - state.t0).toFixed(2) : fmt(x));
+  if (e.source === "change") {
+    if (e.event !== "raised") return `#${e.seq} ${e.alarm} cleared at t = ${t(e.t)} s (no crossing for 2 s)`;
+    const u = unitOf(e.channel);
+    return `#${e.seq} ${e.alarm} raised at t = ${t(e.t)} s: change in ${e.kind} ${e.channel}, onset t = ${t(e.onset)} s, ` +
+      `size ${fmt(e.size, 4)} ${u} (${e.direction}), CUSUM ${fmt(e.statistic, 2)} σ > threshold ${fmt(e.threshold, 2)} σ`;
+  }
+  return `#${e.seq} ${e.alarm} ${e.event} at t = ${t(e.t)} s: ${e.source} ${e.channel} = ${fmt(e.value, 4)} ${unitOf(e.channel)}` +
+    `, threshold ${e.threshold} (|value| ${e.event === "raised" ? "≥" : "≤"} threshold)`;
+}
+
+function unitOf(name) {
+  const u = (state.cfg && state.cfg.units) || {}, aug = ((state.cfg && state.cfg.augment) || []).find((a) => a.name === name);
+  return aug ? aug.unit : (u[name] || "");
+}
+
+// Alarm events on the time axis: raised red, cleared green (dashed); a change alarm shades onset → raise.
+function drawAlarmMarks(id, ctx, X, xmin, xmax, top, bottom) {
+  const marks = [];
+  for (const e of state.alarms) {
+    if (state.t0 === null) break;
+    const x = e.t - state.t0;
+    if (x < xmin || x > xmax) continue;
+    const raised = e.event === "raised", color = raised ? "#c53030" : "#2e9e5b";
+    if (raised && e.source === "change" && Number.isFinite(e.onset)) {
+      const x0 = Math.max(xmin, e.onset - state.t0);
+      ctx.fillStyle = "#c5303018"; ctx.fillRect(X(x0), top, X(x) - X(x0), bottom - top);
+    }
+    ctx.strokeStyle = color; ctx.lineWidth = 1.5; ctx.setLineDash(raised ? [] : [3, 3]);
+    ctx.beginPath(); ctx.moveTo(X(x), top); ctx.lineTo(X(x), bottom); ctx.stroke(); ctx.setLineDash([]);
+    ctx.fillStyle = color; ctx.fillText(`#${e.seq}`, X(x) + 2, bottom - 3);
+    marks.push({ px: X(x), text: alarmReason(e) });
+  }
+  state.marks[id] = marks;
 }
 
 function drawMechanism() {
@@ -161,7 +234,7 @@ function render() {
       lines.push({ y: al.high, label: `${al.name} high`, color: "#c53030" }, { y: -al.high, label: "", color: "#c53030" });
       lines.push({ y: al.low, label: "low", color: "#b7791f" }, { y: -al.low, label: "", color: "#b7791f" });
     }
-    drawChart(id, [{ label: `residual ${ch} (measured − simulated)`, color: COLORS[2], x: t, y: column("resid." + ch) }], lines, u[ch]);
+    drawChart(id, [{ label: `innovation ${ch} [${u[ch] || ""}] (measured − predicted)`, color: COLORS[2], x: t, y: column("resid." + ch) }], lines, u[ch]);
   }
   const fch = Object.keys(cfg.compare).filter((c) => /\.f[xy]$/.test(cfg.compare[c]));
   const bearing = fch.flatMap((c, i) => [
@@ -173,26 +246,87 @@ function render() {
     const fx = column(`virt.${j}.fx`), fy = column(`virt.${j}.fy`);
     return { label: j, color: COLORS[i % 7], x: t, y: fx.map((v, k) => Math.hypot(v, fy[k])) };
   }), [], "N");
+  renderFilter();
   drawMechanism();
   document.querySelector("#health tbody").innerHTML = healthRows()
     .map(([k, v]) => `<tr><td>${k}</td><td>${v === undefined || v === null ? "–" : v}</td></tr>`).join("");
+}
+
+// What the estimator knows: torque estimate ±σ, NIS against its χ² band, augmented unknowns ±σ, CUSUMs.
+function renderFilter() {
+  const cfg = state.cfg, t = column("t");
+  if (!cfg.nis_dof) return;
+  const port = Object.values(cfg.inputs).find((p) => ("virt." + p + ".estimate") in state.cols);
+  if (port) {
+    const est = column(`virt.${port}.estimate`), sd = column(`virt.${port}.estimate_sd`), u = unitOf(port);
+    drawChart("chart-torque", [
+      { label: `measured ${port} [${u}] (CCW +)`, color: COLORS[1], x: t, y: column("virt." + port), dash: true },
+      { label: `estimate = measured + bias [${u}], band ±1σ`, color: COLORS[0], x: t, y: est }], [], u,
+    { bands: [{ x: t, lo: est.map((v, i) => v - sd[i]), hi: est.map((v, i) => v + sd[i]), color: "#1f77b433" }] });
+  }
+  const nis = state.nis, hb = [];
+  if (nis && nis.band) {
+    hb.push({ lo: nis.band[0], hi: nis.band[1], color: "#2e9e5b30",
+      label: `χ² ${Math.round(100 * nis.level)} % band of the mean (n = ${nis.n}, ${nis.dof} dof): ${fmt(nis.band[0], 2)} – ${fmt(nis.band[1], 2)}` });
+  }
+  const mean = nis && nis.mean !== null ? [{ y: nis.mean, label: `mean over ${nis.window_s} s = ${fmt(nis.mean, 2)}`, color: "#9467bd" }] : [];
+  drawChart("chart-nis", [{ label: `NIS [1] (≥ 0, expect ${cfg.nis_dof})`, color: COLORS[5], x: t, y: column("est.nis") }],
+    mean, "1", { hbands: hb });
+  cfg.augment.forEach((a, i) => {
+    const v = column(`est.${a.name}`), sd = column(`est.${a.name}.sd`);
+    drawChart(`chart-aug-${i}`, [{ label: `${a.name} estimate [${a.unit}]${a.name.endsWith(".bias") ? " (acting − measured)" : ""}, band ±1σ`,
+      color: COLORS[3], x: t, y: v }], [], a.unit,
+    { bands: [{ x: t, lo: v.map((x, k) => x - sd[k]), hi: v.map((x, k) => x + sd[k]), color: "#9467bd33" }] });
+  });
+  const stats = Object.keys(state.cols).filter((c) => c.startsWith("est.cusum."));
+  const h = state.cusumThreshold;
+  drawChart("chart-cusum", stats.map((c, i) => ({ label: `${c.slice(10)} [σ] (≥ 0)`, color: COLORS[i % 7], x: t, y: column(c) })),
+    h !== null && h !== undefined ? [{ y: h, label: `threshold h = ${fmt(h, 2)} σ`, color: "#c53030" }] : [], "σ");
+}
+
+function setupFilterCharts() {
+  const cfg = state.cfg, show = cfg.nis_dof > 0;
+  for (const el of document.querySelectorAll(".filter")) el.hidden = !show;
+  if (!show) return;
+  const anchor = document.getElementById("card-cusum");
+  cfg.augment.forEach((a, i) => {
+    const sec = document.createElement("section");
+    sec.className = "card filter";
+    sec.innerHTML = `<h2>Augmented unknown ${a.name} [${a.unit}]: estimate ±1σ</h2><canvas id="chart-aug-${i}" class="chart"></canvas>`;
+    anchor.before(sec);
+  });
+  for (const cv of document.querySelectorAll("canvas.chart")) {
+    cv.addEventListener("mousemove", (ev) => tooltip(cv, ev));
+    cv.addEventListener("mouseleave", () => { document.getElementById("tip").hidden = true; });
+  }
+}
+
+function tooltip(cv, ev) {
+  const tip = document.getElementById("tip"), r = cv.getBoundingClientRect(), px = ev.clientX - r.left;
+  const near = (state.marks[cv.id] || []).filter((m) => Math.abs(m.px - px) < 6);
+  tip.hidden = !near.length;
+  if (!near.length) return;
+  tip.textContent = near.map((m) => m.text).join("\n");
+  tip.style.left = `${ev.pageX + 12}px`; tip.style.top = `${ev.pageY + 12}px`;
 }
 
 function renderAlarms() {
   const ul = document.getElementById("alarms");
   if (!state.alarms.length) return;
   ul.innerHTML = state.alarms.slice().reverse().map((e) => {
-    const t = state.t0 !== null ? (e.t - state.t0).toFixed(2) : e.t;
-    return `<li class="${e.event}">t = ${t} s: ${e.alarm} ${e.event} (${e.source} ${e.channel} = ${fmt(e.value, 4)}, threshold ${e.threshold})</li>`;
+    return `<li class="${e.event}">${alarmReason(e)}</li>`;
   }).join("");
 }
 
 function ingest(d) {
-  if (!Object.keys(state.cols).length && d.columns.length) {
-    d.columns.forEach((c, i) => { state.cols[c] = i; state.buf[c] = []; });
-  }
+  // columns only grow (a key first published later): earlier rows read NaN
+  const held = (state.buf.t || []).length;
+  d.columns.forEach((c, i) => { if (!(c in state.cols)) { state.cols[c] = i; state.buf[c] = new Array(held).fill(NaN); } });
   if (d.t0 !== null) state.t0 = d.t0;
-  for (const r of d.rows) for (const c in state.cols) state.buf[c].push(c === "t" ? r[state.cols[c]] - state.t0 : r[state.cols[c]]);
+  for (const r of d.rows) for (const c in state.cols) {
+    const v = r[state.cols[c]];
+    state.buf[c].push(v === null || v === undefined ? NaN : c === "t" ? v - state.t0 : v);
+  }
   const t = state.buf.t || [];
   let cut = 0;
   while (cut < t.length && t[cut] < t[t.length - 1] - WINDOW_S - 1) cut++;
@@ -209,6 +343,7 @@ function ingest(d) {
   state.health = d.health; state.alarms = d.alarms; state.alarmCounts = d.alarm_counts;
   state.active = d.latest ? d.latest.alarms_active : [];
   if (d.pose) state.pose = d.pose;
+  state.nis = d.nis; state.cusumThreshold = d.cusum_threshold;
 }
 
 async function poll() {
@@ -232,7 +367,6 @@ async function poll() {
 function setStatus(cls, text) { const s = document.getElementById("status"); s.className = `pill ${cls}`; s.textContent = text; }
 
 async function start() {
-  document.getElementById("window").textContent = WINDOW_S;
   for (;;) {
     try {
       const r = await fetch("/dashboard/api/config", { cache: "no-store" });
@@ -241,6 +375,9 @@ async function start() {
     } catch (e) { setStatus("bad", "service unreachable"); await new Promise((ok) => setTimeout(ok, 1000)); }
   }
   const cfg = state.cfg;
+  WINDOW_S = cfg.window_s;
+  document.getElementById("window").textContent = WINDOW_S;
+  setupFilterCharts();
   document.getElementById("asset").textContent = cfg.base;
   document.getElementById("model").textContent = `model: ${cfg.model}`;
   document.getElementById("title-angle").textContent = `Angle ${cfg.angle} (${cfg.compare[cfg.angle]}): measured vs simulated`;
