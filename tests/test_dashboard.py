@@ -5,6 +5,7 @@ Chromium missing: skipped on a developer machine, a failure in CI (.ci/run insta
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import math
@@ -25,11 +26,13 @@ from mbsd_twin.dashboard.figures import base_units, nis_band
 from mbsd_twin.demo.procs import EmbeddedBroker, free_port
 from mbsd_twin.demo.rig import RigThread
 from mbsd_twin.demo.run import DemoOptions, twin_config
+from mbsd_twin.estimation.change import threshold
 from mbsd_twin.plotting import read_csv
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.twin.config import AlarmConfig, CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import encode, parse_sensor
 from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
+from mbsd_twin.twin.rig_faults import RigFault
 
 MECH = "examples/mechanisms/slider_crank.toml"
 CHROMIUM = "/usr/bin/chromium"
@@ -133,17 +136,25 @@ def test_pose_solver_assembles_the_mechanism() -> None:
     assert poses["piston"][:2] == pytest.approx(wrist, abs=1e-9) and abs(poses["piston"][1]) < 1e-9
 
 
+SPEED_ALARM = AlarmConfig("crank_speed_high", "omega", "state", high=11.5, low=11.0, min_duration=0.05)
+FRICTION = RigFault("friction", 4.0, "main_bearing", 0.3)  # +0.3 N·m bearing friction from t = 4 s
+
+
 @pytest.fixture(scope="module")
 def live() -> Iterator[tuple[Any, str]]:
-    """Embedded broker, twin service with the dashboard, synthetic rig streaming for up to 60 s."""
+    """Embedded broker, twin service with the dashboard (the demo's alarm plus a threshold alarm on the
+    crank speed, which the rig's 10 ± 2 rad/s set-point crosses every 2 s), synthetic rig streaming
+    for up to 60 s with a bearing-friction fault from 4 s (a change alarm on the torque bias)."""
     from mbsd_twin.twin.service import TwinService
 
     with EmbeddedBroker() as broker:
         port = free_port()
-        svc = TwinService(twin_config(DemoOptions(), broker.url, port))
+        cfg = twin_config(DemoOptions(), broker.url, port)
+        cfg = dataclasses.replace(cfg, core=dataclasses.replace(cfg.core, alarms=(*cfg.core.alarms, SPEED_ALARM)))
+        svc = TwinService(cfg)
         with svc:
             assert svc.connected.wait(15)
-            rig = RigThread(svc.mech, RigConfig(), broker.url, 60.0, 0.0)
+            rig = RigThread(svc.mech, RigConfig(faults=(FRICTION,)), broker.url, 60.0, 0.0)
             rig.start()
             try:
                 yield svc, f"127.0.0.1:{port}"
@@ -172,8 +183,13 @@ def _wait(cond: Any, timeout: float) -> bool:
 
 def test_http_routes(live: tuple[Any, str]) -> None:
     svc, addr = live
-    # the store may hold 50 rows after a few sensor messages (20 states each at hold 1): wait for both
-    assert _wait(lambda: svc.dashboard.store.total > 50 and svc.counts["received"] > 50, 20)
+    # the store may hold 50 rows after a few sensor messages (20 states each at hold 1): wait for both,
+    # and for a health message (published once a second) that counts them
+    def ready() -> bool:
+        health = svc.dashboard.store.health or {}
+        return svc.dashboard.store.total > 50 and health.get("counters", {}).get("received", 0) > 50
+
+    assert _wait(ready, 20)
     code, h, _ = _get(addr, "/")
     assert code == 302 and h["location"] == "/dashboard/"
     code, h, body = _get(addr, "/dashboard/")
@@ -183,7 +199,9 @@ def test_http_routes(live: tuple[Any, str]) -> None:
     assert _get(addr, "/dashboard/static/../../etc/passwd")[0] == 404 and _get(addr, "/nope")[0] == 404
     cfg = json.loads(_get(addr, "/dashboard/api/config")[2])
     assert cfg["base"] == "dt/v1/sc-01" and cfg["angle"] == "theta" and cfg["units"]["theta"] == "rad"
-    assert [a["high"] for a in cfg["alarms"]] == [0.012] and len(cfg["sketch"]["bodies"]) == 3
+    assert [a["high"] for a in cfg["alarms"]] == [0.012, 11.5] and len(cfg["sketch"]["bodies"]) == 3
+    assert cfg["nis_dof"] == 4 and cfg["measured"] == ["theta", "omega", "f_x", "f_y"] and cfg["window_s"] == 20
+    assert cfg["augment"] == [{"name": "motor_torque.bias", "unit": "N.m"}] and cfg["units"]["motor_torque"] == "N.m"
     x0, x1, y0, y1 = cfg["bounds"]
     assert x0 < -0.1 and x1 > 0.4 and y0 < -0.1 and y1 > 0.1  # a full crank turn fits
     data = json.loads(_get(addr, "/dashboard/api/data?since=0")[2])
@@ -195,6 +213,30 @@ def test_http_routes(live: tuple[Any, str]) -> None:
     newer = json.loads(_get(addr, f"/dashboard/api/data?since={data['cursor']}")[2])
     assert newer["cursor"] >= data["cursor"] and len(newer["rows"]) == newer["cursor"] - data["cursor"]
     assert _get(addr, "/dashboard/api/data?since=x")[0] == 400
+    _check_nis_figures(addr, cfg)
+
+
+def _check_nis_figures(addr: str, cfg: dict[str, Any]) -> None:
+    """The data endpoint's NIS mean over the window and its band are scipy's χ² interval for that
+    mean; the CUSUM threshold is the twin's (mbsd_twin.estimation.change.threshold at 1 kHz)."""
+    data = json.loads(_get(addr, "/dashboard/api/data?since=0")[2])
+    nis = data["nis"]
+    assert nis["dof"] == cfg["nis_dof"] == 4 and nis["window_s"] == 20 and nis["level"] == 0.95 and nis["n"] > 50
+    lo, hi = chi2.ppf([0.025, 0.975], nis["n"] * 4) / nis["n"]
+    assert nis["band"] == [pytest.approx(lo, rel=1e-12), pytest.approx(hi, rel=1e-12)]
+    core = CoreConfig()
+    assert data["cusum_threshold"] == pytest.approx(threshold(core.change_mtbfa, 1000.0, core.change_shift), rel=1e-12)
+    # the mean is that of the stored NIS column over the window; the store grows while we read,
+    # so compare with the rows of a response whose window holds the same count
+    k_nis, k_t = data["columns"].index("est.nis"), data["columns"].index("t")
+    for _ in range(50):
+        rows = data["rows"]
+        vals = [r[k_nis] for r in rows if r[k_t] >= rows[-1][k_t] - 20 and r[k_nis] is not None]
+        if len(vals) == data["nis"]["n"]:
+            assert data["nis"]["mean"] == pytest.approx(sum(vals) / len(vals), rel=1e-12)
+            return
+        data = json.loads(_get(addr, "/dashboard/api/data?since=0")[2])
+    pytest.fail("no response whose rows and NIS figures were taken at the same time")
     assert _get(addr, "/metrics")[0] == 200 and json.loads(_get(addr, "/healthz")[2])["asset"] == "sc-01"
 
 
@@ -212,6 +254,9 @@ def _count(png: Path, rgb: tuple[int, int, int], tol: int = 60) -> int:
     return int((np.abs(a - np.array(rgb)).sum(axis=2) < tol).sum())
 
 
+NEW_CHARTS = ("chart-torque", "chart-nis", "chart-aug-0", "chart-cusum")
+
+
 def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> None:
     _chromium()
     from playwright.sync_api import sync_playwright
@@ -226,26 +271,66 @@ def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> Non
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.goto(f"http://{addr}/")  # the redirect to /dashboard/
             page.wait_for_function("window.dashboard && window.dashboard.rows > 300", timeout=30000)
+            # the bearing friction from 4 s: a change alarm, and a crank-speed threshold alarm
+            page.wait_for_function("dashboard.alarms.some((e) => e.source === 'change' && e.event === 'raised')"
+                                   " && dashboard.alarms.some((e) => e.alarm === 'crank_speed_high')", timeout=30000)
             page.wait_for_timeout(1000)
             shot = tmp_path / "dashboard.png"
             page.screenshot(path=str(shot), full_page=True)
-            for cid in ("chart-angle", "chart-speed", "chart-resid-angle", "chart-bearing", "mechanism"):
+            for cid in ("chart-angle", "chart-speed", "chart-resid-angle", "chart-bearing", "mechanism", *NEW_CHARTS):
                 page.locator(f"#{cid}").screenshot(path=str(tmp_path / f"{cid}.png"))
             health = page.inner_text("#health")
             status = page.inner_text("#status")
-            state = page.evaluate("({rows: dashboard.rows, polls: dashboard.polls, errors: dashboard.errors})")
+            state = page.evaluate("({rows: dashboard.rows, polls: dashboard.polls, errors: dashboard.errors,"
+                                  " drawn: dashboard.drawn, marks: dashboard.marks})")
+            tip = _hover_alarm(page)
+            alarms = page.inner_text("#alarms")
         finally:
             browser.close()
-    print(f"screenshot: {shot}; state {state}")
+    print(f"screenshot: {shot}; state {state['rows']} rows, {state['polls']} polls; tooltip {tip!r}")
     assert not errors, errors
     assert state["polls"] >= 3 and state["errors"] == 0 and status == "live"
     assert "messages received" in health and "connected to broker\tyes" in health
     assert Image.open(shot).size[0] == 2800
     blue, orange, green = (31, 119, 180), (228, 87, 46), (46, 158, 91)
+    red = (197, 48, 48)
     assert _count(tmp_path / "chart-angle.png", blue) > 300 and _count(tmp_path / "chart-angle.png", orange) > 300
     assert _count(tmp_path / "chart-speed.png", blue) > 300
     assert _count(tmp_path / "chart-resid-angle.png", green) > 300
-    assert _count(tmp_path / "chart-resid-angle.png", (197, 48, 48)) > 50  # the alarm threshold lines
+    assert _count(tmp_path / "chart-resid-angle.png", red) > 50  # the alarm threshold lines
     assert _count(tmp_path / "chart-bearing.png", blue) > 300
     assert _count(tmp_path / "mechanism.png", blue) > 1000  # the simulated pose
     assert _count(tmp_path / "mechanism.png", orange) > 50  # the measured pose (dashed)
+    _check_new_charts(tmp_path, state, tip, alarms)
+
+
+def _hover_alarm(page: Any) -> str:
+    """Hover the newest alarm mark of the CUSUM chart (where it is now); the tooltip's text."""
+    box = page.locator("#chart-cusum").bounding_box()
+    marks = page.evaluate("dashboard.marks['chart-cusum']")
+    assert marks, "no alarm marked on the CUSUM chart"
+    page.mouse.move(box["x"] + marks[-1]["px"], box["y"] + box["height"] / 2)
+    page.wait_for_selector("#tip:not([hidden])", timeout=5000)
+    return str(page.inner_text("#tip"))
+
+
+def _check_new_charts(tmp_path: Path, state: dict[str, Any], tip: str, alarms: str) -> None:
+    """Torque estimate ±σ, NIS with its band, the bias ±σ and the CUSUMs are drawn, with the alarm marks."""
+    for cid in NEW_CHARTS:
+        assert state["drawn"][cid] > 100, (cid, state["drawn"])
+        assert state["marks"][cid], f"no alarm marks on {cid}"
+    reasons = [m["text"] for m in state["marks"]["chart-torque"]]
+    assert any("change in parameter motor_torque.bias, onset t = " in r and "> threshold" in r for r in reasons)
+    assert any("state omega = " in r and "threshold 11.5" in r for r in reasons)
+    assert tip.startswith("#") and " at t = " in tip and ("threshold" in tip or "cleared" in tip)
+    assert "change:motor_torque.bias raised" in alarms
+    blue, orange, purple, red = (31, 119, 180), (228, 87, 46), (148, 103, 189), (197, 48, 48)
+    torque = tmp_path / "chart-torque.png"
+    assert _count(torque, blue) > 300 and _count(torque, orange) > 300  # estimate and measured
+    assert _count(torque, (210, 227, 240), tol=25) > 300  # the ±σ band (blue at 20 % on white)
+    assert _count(torque, red) > 50  # alarm marks
+    nis = tmp_path / "chart-nis.png"
+    assert _count(nis, (23, 190, 207)) > 300 and _count(nis, purple) > 100  # NIS and its window mean
+    assert _count(nis, (216, 236, 224), tol=25) > 300  # the χ² band (green at 19 % on white)
+    assert _count(tmp_path / "chart-aug-0.png", purple) > 300
+    assert _count(tmp_path / "chart-cusum.png", red) > 50  # threshold line and marks
