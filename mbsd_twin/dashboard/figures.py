@@ -61,16 +61,18 @@ def measured_channels(core: Any) -> list[str]:
 
 def nis_band(values: Sequence[float], dof: int, level: float = 0.95) -> dict[str, Any]:
     """Mean of the finite NIS ``values`` and the central ``level`` interval of that mean for a
-    consistent filter: χ²(n·dof)/n quantiles (scipy.stats.chi2)."""
+    consistent filter: χ²(n·dof)/n quantiles (scipy.stats.chi2); ``sample_q999``: the 99.9 % point
+    of one sample's χ²(dof) (the page cuts its NIS axis there); ``max``: the largest value."""
     from scipy.stats import chi2
 
     finite = [v for v in values if math.isfinite(v)]
     n = len(finite)
-    out: dict[str, Any] = {"n": n, "dof": dof, "level": level, "mean": None, "band": None}
+    out: dict[str, Any] = {"n": n, "dof": dof, "level": level, "mean": None, "band": None, "max": None,
+                           "sample_q999": float(chi2.ppf(0.999, dof)) if dof > 0 else None}
     if n and dof > 0:
         tail = 0.5 * (1.0 - level)
         lo, hi = chi2.ppf([tail, 1.0 - tail], n * dof) / n
-        out.update(mean=sum(finite) / n, band=[float(lo), float(hi)])
+        out.update(mean=sum(finite) / n, band=[float(lo), float(hi)], max=max(finite))
     return out
 
 

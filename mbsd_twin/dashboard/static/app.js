@@ -29,73 +29,91 @@ function setupCanvas(cv) {
   return { ctx, w, h };
 }
 
+// The y range of everything drawn ([ymin, ymax], padded; null without data) and the newest time.
+function extent(series, lines, bands, hbands, ycap) {
+  let xmax = -Infinity, ymin = Infinity, ymax = -Infinity;
+  const take = (y) => { if (Number.isFinite(y)) { if (y < ymin) ymin = y; if (y > ymax) ymax = y; } };
+  for (const s of series) for (let i = 0; i < s.x.length; i++) { if (s.x[i] > xmax) xmax = s.x[i]; take(s.y[i]); }
+  for (const b of bands) for (let i = 0; i < b.x.length; i++) {
+    if (Number.isFinite(b.lo[i]) && Number.isFinite(b.hi[i])) { take(b.lo[i]); take(b.hi[i]); }
+  }
+  for (const l of lines) take(l.y);
+  for (const b of hbands) { take(b.lo); take(b.hi); }
+  if (!Number.isFinite(xmax) || !Number.isFinite(ymin)) return null;
+  if (Number.isFinite(ycap)) ymax = Math.min(ymax, ycap);   // larger values leave the plot at the top
+  if (ymax - ymin < 1e-12) { ymax += 1; ymin -= 1; }
+  const pad = 0.08 * (ymax - ymin);
+  return { xmax, ymin: ymin - pad, ymax: ymax + pad };
+}
+
+// The legend (one entry per series, wrapped onto as many rows as needed); the height it takes.
+function legend(ctx, series, L, w) {
+  let lx = L + 4, ly = 12;
+  for (const s of series) {
+    const width = ctx.measureText(s.label).width;
+    if (lx > L + 4 && lx + width > w - 4) { lx = L + 4; ly += 13; }
+    ctx.fillStyle = s.color; ctx.fillText(s.label, lx, ly); lx += width + 14;
+  }
+  return ly + 6;
+}
+
+function drawSeries(ctx, s, xmin, X, Y) {
+  ctx.strokeStyle = s.color; ctx.lineWidth = 1.6; ctx.setLineDash(s.dash ? [5, 3] : []);
+  ctx.beginPath();
+  let pen = false, prev = null, drawn = 0;
+  for (let i = 0; i < s.x.length; i++) {
+    const x = s.x[i], y = s.y[i];
+    if (x < xmin || !Number.isFinite(y)) { pen = false; continue; }
+    const jump = s.wrap && prev !== null && Math.abs(y - prev) > Math.PI;
+    if (!pen || jump) ctx.moveTo(X(x), Y(y)); else ctx.lineTo(X(x), Y(y));
+    pen = true; prev = y; drawn++;
+  }
+  ctx.stroke(); ctx.setLineDash([]);
+  return drawn;
+}
+
+function drawAxes(ctx, r, X, Y, L, R, w, h, unit) {
+  ctx.strokeStyle = "#e5e7eb"; ctx.fillStyle = "#6b7280"; ctx.lineWidth = 1;
+  for (let k = 0; k <= 4; k++) {
+    const y = r.ymin + k * (r.ymax - r.ymin) / 4;
+    ctx.beginPath(); ctx.moveTo(L, Y(y)); ctx.lineTo(w - R, Y(y)); ctx.stroke();
+    ctx.fillText(fmt(y, 3), 2, Y(y) + 4);
+  }
+  for (let x = Math.ceil(r.xmin / 5) * 5; x <= r.xmax; x += 5) ctx.fillText(`${x.toFixed(0)} s`, X(x) - 10, h - 6);
+  if (unit) ctx.fillText(`[${unit}]`, 2, 11);
+}
+
 // series: [{label, color, x: [], y: [], dash, wrap}]; lines: [{y, label, color}];
-// opts.bands: [{x: [], lo: [], hi: [], color}] (a filled band along x); opts.hbands: [{lo, hi, color, label}]
+// opts.bands: [{x: [], lo: [], hi: [], color}] (a filled band along x); opts.hbands: [{lo, hi, color}];
+// opts.ycap: the top of the y axis at most (series clipped there)
 function drawChart(id, series, lines, unit, opts = {}) {
   const cv = document.getElementById(id);
   if (!cv) return;
   const { ctx, w, h } = setupCanvas(cv);
-  const L = 56, R = 8, T = 18, B = 22;
-  let xmax = -Infinity, ymin = Infinity, ymax = -Infinity;
-  for (const s of series) for (let i = 0; i < s.x.length; i++) {
-    if (s.x[i] > xmax) xmax = s.x[i];
-    const y = s.y[i];
-    if (Number.isFinite(y)) { if (y < ymin) ymin = y; if (y > ymax) ymax = y; }
-  }
-  const bands = opts.bands || [], hbands = opts.hbands || [];
-  for (const b of bands) for (let i = 0; i < b.x.length; i++) {
-    if (Number.isFinite(b.lo[i]) && Number.isFinite(b.hi[i])) { ymin = Math.min(ymin, b.lo[i]); ymax = Math.max(ymax, b.hi[i]); }
-  }
-  for (const l of [...lines, ...hbands.flatMap((b) => [{ y: b.lo }, { y: b.hi }])]) {
-    if (Number.isFinite(l.y)) { ymin = Math.min(ymin, l.y); ymax = Math.max(ymax, l.y); }
-  }
+  const L = 56, R = 8, B = 22, bands = opts.bands || [], hbands = opts.hbands || [];
+  lines = lines.filter((l) => Number.isFinite(l.y));
   ctx.font = "11px system-ui, sans-serif";
-  if (!Number.isFinite(xmax) || !Number.isFinite(ymin)) {
-    ctx.fillStyle = "#6b7280"; ctx.fillText("waiting for data…", L, h / 2); return;
-  }
-  if (ymax - ymin < 1e-12) { ymax += 1; ymin -= 1; }
-  const pad = 0.08 * (ymax - ymin); ymin -= pad; ymax += pad;
+  const r = extent(series, lines, bands, hbands, opts.ycap);
+  state.drawn[id] = 0;
+  if (!r) { ctx.fillStyle = "#6b7280"; ctx.fillText("waiting for data…", L, h / 2); return; }
+  const T = legend(ctx, series, L, w);
   let xfirst = Infinity;
   for (const s of series) if (s.x.length) xfirst = Math.min(xfirst, s.x[0]);
-  const xmin = Math.max(xmax - WINDOW_S, Math.min(xfirst, xmax - 1));
-  const X = (x) => L + (x - xmin) / (xmax - xmin) * (w - L - R);
-  const Y = (y) => T + (ymax - y) / (ymax - ymin) * (h - T - B);
-  ctx.strokeStyle = "#e5e7eb"; ctx.fillStyle = "#6b7280"; ctx.lineWidth = 1;
-  for (let k = 0; k <= 4; k++) {
-    const y = ymin + k * (ymax - ymin) / 4;
-    ctx.beginPath(); ctx.moveTo(L, Y(y)); ctx.lineTo(w - R, Y(y)); ctx.stroke();
-    ctx.fillText(fmt(y, 3), 2, Y(y) + 4);
-  }
-  for (let x = Math.ceil(xmin / 5) * 5; x <= xmax; x += 5) ctx.fillText(`${x.toFixed(0)} s`, X(x) - 10, h - 6);
-  if (unit) ctx.fillText(`[${unit}]`, 2, 11);
-  for (const b of hbands) {
-    ctx.fillStyle = b.color; ctx.fillRect(L, Y(b.hi), w - L - R, Y(b.lo) - Y(b.hi));
-    if (b.label) { ctx.fillStyle = "#374151"; ctx.fillText(b.label, L + 4, Y(b.hi) - 3); }
-  }
-  for (const b of bands) fillBand(ctx, b, xmin, X, Y);
-  drawAlarmMarks(id, ctx, X, xmin, xmax, T, h - B);
+  r.xmin = Math.max(r.xmax - WINDOW_S, Math.min(xfirst, r.xmax - 1));
+  const X = (x) => L + (x - r.xmin) / (r.xmax - r.xmin) * (w - L - R);
+  const Y = (y) => T + (r.ymax - y) / (r.ymax - r.ymin) * (h - T - B);
+  drawAxes(ctx, r, X, Y, L, R, w, h, unit);
+  for (const b of hbands) { ctx.fillStyle = b.color; ctx.fillRect(L, Y(b.hi), w - L - R, Y(b.lo) - Y(b.hi)); }
+  for (const b of bands) fillBand(ctx, b, r.xmin, X, Y);
+  drawAlarmMarks(id, ctx, X, r.xmin, r.xmax, T, h - B);
   for (const l of lines) {
-    if (!Number.isFinite(l.y)) continue;
     ctx.strokeStyle = l.color; ctx.setLineDash([6, 4]);
     ctx.beginPath(); ctx.moveTo(L, Y(l.y)); ctx.lineTo(w - R, Y(l.y)); ctx.stroke();
     ctx.setLineDash([]); ctx.fillStyle = l.color; ctx.fillText(l.label, w - R - ctx.measureText(l.label).width, Y(l.y) - 3);
   }
-  let lx = L + 4, drawn = 0;
-  for (const s of series) {
-    ctx.strokeStyle = s.color; ctx.lineWidth = 1.6; ctx.setLineDash(s.dash ? [5, 3] : []);
-    ctx.beginPath();
-    let pen = false, prev = null;
-    for (let i = 0; i < s.x.length; i++) {
-      const x = s.x[i], y = s.y[i];
-      if (x < xmin || !Number.isFinite(y)) { pen = false; continue; }
-      const jump = s.wrap && prev !== null && Math.abs(y - prev) > Math.PI;
-      if (!pen || jump) ctx.moveTo(X(x), Y(y)); else ctx.lineTo(X(x), Y(y));
-      pen = true; prev = y; drawn++;
-    }
-    ctx.stroke(); ctx.setLineDash([]);
-    ctx.fillStyle = s.color; ctx.fillText(s.label, lx, 12); lx += ctx.measureText(s.label).width + 14;
-  }
-  state.drawn[id] = drawn;   // points drawn (read by the browser test)
+  ctx.save(); ctx.beginPath(); ctx.rect(L, T, w - L - R, h - T - B); ctx.clip();
+  for (const s of series) state.drawn[id] += drawSeries(ctx, s, r.xmin, X, Y);
+  ctx.restore();
 }
 
 function fillBand(ctx, b, xmin, X, Y) {
@@ -138,6 +156,7 @@ function unitOf(name) {
 // Alarm events on the time axis: raised red, cleared green (dashed); a change alarm shades onset → raise.
 function drawAlarmMarks(id, ctx, X, xmin, xmax, top, bottom) {
   const marks = [];
+  let lastLabel = -Infinity;
   for (const e of state.alarms) {
     if (state.t0 === null) break;
     const x = e.t - state.t0;
@@ -149,7 +168,7 @@ function drawAlarmMarks(id, ctx, X, xmin, xmax, top, bottom) {
     }
     ctx.strokeStyle = color; ctx.lineWidth = 1.5; ctx.setLineDash(raised ? [] : [3, 3]);
     ctx.beginPath(); ctx.moveTo(X(x), top); ctx.lineTo(X(x), bottom); ctx.stroke(); ctx.setLineDash([]);
-    ctx.fillStyle = color; ctx.fillText(`#${e.seq}`, X(x) + 2, bottom - 3);
+    if (X(x) - lastLabel > 24) { ctx.fillStyle = color; ctx.fillText(`#${e.seq}`, X(x) + 2, bottom - 3); lastLabel = X(x); }
     marks.push({ px: X(x), text: alarmReason(e) });
   }
   state.marks[id] = marks;
@@ -261,17 +280,18 @@ function renderFilter() {
     const est = column(`virt.${port}.estimate`), sd = column(`virt.${port}.estimate_sd`), u = unitOf(port);
     drawChart("chart-torque", [
       { label: `measured ${port} [${u}] (CCW +)`, color: COLORS[1], x: t, y: column("virt." + port), dash: true },
-      { label: `estimate = measured + bias [${u}], band ±1σ`, color: COLORS[0], x: t, y: est }], [], u,
+      { label: `estimate (measured + bias) ±1σ [${u}] (CCW +)`, color: COLORS[0], x: t, y: est }], [], u,
     { bands: [{ x: t, lo: est.map((v, i) => v - sd[i]), hi: est.map((v, i) => v + sd[i]), color: "#1f77b433" }] });
   }
-  const nis = state.nis, hb = [];
-  if (nis && nis.band) {
-    hb.push({ lo: nis.band[0], hi: nis.band[1], color: "#2e9e5b30",
-      label: `χ² ${Math.round(100 * nis.level)} % band of the mean (n = ${nis.n}, ${nis.dof} dof): ${fmt(nis.band[0], 2)} – ${fmt(nis.band[1], 2)}` });
-  }
-  const mean = nis && nis.mean !== null ? [{ y: nis.mean, label: `mean over ${nis.window_s} s = ${fmt(nis.mean, 2)}`, color: "#9467bd" }] : [];
-  drawChart("chart-nis", [{ label: `NIS [1] (≥ 0, expect ${cfg.nis_dof})`, color: COLORS[5], x: t, y: column("est.nis") }],
-    mean, "1", { hbands: hb });
+  const nis = state.nis, band = nis && nis.band;
+  const mean = band ? [{ y: nis.mean, label: `mean over ${nis.window_s} s = ${fmt(nis.mean, 2)}`, color: "#9467bd" }] : [];
+  // axis top: the 99.9 % point of one sample's χ² (or the mean, if higher); rarer values leave the plot
+  const cap = band ? Math.max(nis.sample_q999, 1.2 * nis.mean, band[1]) : undefined;
+  const clip = band ? `; axis cut at ${fmt(cap, 1)}` : "";
+  drawChart("chart-nis", [{ label: `NIS [1] (≥ 0; χ² with ${cfg.nis_dof} dof, mean ${cfg.nis_dof} when consistent${clip})`,
+    color: COLORS[5], x: t, y: column("est.nis") }], mean, "1",
+  { hbands: band ? [{ lo: band[0], hi: band[1], color: "#2e9e5b30" }] : [], ycap: cap });
+  document.getElementById("nis-note").innerHTML = nisNote(nis);
   cfg.augment.forEach((a, i) => {
     const v = column(`est.${a.name}`), sd = column(`est.${a.name}.sd`);
     drawChart(`chart-aug-${i}`, [{ label: `${a.name} estimate [${a.unit}]${a.name.endsWith(".bias") ? " (acting − measured)" : ""}, band ±1σ`,
@@ -282,6 +302,19 @@ function renderFilter() {
   const h = state.cusumThreshold;
   drawChart("chart-cusum", stats.map((c, i) => ({ label: `${c.slice(10)} [σ] (≥ 0)`, color: COLORS[i % 7], x: t, y: column(c) })),
     h !== null && h !== undefined ? [{ y: h, label: `threshold h = ${fmt(h, 2)} σ`, color: "#c53030" }] : [], "σ");
+}
+
+// The verdict on the window's mean NIS: inside its χ² band (consistent), above (the filter is
+// over-confident or the model is wrong), below (the noise settings are too pessimistic).
+function nisNote(nis) {
+  if (!nis || !nis.band) return "waiting for NIS samples…";
+  const [lo, hi] = nis.band, m = nis.mean;
+  const verdict = m > hi ? `<b class="raised">above the band</b>: innovations larger than the filter expects`
+    : m < lo ? `<b class="raised">below the band</b>: innovations smaller than the filter expects`
+      : `<b class="cleared">inside the band</b>: consistent`;
+  return `mean NIS over the last ${nis.window_s} s = ${fmt(m, 3)} (n = ${nis.n} samples, ${nis.dof} dof each; ` +
+    `largest ${fmt(nis.max, 1)}, one sample exceeds ${fmt(nis.sample_q999, 1)} with probability 0.1 %); ` +
+    `χ² ${Math.round(100 * nis.level)} % band of that mean: <span class="band">${fmt(lo, 3)} – ${fmt(hi, 3)}</span> → ${verdict}`;
 }
 
 function setupFilterCharts() {
