@@ -197,6 +197,8 @@ def test_http_routes(live: tuple[Any, str]) -> None:
     assert code == 200 and h["content-type"].startswith("text/html") and b'id="chart-angle"' in body
     code, h, body = _get(addr, "/dashboard/static/app.js")
     assert code == 200 and "javascript" in h["content-type"] and b"drawChart" in body
+    code, h, body = _get(addr, "/dashboard/static/estimator.js")
+    assert code == 200 and "javascript" in h["content-type"] and b"renderFilter" in body
     assert _get(addr, "/dashboard/static/../../etc/passwd")[0] == 404 and _get(addr, "/nope")[0] == 404
     cfg = json.loads(_get(addr, "/dashboard/api/config")[2])
     assert cfg["base"] == "dt/v1/sc-01" and cfg["angle"] == "theta" and cfg["units"]["theta"] == "rad"

@@ -33,7 +33,7 @@ from .store import Store
 __all__ = ["Dashboard", "PoseSolver", "Store", "mount"]
 
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
-          "style.css": "text/css; charset=utf-8"}
+          "estimator.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
 Reply = tuple[int, str, bytes, dict[str, str]]
 WINDOW_S = 20.0  # s of rig time the charts show (and the NIS mean is taken over)
 

@@ -3,7 +3,8 @@
 Per processed sensor batch the twin publishes ``state``, ``residuals``, ``virtual`` and, with the
 Kalman filter, ``estimates`` (same ``src_seq``, in that order); one row per output sample joins them:
 ``t`` (rig time), ``sim.<channel>``, ``resid.<channel>`` (the filter's innovation, measured −
-predicted), ``meas.<channel>`` (= simulated + residual, for the compared channels), ``virt.<output>``
+predicted), ``meas.<channel>`` (= estimate + innovation, for the compared channels: the sensor's
+sample up to the filter's correction of that sample, which the twin does not publish), ``virt.<output>``
 and ``est.<estimate>`` (``nis``, ``<state>.sd``, the augmented unknowns, ``cusum.<statistic>``).
 Columns only grow: a key first seen in a later message is appended and the rows before it read NaN;
 a null (missing) value is NaN. ``health``, ``latest`` and ``alarms`` messages are kept as they come.
