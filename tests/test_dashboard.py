@@ -288,6 +288,7 @@ def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> Non
                                   " drawn: dashboard.drawn, marks: dashboard.marks,"
                                   " sd: dashboard.buf['virt.motor_torque.estimate_sd'].filter((v) => v > 0).length})")
             tip = _hover_alarm(page)
+            page.locator("#card-cusum").screenshot(path=str(tmp_path / "tooltip.png"))
             alarms = page.inner_text("#alarms")
         finally:
             browser.close()

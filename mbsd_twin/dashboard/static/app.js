@@ -40,10 +40,10 @@ function extent(series, lines, bands, hbands, ycap) {
   for (const l of lines) take(l.y);
   for (const b of hbands) { take(b.lo); take(b.hi); }
   if (!Number.isFinite(xmax) || !Number.isFinite(ymin)) return null;
-  if (Number.isFinite(ycap)) ymax = Math.min(ymax, ycap);   // larger values leave the plot at the top
   if (ymax - ymin < 1e-12) { ymax += 1; ymin -= 1; }
   const pad = 0.08 * (ymax - ymin);
-  return { xmax, ymin: ymin - pad, ymax: ymax + pad };
+  // the axis top at ycap at most: larger values leave the plot at the top
+  return { xmax, ymin: ymin - pad, ymax: Number.isFinite(ycap) ? Math.min(ymax + pad, ycap) : ymax + pad };
 }
 
 // The legend (one entry per series, wrapped onto as many rows as needed); the height it takes.

@@ -60,7 +60,7 @@ function renderFilter() {
   // axis top: the 99.9 % point of one sample's χ² (or the mean, if higher); rarer values leave the plot
   const cap = band ? Math.max(nis.sample_q999, 1.2 * nis.mean, band[1]) : undefined;
   const clip = band ? `; axis cut at ${fmt(cap, 1)}` : "";
-  drawChart("chart-nis", [{ label: `NIS [1] (≥ 0; χ² with ${cfg.nis_dof} dof, mean ${cfg.nis_dof} when consistent${clip})`,
+  drawChart("chart-nis", [{ label: `NIS [1] (≥ 0; expect ${cfg.nis_dof}${clip})`,
     color: COLORS[5], x: t, y: column("est.nis") }], mean, "1",
   { hbands: band ? [{ lo: band[0], hi: band[1], color: "#2e9e5b30" }] : [], ycap: cap });
   document.getElementById("nis-note").innerHTML = nisNote(nis);
@@ -112,6 +112,9 @@ function tooltip(cv, ev) {
   tip.hidden = !near.length;
   if (!near.length) return;
   tip.textContent = near.map((m) => m.text).join("\n");
-  tip.style.left = `${ev.pageX + 12}px`; tip.style.top = `${ev.pageY + 12}px`;
+  const right = ev.clientX > window.innerWidth / 2;   // open towards the middle of the page
+  tip.style.left = right ? "" : `${ev.pageX + 12}px`;
+  tip.style.right = right ? `${document.documentElement.clientWidth - ev.pageX + 12}px` : "";
+  tip.style.top = `${ev.pageY + 12}px`;
 }
 
