@@ -117,6 +117,21 @@ def test_store_joins_estimates(tmp_path: Path) -> None:
     assert tab.units["virt.motor_torque.estimate_sd"] == "N.m" and tab.units["resid.f_x"] == "N"
 
 
+def test_store_without_estimates() -> None:
+    """A twin that publishes no ``estimates`` (the open-loop estimator; here the filter's stream
+    without them): rows join at ``virtual``; a store told to expect estimates completes a batch when
+    the next batch's ``state`` arrives (the last one waits)."""
+    outs = [o for o in _core_outputs(4) if not o.topic.endswith("/estimates")]
+    exact, waiting = Store(["theta", "omega"], estimates=False), Store(["theta", "omega"])
+    for o in outs:
+        exact(o)
+        waiting(o)
+    assert exact.total == 4 and waiting.total == 3 and not any(c.startswith("est.") for c in exact.columns)
+    virt = _published(outs, "virtual")
+    np.testing.assert_array_equal(exact.column("virt.crank_pin.fx"), virt["crank_pin.fx"][19::20])
+    assert waiting.column("t") == exact.column("t")[:3]
+
+
 def test_nis_band_is_the_chi2_interval_of_the_mean() -> None:
     values = [3.0, math.nan, 5.0, 4.5, 2.0]
     got = nis_band(values, 4)
