@@ -16,6 +16,7 @@ from .errors import (
     PortError,
     Problem,
 )
+from .estimation import Augment, Calibration, ChangeDetector, FilterConfig, StateEstimator, calibrate
 from .kinematics import KinematicsOptions, assemble
 from .loader import load_mechanism, loads_mechanism
 from .model import Body, Driver, Joint, Load, Mechanism
@@ -34,12 +35,16 @@ __all__ = [
     "AssemblyError",
     "Body",
     "CheckReport",
+    "Augment",
+    "Calibration",
+    "ChangeDetector",
     "ConsistencyError",
     "Constant",
     "ConstantSpeed",
     "DOFError",
     "Driver",
     "Event",
+    "FilterConfig",
     "FunctionProfile",
     "Harmonic",
     "Joint",
@@ -60,11 +65,13 @@ __all__ = [
     "Result",
     "Simulator",
     "Snapshot",
+    "StateEstimator",
     "SolverFailure",
     "SolverOptions",
     "System",
     "Table",
     "assemble",
+    "calibrate",
     "check",
     "compile_mechanism",
     "inverse_dynamics",

@@ -62,7 +62,7 @@ def test_ekf_equals_the_linear_kalman_filter() -> None:
     x, P, H = np.array([0.6, 0.0]), est.P.copy(), np.array([[1.0, 0.0]])
     nis = []
     for k in range(1, n + 1):
-        est.predict(k * h, {}, {})
+        est.predict([(k * h, {})], {})
         inn = est.update({"block.x": float(y[k])})
         assert inn is not None
         nis.append(inn.nis)
@@ -84,7 +84,7 @@ def test_hidden_stiffness_is_estimated_within_its_sigma() -> None:
     est = _filter((Augment("spring.stiffness", 50.0),), q=0.05, sigma=sig)
     est.initialize(0.0, {"block.x": 0.6}, {"block.vx": 0.0}, {})
     for k in range(1, n + 1):
-        est.predict(k * h, {}, {})
+        est.predict([(k * h, {})], {})
         est.update({"block.x": float(y[k])})
     k_hat, k_sd = est.estimates()["spring.stiffness"]
     assert abs(k_hat - 1.2 * K) < 3.0 * k_sd and k_sd < 0.02 * K and abs(k_hat / (1.2 * K) - 1) < 0.01
@@ -156,7 +156,7 @@ def test_two_degrees_of_freedom_chaotic_double_pendulum() -> None:
     open_loop.advance_to(n * h)
     err, sd, nis = [], [], []
     for k in range(1, n + 1):
-        est.predict(k * h, {}, {})
+        est.predict([(k * h, {})], {})
         inn = est.update({"upper.theta": float(y[k, 0]), "lower.theta": float(y[k, 1])})
         assert inn is not None
         if k > n // 2:

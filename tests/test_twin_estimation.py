@@ -103,3 +103,16 @@ def test_torque_virtual_sensor_without_a_torque_sensor() -> None:
                      augment=(AugmentConfig("motor_torque.bias", 2.0, 2.0),))
     s = summary(run("healthy", 4.0, cfg))
     assert s["tau_est_rms"] < 0.1, s
+
+
+def test_open_loop_mode_for_comparison() -> None:
+    """``estimator = "open_loop"``: the model driven by the measured torque alone, started from one
+    noisy sample, publishes no estimates, re-synchronises only at the start, and drifts away from
+    the rig (its start error and the torque noise are never corrected) — several times the filter's
+    innovation RMS on the same stream."""
+    res = run("healthy", 3.0, CoreConfig(estimator="open_loop"))
+    ekf = summary(run("healthy", 3.0))
+    t, innov = np.asarray(res.rows["t"]), np.asarray(res.rows["innov"])
+    assert res.resyncs == {"start": 1} and not res.rows["nis"]
+    rms = float(np.sqrt(np.mean(innov[t > 1.0] ** 2)))
+    assert rms > 3 * ekf["innov_rms"], (rms, ekf["innov_rms"])

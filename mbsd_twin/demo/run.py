@@ -50,7 +50,10 @@ def twin_config(opts: DemoOptions, broker_url: str, port: int) -> TwinConfig:
                "min_duration": a.min_duration} for a in DEMO_ALARMS]
     return load_config(None, env={}, overrides={
         "broker": {"url": broker_url, "protocol": opts.protocol},
-        "core": {"alarms": alarms, "resync_bounds": {"theta": 0.03, "omega": 5.0}, "solver_method": opts.solver},
+        # the twin estimates the rig's hidden piston mass online beside the motor-torque bias
+        "core": {"alarms": alarms, "solver_method": opts.solver,
+                 "augment": [{"name": "motor_torque.bias", "sigma": 0.5, "rate": 0.02},
+                             {"name": "piston.mass", "sigma": 0.2, "rate": 0.005}]},
         "service": {"mechanism": opts.mechanism or str(bundled_slider_crank()), "start_level": 1},
         "metrics": {"host": opts.http_host, "port": port}})
 

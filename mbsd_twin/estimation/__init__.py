@@ -2,6 +2,10 @@
 extended Kalman filter on a mechanism's independent coordinates, sequential change detection and
 offline calibration (docs/twin-estimation.md). Engine layer: imports the Simulator, never a face."""
 
-from .holds import HOLDS, interval_inputs
+from .calibrate import Calibration, calibrate
+from .change import ChangeDetector, Cusum, threshold
+from .ekf import Augment, FilterConfig, Innovation, StateEstimator
+from .holds import HOLDS, interval_inputs, interval_steps
 
-__all__ = ["HOLDS", "interval_inputs"]
+__all__ = ["HOLDS", "Augment", "Calibration", "ChangeDetector", "Cusum", "FilterConfig", "Innovation",
+           "StateEstimator", "calibrate", "interval_inputs", "interval_steps", "threshold"]

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..simulator import Simulator, Snapshot
+from . import nb_kalman
 from .holds import Step
 
 F64 = NDArray[np.float64]
@@ -314,20 +315,14 @@ class StateEstimator:
         if not rows:
             return None
         y = np.array([measured[self.meas[i]] for i in rows])
-        H, R = self.step.H[rows], np.diag(np.square(self.r[rows]))
         nu = wrap(y - self.step.y[rows], self.angular[rows])
-        S = H @ self.P @ H.T + R
-        Si = np.linalg.inv(S)
-        K = self.P @ H.T @ Si
-        IKH = np.eye(self.n) - K @ H
-        self.P = IKH @ self.P @ IKH.T + K @ R @ K.T
-        dx = K @ nu
+        self.P, dx, nis, sd, dx_sd = nb_kalman.update(self.P, np.ascontiguousarray(self.step.H[rows]),
+                                                      self.r[rows], nu)
         self.x = self.x + dx
         self._write(self.x)
         self._set_inputs(self.inputs)
         self.x[:2 * self.d] = self._read()
-        return Innovation([self.meas[i] for i in rows], nu, np.sqrt(np.diag(S)), float(nu @ Si @ nu), dx,
-                          np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", K, S, K), 0.0)))
+        return Innovation([self.meas[i] for i in rows], nu, sd, float(nis), dx, dx_sd)
 
     def release(self, name: str) -> None:
         """Re-open an augmented unknown after a detected change: its variance back to the prior σ²

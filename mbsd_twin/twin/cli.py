@@ -1,4 +1,4 @@
-"""``mbsd-twin twin serve|replay`` and ``mbsd-twin rig`` (registered by mbsd_twin.cli)."""
+"""``mbsd-twin twin serve|replay|calibrate`` and ``mbsd-twin rig`` (registered by mbsd_twin.cli)."""
 
 from __future__ import annotations
 
@@ -46,6 +46,30 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     print(f"replayed {len(res.outputs)} outputs; recorded {res.recorded}; mismatches {res.mismatches}"
           + (f" (first: {res.first_mismatch})" if res.first_mismatch else ""))
     return 0 if res.identical else 1
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from ..cli import parse_assignments
+    from ..estimation.calibrate import format_report
+    from ..estimation.mechfile import atomic_write, write_mechanism
+    from .calibration import calibrate_recording, calibration_header
+
+    cal, rec = calibrate_recording(
+        args.recording, args.param, channels=[c for c in (args.channels or "").split(",") if c],
+        noise=parse_assignments(args.noise or [], "--noise"), start=parse_assignments(args.start or [], "--start"),
+        t_start=args.t_start, t_end=args.t_end, segment=args.segment, stride=args.stride, hold=args.hold)
+    t_end = min(args.t_end, float(rec.times[-1]))
+    print(f"{args.recording}: {len(rec.times)} samples in {rec.batches} batches "
+          f"({rec.duplicates} duplicates dropped); fitted window {args.t_start} to {t_end:.3f} s")
+    print(format_report(cal))
+    if args.output:
+        write_mechanism(args.output, rec.mechanism_text, rec.mechanism, cal.as_dict(),
+                        calibration_header(cal, args.recording))
+        print(f"wrote {args.output}")
+    if args.json:
+        report = {"recording": args.recording, "t_start": args.t_start, "t_end": t_end, **cal.to_json()}
+        atomic_write(args.json, json.dumps(report, indent=1) + "\n")
+    return 0 if cal.success else 1
 
 
 def _cmd_rig(args: argparse.Namespace) -> int:
@@ -114,6 +138,8 @@ The manifest lists them under rig_faults with the sample and rig time they took 
 
 
 def add_twin(sub: argparse._SubParsersAction) -> None:
+    from ..estimation.holds import HOLDS
+
     p = sub.add_parser("twin", help="digital-twin service over MQTT")
     tsub = p.add_subparsers(dest="twin_command", required=True)
     s = tsub.add_parser("serve", help="run the twin service (SIGTERM: graceful stop)")
@@ -129,6 +155,24 @@ def add_twin(sub: argparse._SubParsersAction) -> None:
     r.add_argument("recording")
     r.add_argument("-o", "--output", help="write the replayed outputs as JSON lines")
     r.set_defaults(func=_cmd_replay)
+
+    c = tsub.add_parser("calibrate", help="fit model parameters to a recording (least squares, multiple shooting)")
+    c.add_argument("recording", help="a twin recording (JSON lines, see docs/calibration.md)")
+    c.add_argument("--param", action="append", required=True, metavar="NAME",
+                   help="a fixed model parameter to fit, e.g. piston.mass (repeat for more)")
+    c.add_argument("--channels", help="compared channels to fit, comma-separated (default: all of the recording's)")
+    c.add_argument("--noise", nargs="+", action="extend", metavar="CHANNEL=SIGMA",
+                   help="measurement noise σ per channel (others: RMS residual of a first pass)")
+    c.add_argument("--start", nargs="+", action="extend", metavar="NAME=VALUE",
+                   help="starting value of a fitted parameter (default: the recorded mechanism's)")
+    c.add_argument("--segment", type=float, default=0.5, help="shooting segment length [s]")
+    c.add_argument("--stride", type=int, default=5, help="compare every STRIDE-th sample")
+    c.add_argument("--hold", choices=HOLDS, default="foh", help="input hold between samples")
+    c.add_argument("--t-start", type=float, default=0.0, help="window start [s from the first sample]")
+    c.add_argument("--t-end", type=float, default=float("inf"), help="window end [s from the first sample]")
+    c.add_argument("-o", "--output", help="write the calibrated mechanism file here")
+    c.add_argument("--json", help="write the report (estimates, σ, correlation, figures) as JSON here")
+    c.set_defaults(func=_cmd_calibrate)
 
     g = sub.add_parser("rig", help="synthetic slider-crank rig publishing sensor messages", epilog=RIG_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -48,13 +48,11 @@ Recorder = Callable[[dict[str, Any]], None]
 class TwinCore:
     def __init__(self, cfg: CoreConfig, mech: Mechanism, record: Recorder | None = None) -> None:
         self.cfg, self.topics, self.record = cfg, Topics(cfg.base), record
-        probe = make_tracker(cfg, mech, ())
-        outs = set(probe.mechanism_outputs())
+        self.tracker = make_tracker(cfg, mech)
+        outs = set(self.tracker.mechanism_outputs())
         missing = [p for p in (*cfg.compare.values(), *cfg.state_extra, *cfg.virtual) if p not in outs]
         if missing:
             raise ValueError(f"unknown model outputs in the channel mapping: {', '.join(missing)}")
-        self.virtual = cfg.virtual or tuple(n for n in sorted(outs) if n.endswith((".fx", ".fy", ".mz")))
-        self.tracker = make_tracker(cfg, mech, self.virtual)
         self.alarms = Alarms(cfg.alarms, cfg.alarm_max_events_per_minute)
         self.changes: ChangeAlarms | None = None  # built at the first batch (its rate tunes the CUSUM)
         self.nis: deque[tuple[float, int]] = deque()

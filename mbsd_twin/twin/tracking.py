@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+from scipy.stats import chi2
+
 from ..dynamics import SolverOptions
 from ..estimation.ekf import Augment, FilterConfig, Innovation, StateEstimator, speed_of
 from ..estimation.holds import Step
@@ -30,11 +32,24 @@ def solver_options(cfg: CoreConfig) -> SolverOptions:
                          initial_velocity="project")
 
 
+class Picker:
+    """The few outputs a row needs, read from the Simulator's output vector by index (building the
+    dict of every output at every sample cost more than the rest of the row)."""
+
+    def __init__(self, sim: Simulator, names: list[str]) -> None:
+        full = {n: i for i, n in enumerate(sim.output_names())}
+        self.index = {n: full[n] for n in dict.fromkeys(names)}
+
+    def __call__(self, sim: Simulator) -> dict[str, float]:
+        vec = sim.output_vector()
+        return {n: float(vec[i]) for n, i in self.index.items()}
+
+
 class EkfTracker:
     """The twin as a state estimator (:class:`~mbsd_twin.estimation.ekf.StateEstimator`)."""
 
-    def __init__(self, cfg: CoreConfig, mech: Mechanism, virtual: tuple[str, ...]) -> None:
-        self.cfg, self.base, self.virtual = cfg, mech, virtual
+    def __init__(self, cfg: CoreConfig, mech: Mechanism) -> None:
+        self.cfg, self.base = cfg, mech
         self.params: dict[str, float] = {}
         self.options = solver_options(cfg)
         self.coords = cfg.coordinates or (cfg.compare[cfg.resync_angle],)
@@ -52,6 +67,8 @@ class EkfTracker:
                           input_noise={p: c.noise[ch] for ch, p in c.inputs.items() if ch in c.noise},
                           jacobian_every=c.jacobian_every)
         self.est = StateEstimator(sim, fc)
+        self.virtual = virtual_outputs(c, sim.output_names())
+        self.picker = Picker(sim, [*c.compare.values(), *c.state_extra, *self.virtual])
 
     def mechanism(self) -> Mechanism:
         return self.est.sim.mechanism
@@ -90,8 +107,8 @@ class EkfTracker:
     def row(self, at: dict[str, float], meas: dict[str, float], inn: Innovation | None) -> Row:
         """The outputs at the current estimate; residuals: the innovations (right after a start,
         without one: measured − estimate)."""
-        sim, c = self.est.sim, self.cfg
-        o = sim.outputs()
+        c = self.cfg
+        o = self.picker(self.est.sim)
         state = {ch: o[p] for ch, p in c.compare.items()} | {p: o[p] for p in c.state_extra}
         resid = {self.by_output[m]: float(v) for m, v in zip(inn.names, inn.nu, strict=True)} if inn else \
             residuals(c, meas, o)
@@ -102,7 +119,7 @@ class EkfTracker:
             virtual[f"{port}.estimate"] = at.get(port, 0.0) + b[0]
             virtual[f"{port}.estimate_sd"] = b[1]
         filt = {"nis": inn.nis if inn else math.nan} | {f"{k}.sd": v[1] for k, v in est.items()}
-        filt |= {k: v[0] for k, v in est.items() if k not in o}
+        filt |= {k: v[0] for k, v in est.items() if k not in self.picker.index}
         return {"state": state, "residual": resid, "virtual": virtual, "filter": filt}
 
 
@@ -110,12 +127,14 @@ class OpenLoopTracker:
     """The model driven by the measured inputs alone, re-synchronised from the measured angle and
     speed of one body (at a start, a gap, or when a residual leaves its ``resync_bounds``)."""
 
-    def __init__(self, cfg: CoreConfig, mech: Mechanism, virtual: tuple[str, ...]) -> None:
+    def __init__(self, cfg: CoreConfig, mech: Mechanism) -> None:
         from .model import ModelRunner
 
-        self.cfg, self.virtual = cfg, virtual
+        self.cfg = cfg
         body = cfg.compare[cfg.resync_angle].split(".")[0]
         self.runner = ModelRunner(mech, body, solver_options(cfg))
+        self.runner.resync(0.0, mech.body(body).angle, mech.body(body).omega)  # builds and checks the model
+        self.virtual = virtual_outputs(cfg, self.mechanism_outputs())
 
     def mechanism(self) -> Mechanism:
         return self.runner.mechanism()
@@ -159,14 +178,17 @@ def residuals(cfg: CoreConfig, meas: dict[str, float], outputs: dict[str, float]
             for ch, p in cfg.compare.items() if ch in meas}
 
 
-def make_tracker(cfg: CoreConfig, mech: Mechanism, virtual: tuple[str, ...]) -> EkfTracker | OpenLoopTracker:
-    return EkfTracker(cfg, mech, virtual) if cfg.estimator == "ekf" else OpenLoopTracker(cfg, mech, virtual)
+def virtual_outputs(cfg: CoreConfig, outputs: list[str]) -> tuple[str, ...]:
+    """The outputs published as virtual sensors: ``cfg.virtual``, or every joint reaction."""
+    return cfg.virtual or tuple(n for n in sorted(outputs) if n.endswith((".fx", ".fy", ".mz")))
+
+
+def make_tracker(cfg: CoreConfig, mech: Mechanism) -> EkfTracker | OpenLoopTracker:
+    return EkfTracker(cfg, mech) if cfg.estimator == "ekf" else OpenLoopTracker(cfg, mech)
 
 
 def nis_bound(dof: int, n: int, level: float) -> float:
     """Upper bound of the mean of n NIS values of ``dof`` degrees of freedom each, exceeded with
     probability ``level`` by a consistent filter."""
-    from scipy.stats import chi2
-
     return float(chi2.isf(level, dof * n) / n)
 
