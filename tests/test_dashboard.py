@@ -40,9 +40,9 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-component-update", "--disable-sync"]
 
 
-def _core_outputs(n_batches: int) -> list[Any]:
+def _core_outputs(n_batches: int, estimator: str = "ekf") -> list[Any]:
     mech = load_mechanism(MECH)
-    core = TwinCore(CoreConfig(solver_method="DOP853"), mech)
+    core = TwinCore(CoreConfig(solver_method="DOP853", estimator=estimator), mech)
     src = MessageSource(Trajectory(mech, RigConfig()), epoch=1000.0)
     outs = []
     for i in range(n_batches):
@@ -118,10 +118,10 @@ def test_store_joins_estimates(tmp_path: Path) -> None:
 
 
 def test_store_without_estimates() -> None:
-    """A twin that publishes no ``estimates`` (the open-loop estimator; here the filter's stream
-    without them): rows join at ``virtual``; a store told to expect estimates completes a batch when
-    the next batch's ``state`` arrives (the last one waits)."""
-    outs = [o for o in _core_outputs(4) if not o.topic.endswith("/estimates")]
+    """The open-loop twin publishes no ``estimates``: rows join at ``virtual``; a store told to expect
+    estimates completes a batch when the next batch's ``state`` arrives (the last one waits)."""
+    outs = _core_outputs(4, "open_loop")
+    assert not any(o.topic.endswith("/estimates") for o in outs)
     exact, waiting = Store(["theta", "omega"], estimates=False), Store(["theta", "omega"])
     for o in outs:
         exact(o)
@@ -219,7 +219,8 @@ def test_http_routes(live: tuple[Any, str]) -> None:
     assert cfg["base"] == "dt/v1/sc-01" and cfg["angle"] == "theta" and cfg["units"]["theta"] == "rad"
     assert [a["high"] for a in cfg["alarms"]] == [0.012, 11.5] and len(cfg["sketch"]["bodies"]) == 3
     assert cfg["nis_dof"] == 4 and cfg["measured"] == ["theta", "omega", "f_x", "f_y"] and cfg["window_s"] == 20
-    assert cfg["augment"] == [{"name": "motor_torque.bias", "unit": "N.m"}] and cfg["units"]["motor_torque"] == "N.m"
+    assert cfg["augment"] == [{"name": "motor_torque.bias", "unit": "N.m"}, {"name": "piston.mass", "unit": "kg"}]
+    assert cfg["units"]["motor_torque"] == "N.m"
     x0, x1, y0, y1 = cfg["bounds"]
     assert x0 < -0.1 and x1 > 0.4 and y0 < -0.1 and y1 > 0.1  # a full crank turn fits
     data = json.loads(_get(addr, "/dashboard/api/data?since=0")[2])
@@ -272,7 +273,7 @@ def _count(png: Path, rgb: tuple[int, int, int], tol: int = 60) -> int:
     return int((np.abs(a - np.array(rgb)).sum(axis=2) < tol).sum())
 
 
-NEW_CHARTS = ("chart-torque", "chart-nis", "chart-aug-0", "chart-cusum")
+NEW_CHARTS = ("chart-torque", "chart-nis", "chart-aug-0", "chart-aug-1", "chart-cusum")  # aug: bias, piston mass
 
 
 def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> None:
@@ -356,5 +357,5 @@ def _check_new_charts(tmp_path: Path, state: dict[str, Any], tip: str, alarms: s
     nis = tmp_path / "chart-nis.png"
     assert _count(nis, (23, 190, 207)) > 300 and _count(nis, purple) > 100  # NIS and its window mean
     assert _count(nis, (216, 236, 224), tol=25) > 300  # the χ² band (green at 19 % on white)
-    assert _count(tmp_path / "chart-aug-0.png", purple) > 300
+    assert _count(tmp_path / "chart-aug-0.png", purple) > 300 and _count(tmp_path / "chart-aug-1.png", purple) > 300
     assert _count(tmp_path / "chart-cusum.png", red) > 50  # threshold line and marks

@@ -7,7 +7,8 @@ on) adds a :class:`~.store.Store` tap and the routes:
   hand-written JS/CSS (package data, no CDN);
 - ``/dashboard/api/config``: channels, alarm thresholds, units, the mechanism sketch, the measured
   channels (NIS degrees of freedom), the augmented unknowns and the charts' time window;
-- ``/dashboard/api/data?since=CURSOR``: new rows, health, alarms, the mechanism drawn in its
+- ``/dashboard/api/data?since=CURSOR``: new rows, health, the alarm events of the charts' time
+  window, the mechanism drawn in its
   simulated pose and in the pose of the measured angle, the mean NIS over the time window with its
   χ² 95 % band (:func:`.figures.nis_band`) and the CUSUM threshold.
 
@@ -149,7 +150,7 @@ class Dashboard:
         except ValueError:
             return 400, "text/plain", b"since must be an integer", {}
         total, rows = self.store.since(cursor)
-        snap = self.store.snapshot()
+        snap = self.store.snapshot(WINDOW_S)
         return _json({"cursor": total, "t0": self.store.t0, "columns": self.store.columns, "rows": rows,
                       **snap, "pose": self._pose(snap["latest"]), **self.filter_figures()})
 

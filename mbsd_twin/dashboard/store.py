@@ -130,9 +130,15 @@ class Store:
             rows = [self._padded(self.rows[i]) for i in range(held - n, held)]
         return total, rows
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, window: float | None = None) -> dict[str, Any]:
+        """Health, latest, counts and the alarm events: the last 20, or with ``window`` those of the
+        last ``window`` s of rig time (at most 100)."""
         with self._lock:
-            return {"health": self.health, "latest": self.latest, "alarms": list(self.alarms)[-20:],
+            alarms = list(self.alarms)[-20:]
+            if window is not None and self.alarms:
+                t_end = max(self.rows[-1][0] if self.rows else -math.inf, self.alarms[-1].get("t", -math.inf))
+                alarms = [e for e in self.alarms if e.get("t", t_end) >= t_end - window][-100:]
+            return {"health": self.health, "latest": self.latest, "alarms": alarms,
                     "alarm_counts": dict(self.alarm_counts), "messages": self.messages, "total_rows": self.total}
 
     def column(self, name: str) -> list[float]:
