@@ -40,10 +40,11 @@ function extent(series, lines, bands, hbands, ycap) {
   for (const l of lines) take(l.y);
   for (const b of hbands) { take(b.lo); take(b.hi); }
   if (!Number.isFinite(xmax) || !Number.isFinite(ymin)) return null;
+  const capped = Number.isFinite(ycap) && ymax > ycap;   // larger values leave the plot at the top
+  if (capped) ymax = ycap;
   if (ymax - ymin < 1e-12) { ymax += 1; ymin -= 1; }
   const pad = 0.08 * (ymax - ymin);
-  // the axis top at ycap at most: larger values leave the plot at the top
-  return { xmax, ymin: ymin - pad, ymax: Number.isFinite(ycap) ? Math.min(ymax + pad, ycap) : ymax + pad };
+  return { xmax, ymin: ymin - pad, ymax: capped ? ymax : ymax + pad };
 }
 
 // The legend (one entry per series, wrapped onto as many rows as needed); the height it takes.
@@ -109,11 +110,16 @@ function drawChart(id, series, lines, unit, opts = {}) {
   for (const l of lines) {
     ctx.strokeStyle = l.color; ctx.setLineDash([6, 4]);
     ctx.beginPath(); ctx.moveTo(L, Y(l.y)); ctx.lineTo(w - R, Y(l.y)); ctx.stroke();
-    ctx.setLineDash([]); ctx.fillStyle = l.color; ctx.fillText(l.label, w - R - ctx.measureText(l.label).width, Y(l.y) - 3);
+    ctx.setLineDash([]);
   }
   ctx.save(); ctx.beginPath(); ctx.rect(L, T, w - L - R, h - T - B); ctx.clip();
   for (const s of series) state.drawn[id] += drawSeries(ctx, s, r.xmin, X, Y);
   ctx.restore();
+  for (const l of lines) {   // the lines' labels over the data, on a white ground
+    const tw = ctx.measureText(l.label).width;
+    ctx.fillStyle = "#ffffffd0"; ctx.fillRect(w - R - tw - 2, Y(l.y) - 14, tw + 4, 13);
+    ctx.fillStyle = l.color; ctx.fillText(l.label, w - R - tw, Y(l.y) - 4);
+  }
 }
 
 function fillBand(ctx, b, xmin, X, Y) {
