@@ -240,7 +240,7 @@ function render() {
 
 function renderAlarms() {
   const ul = document.getElementById("alarms");
-  if (!state.alarms.length) return;
+  if (!state.alarms.length) { ul.innerHTML = `<li class="muted">none in the last ${WINDOW_S} s</li>`; return; }
   ul.innerHTML = state.alarms.slice().reverse().map((e) => {
     return `<li class="${e.event}">${alarmReason(e)}</li>`;
   }).join("");
