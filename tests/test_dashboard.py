@@ -91,8 +91,8 @@ def _published(outs: list[Any], leaf: str) -> dict[str, list[float]]:
 
 def test_store_joins_estimates(tmp_path: Path) -> None:
     outs = _core_outputs(10)
-    store = Store(["theta", "omega", "f_x", "f_y"], every_sample=True, units=base_units(load_mechanism(MECH),
-                                                                                            CoreConfig().compare))
+    units = base_units(load_mechanism(MECH), CoreConfig().compare)
+    store = Store(["theta", "omega", "f_x", "f_y"], every_sample=True, estimates=True, units=units)
     for o in outs:
         store(o)
     est, virt = _published(outs, "estimates"), _published(outs, "virtual")
@@ -118,11 +118,12 @@ def test_store_joins_estimates(tmp_path: Path) -> None:
 
 
 def test_store_without_estimates() -> None:
-    """The open-loop twin publishes no ``estimates``: rows join at ``virtual``; a store told to expect
-    estimates completes a batch when the next batch's ``state`` arrives (the last one waits)."""
+    """The open-loop twin publishes no ``estimates``: rows join at ``virtual`` (the default); a store
+    told to expect estimates completes a batch when the next batch's ``state`` arrives (the last one
+    waits)."""
     outs = _core_outputs(4, "open_loop")
     assert not any(o.topic.endswith("/estimates") for o in outs)
-    exact, waiting = Store(["theta", "omega"], estimates=False), Store(["theta", "omega"])
+    exact, waiting = Store(["theta", "omega"]), Store(["theta", "omega"], estimates=True)
     for o in outs:
         exact(o)
         waiting(o)

@@ -31,11 +31,12 @@ KINDS = {"sim": "state", "resid": "residuals", "virt": "virtual", "est": "estima
 class Store:
     """``every_sample``: one row per output sample (else one per message, its last sample);
     ``maxlen``: rows kept (oldest dropped); ``estimates``: the twin publishes ``estimates`` after
-    ``virtual`` (the Kalman filter: a row is complete with them); ``units``: units by channel,
-    output, input and parameter name (for the CSV header)."""
+    ``virtual`` (the Kalman filter) and they are joined (a row is complete with them; otherwise rows
+    are joined at ``virtual`` and have no ``est.*`` columns); ``units``: units by channel, output,
+    input and parameter name (for the CSV header)."""
 
     def __init__(self, compare: Sequence[str], maxlen: int = 20000, every_sample: bool = False,
-                 estimates: bool = True, units: dict[str, str] | None = None) -> None:
+                 estimates: bool = False, units: dict[str, str] | None = None) -> None:
         self.compare = tuple(compare)
         self.every_sample = every_sample
         self.estimates = estimates
