@@ -13,7 +13,7 @@ from scipy.linalg import expm
 
 import mbsd_twin as mt
 from mbsd_twin.estimation.change import ChangeDetector, Cusum, arl0, threshold
-from mbsd_twin.estimation.ekf import Augment, FilterConfig, StateEstimator, speed_of
+from mbsd_twin.estimation.ekf import PARAM_WRITE, Augment, FilterConfig, StateEstimator, speed_of
 from mbsd_twin.estimation.holds import interval_inputs
 
 MSD = "examples/mechanisms/mass_spring_damper.toml"
@@ -88,7 +88,8 @@ def test_hidden_stiffness_is_estimated_within_its_sigma() -> None:
         est.update({"block.x": float(y[k])})
     k_hat, k_sd = est.estimates()["spring.stiffness"]
     assert abs(k_hat - 1.2 * K) < 3.0 * k_sd and k_sd < 0.02 * K and abs(k_hat / (1.2 * K) - 1) < 0.01
-    assert next(ld for ld in est.sim.mechanism.loads if ld.name == "spring").stiffness == pytest.approx(k_hat)
+    in_model = next(ld for ld in est.sim.mechanism.loads if ld.name == "spring").stiffness
+    assert abs(in_model - k_hat) <= PARAM_WRITE * k_sd  # written back once it moves by that much
 
 
 def test_configuration_problems_are_named() -> None:

@@ -13,6 +13,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 from scipy.special import ellipk
+from scipy.stats import chi2
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "examples" / "scripts"
 G = 9.81
@@ -127,6 +128,20 @@ def check_chaplygin_sleigh(n: dict[str, float]) -> None:
     assert n["u_final"] == pytest.approx(math.sqrt(2 * energy / 2.0), rel=1e-4)
 
 
+def check_twin_estimation(n: dict[str, float]) -> None:
+    k, b = n["k"], n["threshold_h"] + 1.166  # Siegmund: two-sided in-control ARL = one week at 1 kHz
+    assert 0.5 * (math.exp(2 * k * b) - 2 * k * b - 1) / (2 * k * k) == pytest.approx(604800 * 1000, rel=1e-6)
+    # S = H·P·Hᵀ + R ≥ R: the innovation RMS is at least the 1 mrad encoder σ (less 3.5 standard
+    # errors of an RMS over ≥ 5000 samples, 1/√(2N) ≈ 1 %); target ≤ 1.2 mrad
+    assert 0.97e-3 <= n["innov_rms"] <= 1.2e-3
+    assert n["err_rms"] <= 2e-4  # target: the estimate 5× closer to the truth than one measurement
+    m, N = 4, n["nis_samples"]  # θ, ω, f_x, f_y: NIS ~ χ²(4); the mean of N such is χ²(4N)/N
+    lo, hi = chi2.ppf([0.0005, 0.9995], m * N) / N
+    assert lo <= n["nis_mean"] <= hi and n["healthy_alarms"] == 0
+    for fault in ("mass", "friction", "offset", "pulses", "stuck"):
+        assert 0.0 <= n[f"{fault}_delay"] <= 0.25 and n[f"{fault}_early_alarms"] == 0, fault
+
+
 CHECKS: dict[str, tuple[Callable[[dict[str, float]], None], tuple[str, ...]]] = {
     "slider_crank": (check_slider_crank, ("slider_crank.png",)),
     "four_bar": (check_four_bar, ("four_bar.png",)),
@@ -141,6 +156,8 @@ CHECKS: dict[str, tuple[Callable[[dict[str, float]], None], tuple[str, ...]]] = 
     "engines": (check_engines, ("engines.png", "engine_torque.png")),
     "terrain_wheel": (check_terrain_wheel, ("terrain_wheel.png",)),
     "chaplygin_sleigh": (check_chaplygin_sleigh, ("chaplygin_sleigh.png",)),
+    "twin_estimation": (check_twin_estimation, tuple(f"twin_estimation_{s}.png" for s in (
+        "healthy", "mass", "friction", "offset", "pulses", "stuck"))),
 }
 
 
@@ -154,6 +171,8 @@ def test_example_script(name: str, tmp_path: Path) -> None:
     module = load_script(name)
     if name == "terrain_wheel":
         module.T_END = 0.5            # the flat start: closed forms hold there (full run: 1.3 s)
+    if name == "twin_estimation":
+        module.DURATION = 6.0         # the faults at 5 s are alarmed within 0.25 s (figures: 8 s)
     numbers = module.main(tmp_path)
     check, figures = CHECKS[name]
     for fig in figures:

@@ -35,6 +35,7 @@ from .holds import Step
 
 F64 = NDArray[np.float64]
 SPEED = {"x": "vx", "y": "vy", "theta": "omega"}
+PARAM_WRITE = 0.05  # a parameter estimate is written into the Simulator once it moved this many σ
 
 
 def speed_of(coordinate: str) -> str:
@@ -55,13 +56,15 @@ def wrap(x: F64, angular: NDArray[np.bool_]) -> F64:
 @dataclass(frozen=True)
 class Augment:
     """An augmented unknown: a model parameter (``piston.mass``) or an input bias
-    (``<input port>.bias``), with its prior σ, random-walk rate [unit/√s] and prior mean (default:
-    the model's value, 0 for a bias)."""
+    (``<input port>.bias``), with its prior σ, random-walk rate [unit/√s], prior mean (default:
+    the model's value, 0 for a bias) and the plausible range its estimate is clamped to."""
 
     name: str
     sigma: float
     rate: float = 0.0
     value: float | None = None
+    low: float = -math.inf  # the estimate is kept within [low, high] (a mass stays positive …)
+    high: float = math.inf
 
     @property
     def bias_port(self) -> str | None:
@@ -100,8 +103,8 @@ class FilterConfig:
                 out.append(f"augmented {a.name!r}: no input port {port!r} (inputs: {', '.join(sorted(inputs))})")
             elif port is None and a.name not in params:
                 out.append(f"augmented {a.name!r} is not a model parameter or an input bias (<port>.bias)")
-            if not (a.sigma > 0 and a.rate >= 0):
-                out.append(f"augmented {a.name!r}: need sigma > 0 and rate >= 0")
+            if not (a.sigma > 0 and a.rate >= 0 and a.low < a.high):
+                out.append(f"augmented {a.name!r}: need sigma > 0, rate >= 0 and low < high")
         if not (isinstance(self.jacobian_every, int) and self.jacobian_every >= 1):
             out.append(f"jacobian_every must be a whole number >= 1, got {self.jacobian_every!r}")
         if not self.coordinates or not self.measurements:
@@ -173,6 +176,9 @@ class StateEstimator:
         values = {p.name: p.value for p in sim.parameters}
         self.prior = np.array([a.value if a.value is not None else (0.0 if a.bias_port else values[a.name])
                                for a in self.aug], dtype=float)
+        self.low = np.array([a.low for a in self.aug], dtype=float)
+        self.high = np.array([a.high for a in self.aug], dtype=float)
+        self.clamped = 0  # updates that left an unknown's plausible range (held at its bound)
         self.x = np.zeros(self.n)
         self.x[2 * self.d:] = self.prior
         self.P = np.eye(self.n)
@@ -187,10 +193,14 @@ class StateEstimator:
         """[z, ż] from the Simulator."""
         return np.array([self.sim.get_output(c) for c in (*self.coords, *self.speeds)])
 
-    def _write(self, x: F64) -> None:
-        """Put the parameters and coordinates of ``x`` into the Simulator (inputs unchanged)."""
-        for name, i in self.param.items():
-            if x[i] != self.applied[name]:
+    def _write(self, x: F64, params: bool = True) -> None:
+        """Put the coordinates of ``x`` (and with ``params`` its parameters) into the Simulator
+        (inputs unchanged). A parameter is rewritten only when it moved by more than
+        ``PARAM_WRITE`` of its σ since it was last written: smaller moves change the motion by far
+        less than the estimate's own uncertainty, and each write restarts the integrator."""
+        for name, i in self.param.items() if params else ():
+            moved = abs(x[i] - self.applied[name])
+            if moved > PARAM_WRITE * math.sqrt(self.P[i, i]):
                 self.applied[name] = float(x[i])
                 self.sim.set_parameter(name, float(x[i]), keep_state=True)
         d = self.d
@@ -209,10 +219,16 @@ class StateEstimator:
 
     # ------------------------------------------------------------- public
     def initialize(self, t: float, positions: Mapping[str, float], velocities: Mapping[str, float],
-                   inputs: Mapping[str, float]) -> None:
+                   inputs: Mapping[str, float], reset_unknowns: bool = False) -> None:
         """Start (or restart) at time ``t`` [s] from measured coordinates/speeds (others: the
         Simulator's current values) with the prior covariance; augmented unknowns keep their
-        current estimate (their prior at the first start)."""
+        current estimate unless ``reset_unknowns`` (back to their prior)."""
+        if reset_unknowns:
+            self.x[2 * self.d:] = self.prior
+            for name, i in self.param.items():
+                if self.applied[name] != self.x[i]:
+                    self.applied[name] = float(self.x[i])
+                    self.sim.set_parameter(name, float(self.x[i]), keep_state=True)
         self.sim.set_configuration(positions, velocities, time=t)
         self.x[:2 * self.d] = self._read()
         sig = self.cfg.measurements
@@ -268,9 +284,9 @@ class StateEstimator:
             x[j] += dj
             aug = self.aug[j - 2 * d] if j >= 2 * d else None
             if aug is None:
-                self._write(x)
+                self._write(x, params=False)  # the parameters as in the nominal step
             elif aug.bias_port is None:
-                sim.set_parameter(aug.name, float(x[j]), keep_state=True)
+                sim.set_parameter(aug.name, self.applied[aug.name] + float(dj), keep_state=True)
             col = self._run(steps, at_next, (aug.bias_port, dj) if aug and aug.bias_port else None)
             F[:2 * d, j] = (col[:2 * d] - base[:2 * d]) / dj
             G[:, j] = wrap(col[2 * d:] - base[2 * d:], self.angular) / dj
@@ -319,6 +335,10 @@ class StateEstimator:
         self.P, dx, nis, sd, dx_sd = nb_kalman.update(self.P, np.ascontiguousarray(self.step.H[rows]),
                                                       self.r[rows], nu)
         self.x = self.x + dx
+        a = self.x[2 * self.d:]
+        if a.size and ((a < self.low) | (a > self.high)).any():
+            self.clamped += 1
+            np.clip(a, self.low, self.high, out=a)
         self._write(self.x)
         self._set_inputs(self.inputs)
         self.x[:2 * self.d] = self._read()

@@ -67,9 +67,9 @@ class ChangeAlarms:
     by ``change_mtbfa`` and ``change_shift``. An alarm names the channel or unknown, the estimated
     onset time and the size of the change (channel: mean innovation since onset, in its unit;
     unknown: the estimate's change since onset). The tests are armed ``divergence_window`` s after
-    each (re)start of the filter, once its prior has settled. An alarm stays raised while the statistic keeps
-    alarming and clears after ``CLEAR_AFTER`` s of rig time without a new crossing; events are
-    rate-limited like the threshold alarms."""
+    each (re)start of the filter, once its prior has settled. An alarm stays raised while the
+    statistic keeps alarming, or the filter keeps diverging, and clears after ``CLEAR_AFTER`` s of
+    rig time without either; events are rate-limited like the threshold alarms."""
 
     CLEAR_AFTER = 2.0
 
@@ -130,6 +130,12 @@ class ChangeAlarms:
             del self.last[n]
         return [{"alarm": f"change:{n}", "event": "cleared", "t": t, "source": "change", "channel": n}
                 for n in quiet]
+
+    def hold(self, t: float) -> None:
+        """The filter diverged and restarts at ``t``: raised alarms count as crossing again (they do
+        not clear while a persistent fault keeps the filter from converging)."""
+        for name in self.last:
+            self.last[name] = t
 
     def statistics(self) -> dict[str, float]:
         """``cusum.<statistic>``: each CUSUM's current sum (in σ units; it alarms above ``threshold``)."""

@@ -88,12 +88,15 @@ class AugmentConfig:
     """An unknown the filter estimates beside the motion: a model parameter (``piston.mass``) or an
     input bias (``motor_torque.bias``: the model is driven by measured value + bias). ``sigma``:
     prior σ; ``rate``: random-walk σ per √s (how fast it may change); ``value``: prior mean (nan:
-    the model's value, 0 for a bias)."""
+    the model's value, 0 for a bias); ``low``/``high``: the plausible range the estimate is held in
+    (nan: a tenth and ten times a positive parameter's prior, unbounded for a bias)."""
 
     name: str
     sigma: float = 1.0
     rate: float = 0.0
     value: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,8 @@ class CoreConfig:
     coordinates: tuple[str, ...] = ()  # independent coordinates (outputs); empty: the resync_angle's
     accel_noise: float = 0.02  # white-acceleration density per coordinate, rad/s²/√Hz (m/s²/√Hz)
     gap_accel_noise: float = 2.0  # the same while predicting through a gap (inputs unknown in between)
-    augment: tuple[AugmentConfig, ...] = (AugmentConfig("motor_torque.bias", 0.5, 0.02),)
+    augment: tuple[AugmentConfig, ...] = (AugmentConfig("motor_torque.bias", 0.5, 0.02),
+                                          AugmentConfig("piston.mass", 0.2, 0.005))
     jacobian_every: int = 10  # samples between finite-difference Jacobians of the filter's step
     divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
     divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window

@@ -68,6 +68,7 @@ class TwinCore:
         self.out_seq: Counter[str] = Counter()
         self.next_latest: float | None = None
         self.latest: dict[str, Any] = {}
+        self.batch_resyncs = 0  # (re)initialisations in the batch being processed
         self.stats: dict[str, Any] = {"resync": Counter(), "solver_failure": 0, "batches": 0, "samples": 0,
                                       "missing_channels": 0, "paused_drops": 0, "gap_predicted": 0}
         self.step_ms: deque[float] = deque(maxlen=500)
@@ -102,8 +103,10 @@ class TwinCore:
 
     def _start(self, batch: SensorBatch, k: int, reason: str) -> None:
         """(Re)initialise the tracker from the measurements at sample k."""
-        self.tracker.start(batch.time(k), self._sample(batch, k), self._inputs_at(batch, k), not self.started)
+        self.tracker.start(batch.time(k), self._sample(batch, k), self._inputs_at(batch, k), not self.started,
+                           reason in ("divergence", "solver_failure"))
         self.started = True
+        self.batch_resyncs += 1
         self.nis.clear()
         self.nis_sum = [0.0, 0.0]
         if self.changes is not None:
@@ -113,11 +116,11 @@ class TwinCore:
     def _run(self, batch: SensorBatch, hold: int) -> list[Out]:
         if self.changes is None:
             self.changes = ChangeAlarms(self.cfg, 1.0 / batch.dt, self.tracker)
+        self.batch_resyncs = 0
         cur = self._begin(batch)
         ends = list(range((batch.n - 1) % hold, batch.n, hold))
         rows: list[Row] = []
         events: list[dict[str, Any]] = []
-        resyncs = 0
         for b in ends:
             at = self._inputs_at(batch, b)
             meas = self._sample(batch, b)
@@ -135,13 +138,13 @@ class TwinCore:
                 row["filter"].update(self.changes.statistics())
             if self._diverged(inn, batch, hold) or self.tracker.out_of_bounds(row):
                 self._start(batch, b, "divergence" if inn is not None else "bound")
-                resyncs += 1
+                self.changes.hold(t)  # a fault that keeps the filter diverging keeps its alarm raised
         events += self.changes.clear_quiet(batch.time(batch.n - 1))
         self.last_t = batch.time(batch.n - 1)
         self.prev_inputs = self._inputs_at(batch, batch.n - 1)
         self.last_meas = self._sample(batch, batch.n - 1) | {"_t": self.last_t}
         self.last_seq = batch.seq
-        return self._messages(batch, hold, ends, rows, events, resyncs)
+        return self._messages(batch, hold, ends, rows, events, self.batch_resyncs)
 
     def _steps(self, batch: SensorBatch, cur: int, b: int) -> list[Step]:
         """The held input steps from sample ``cur`` (−1: the previous batch's last) to ``b``: the
@@ -293,6 +296,8 @@ class TwinCore:
         self.tracker.start(m["_t"], m, self.prev_inputs, False)
         self.nis.clear()
         self.nis_sum = [0.0, 0.0]
+        if self.changes is not None:
+            self.changes.reset()
         self.stats["resync"][reason] += 1
         return f"re-synchronised at rig time {m['_t']!r} (seq {self.last_seq})"
 

@@ -24,7 +24,7 @@ from .config import CoreConfig
 from .core import TwinCore
 from .protocol import SensorBatch, encode, parse_sensor
 from .rig import RigConfig, Trajectory, stream
-from .rig_faults import RigFault
+from .rig_faults import RigFault, fault_input
 
 ONSET = 5.0  # s: fault onset in the fault scenarios
 FAULTS = {
@@ -42,6 +42,7 @@ class Result:
     scenario: str
     us_per_sample: float
     dof: int = 0  # measured channels per sample
+    faults: tuple[RigFault, ...] = ()
     rows: dict[str, list[float]] = field(default_factory=dict)  # t, theta (twin), innovation, nis, torque est
     alarms: list[dict[str, Any]] = field(default_factory=list)
     resyncs: dict[str, int] = field(default_factory=dict)
@@ -57,7 +58,7 @@ def run(scenario: str, duration: float, cfg: CoreConfig | None = None, seed: int
     keep[:2] = True
     batches = [parse_sensor(encode(m).encode(), "sc-01", 1 << 22) for m, k in zip(msgs, keep, strict=True) if k]
     core = TwinCore(cfg or CoreConfig(), mech)
-    res = Result(scenario, 0.0)
+    res = Result(scenario, 0.0, faults=faults)
     cols: dict[str, list[float]] = {k: [] for k in ("t", "theta", "innov", "nis", "tau_est", "tau")}
     res.dof = sum(1 for c in (cfg or CoreConfig()).compare if c in (cfg or CoreConfig()).noise)
     t0 = time.perf_counter()
@@ -94,7 +95,8 @@ def summary(res: Result) -> dict[str, Any]:
     err = r["theta"][after] - res.truth["theta"][k[after]]
     nis = r["nis"][after & np.isfinite(r["nis"])]
     lo, hi, lo3, hi3 = chi2.ppf([0.025, 0.975, 0.0005, 0.9995], res.dof * len(nis)) / max(len(nis), 1)
-    applied = res.truth["motor_torque"][k] + sum(res.truth[c][k] for c in res.truth if c.startswith("_rig_fault"))
+    torques = [fault_input(i) for i, f in enumerate(res.faults) if f.kind == "friction"]  # N·m on the crank
+    applied = res.truth["motor_torque"][k] + sum(res.truth[c][k] for c in torques)
     tau_err = (r["tau_est"] - applied)[after]
     return {"scenario": res.scenario, "us_per_sample": round(res.us_per_sample, 1),
             "innov_rms": float(np.sqrt(np.nanmean(r["innov"][after] ** 2))),

@@ -21,7 +21,7 @@ from ..estimation.holds import Step
 from ..model import Mechanism
 from ..ports import TUNABLE, apply_parameters
 from ..simulator import Simulator
-from .config import CoreConfig
+from .config import AugmentConfig, CoreConfig
 from .model import tuned, wrap_angle
 
 Row = dict[str, dict[str, float]]
@@ -30,6 +30,17 @@ Row = dict[str, dict[str, float]]
 def solver_options(cfg: CoreConfig) -> SolverOptions:
     return SolverOptions(method=cfg.solver_method, rtol=cfg.solver_rtol, atol=cfg.solver_atol,
                          initial_velocity="project")
+
+
+def _augment(a: AugmentConfig, sim: Simulator) -> Augment:
+    """The filter's unknown for a configured one: prior from the model where not given, plausible
+    range [prior/10, 10·prior] for a positive parameter where not given."""
+    value = None if math.isnan(a.value) else a.value
+    prior = value if value is not None else next((p.value for p in sim.parameters if p.name == a.name), 0.0)
+    positive = not a.name.endswith(".bias") and prior > 0
+    low = a.low if not math.isnan(a.low) else (0.1 * prior if positive else -math.inf)
+    high = a.high if not math.isnan(a.high) else (10.0 * prior if positive else math.inf)
+    return Augment(a.name, a.sigma, a.rate, value, low, high)
 
 
 class Picker:
@@ -62,7 +73,7 @@ class EkfTracker:
         sim = Simulator(mech, self.options)
         c = self.cfg
         meas = {p: c.noise[ch] for ch, p in c.compare.items() if ch in c.noise}
-        aug = tuple(Augment(a.name, a.sigma, a.rate, None if math.isnan(a.value) else a.value) for a in c.augment)
+        aug = tuple(_augment(a, sim) for a in c.augment)
         fc = FilterConfig(tuple(self.coords), meas, c.accel_noise, aug,
                           input_noise={p: c.noise[ch] for ch, p in c.inputs.items() if ch in c.noise},
                           jacobian_every=c.jacobian_every)
@@ -85,14 +96,16 @@ class EkfTracker:
             self.params[name] = value
         self._build()
 
-    def start(self, t_rig: float, meas: dict[str, float], inputs: dict[str, float], first: bool) -> None:
-        """(Re)initialise at rig time ``t_rig`` from the measured channels."""
+    def start(self, t_rig: float, meas: dict[str, float], inputs: dict[str, float], first: bool,
+              reset_unknowns: bool = False) -> None:
+        """(Re)initialise at rig time ``t_rig`` from the measured channels (the augmented unknowns
+        back to their prior with ``reset_unknowns``: after a divergence or a solver failure)."""
         if first:
             self.t_offset = t_rig
         pos = {o: meas[self.by_output[o]] for o in self.coords if self.by_output.get(o) in meas}
         vel = {speed_of(o): meas[self.by_output[speed_of(o)]] for o in self.coords
                if self.by_output.get(speed_of(o)) in meas}
-        self.est.initialize(t_rig - self.t_offset, pos, vel, inputs)
+        self.est.initialize(t_rig - self.t_offset, pos, vel, inputs, reset_unknowns)
 
     def step(self, steps: list[Step], at: dict[str, float], meas: dict[str, float],
              accel_noise: float | None = None) -> tuple[Row, Innovation | None]:
@@ -145,7 +158,8 @@ class OpenLoopTracker:
     def set_param(self, name: str, value: float) -> None:
         self.runner.set_param(name, value)
 
-    def start(self, t_rig: float, meas: dict[str, float], inputs: dict[str, float], first: bool) -> None:
+    def start(self, t_rig: float, meas: dict[str, float], inputs: dict[str, float], first: bool,
+              reset_unknowns: bool = False) -> None:
         c = self.cfg
         self.runner.resync(t_rig, meas[c.resync_angle], meas[c.resync_speed])
         self.runner.set_inputs(inputs)
