@@ -23,10 +23,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     async def run() -> None:
-        async with TwinService(cfg) as svc:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, svc.stopping.set)
+        svc = TwinService(cfg)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):  # before connecting: a signal during start-up stops cleanly
+            loop.add_signal_handler(sig, svc.stopping.set)
+        async with svc:
             logging.getLogger("mbsd_twin.twin").info("serving %s on %s (config %s)", cfg.core.base,
                                                      cfg.broker.url, cfg.config_hash())
             await svc.wait()
