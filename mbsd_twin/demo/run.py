@@ -53,8 +53,8 @@ def twin_config(opts: DemoOptions, broker_url: str, port: int) -> TwinConfig:
         "broker": {"url": broker_url, "protocol": opts.protocol},
         # the twin estimates the rig's hidden piston mass online beside the motor-torque bias
         "core": {"alarms": alarms, "solver_method": opts.solver,
-                 "augment": [{"name": "motor_torque.bias", "sigma": 0.5, "rate": 0.02},
-                             {"name": "piston.mass", "sigma": 0.2, "rate": 0.005}]},
+                 "augment": [{"name": "motor_torque.bias", "sigma": 0.5, "rate": 0.01},
+                             {"name": "piston.mass", "sigma": 0.2, "rate": 0.002}]},
         "service": {"mechanism": opts.mechanism or str(bundled_slider_crank()), "start_level": 1},
         "metrics": {"host": opts.http_host, "port": port}})
 

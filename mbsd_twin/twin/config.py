@@ -124,10 +124,10 @@ class CoreConfig:
     noise: dict[str, float] = field(default_factory=lambda: {  # σ of each channel's samples, its unit
         "theta": 1e-3, "omega": 0.01, "f_x": 0.5, "f_y": 0.5, "tau_m": 0.002})
     coordinates: tuple[str, ...] = ()  # independent coordinates (outputs); empty: the resync_angle's
-    accel_noise: float = 0.02  # white-acceleration density per coordinate, rad/s²/√Hz (m/s²/√Hz)
+    accel_noise: float = 0.01  # white-acceleration density per coordinate, rad/s²/√Hz (m/s²/√Hz)
     gap_accel_noise: float = 2.0  # the same while predicting through a gap (inputs unknown in between)
-    augment: tuple[AugmentConfig, ...] = (AugmentConfig("motor_torque.bias", 0.5, 0.02),
-                                          AugmentConfig("piston.mass", 0.2, 0.005))
+    augment: tuple[AugmentConfig, ...] = (AugmentConfig("motor_torque.bias", 0.5, 0.01),
+                                          AugmentConfig("piston.mass", 0.2, 0.002))
     jacobian_every: int = 10  # samples between finite-difference Jacobians of the filter's step
     divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
     divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window
