@@ -22,16 +22,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     cfg = load_config(args.config or os.environ.get("MBSD_TWIN_CONFIG") or None, overrides=over)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+    from .watchdog import arm
+
+    watcher = arm(cfg.service.stop_grace)  # SIGTERM works even with the worker stuck holding the GIL
+
     async def run() -> None:
         async with TwinService(cfg) as svc:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, svc.stopping.set)
+            for sig in (signal.SIGTERM, signal.SIGINT):  # Python handlers: the watchdog keeps the wakeup fd
+                signal.signal(sig, lambda *_: svc.stopping.set())
             logging.getLogger("mbsd_twin.twin").info("serving %s on %s (config %s)", cfg.core.base,
                                                      cfg.broker.url, cfg.config_hash())
             await svc.wait()
 
     asyncio.run(run())
+    if watcher is not None:
+        watcher.terminate()  # (it would also see the pipe close at exit)
     return 0
 
 
