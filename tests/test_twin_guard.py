@@ -157,33 +157,74 @@ def test_sigterm_ends_a_stuck_service_with_its_will(broker, tmp_path) -> None:
     import sys
     import time
 
-    import paho.mqtt.client as mqtt
-    from paho.mqtt.enums import CallbackAPIVersion
-    from test_twin_broker import _wait
+    from test_twin_broker import Collector, _wait
     from test_twin_cli import _env
 
     toml = tmp_path / "twin.toml"
     toml.write_text(f'[broker]\nurl = "{broker.url}"\nprotocol = {broker.protocol}\nkeepalive = 60\n'
                     f'[service]\nmechanism = "{MECH}"\nhealth_interval = 0.2\nstop_grace = 2.0\n')
     trigger = tmp_path / "stuck-now"
-    seen: list[tuple[str, dict]] = []
-    sub = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5 if broker.mqtt5 else mqtt.MQTTv311)
-    sub.on_message = lambda c, u, m: seen.append((m.topic, json.loads(m.payload)))
-    sub.on_connect = lambda c, *a: c.subscribe("dt/v1/sc-01/twin/#", qos=1)
-    sub.connect("127.0.0.1", broker.port)
-    sub.loop_start()
+    col = Collector(broker.url, broker.mqtt5)
     proc = subprocess.Popen([sys.executable, "-c", _STUCK, str(toml), str(trigger)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env())
     try:
-        assert _wait(lambda: any(t.endswith("/twin/health") for t, _ in seen), 30)
+        assert _wait(lambda: col.get("twin/health"), 30)
         trigger.touch()
-        n_health = sum(t.endswith("/twin/health") for t, _ in seen)
-        time.sleep(1.0)  # the worker thread is stuck: no health messages any more
-        assert sum(t.endswith("/twin/health") for t, _ in seen) <= n_health + 1
+        n_health = len(col.get("twin/health"))
+        time.sleep(1.0)  # the worker cannot run: no health messages any more
+        assert len(col.get("twin/health")) <= n_health + 1
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=15)
-        assert _wait(lambda: any(t.endswith("/twin/status") and b["state"] == "offline" for t, b in seen), 10)
+        assert _wait(lambda: col.get("twin/status")[-1]["state"] == "offline", 10)
     finally:
         proc.kill()
-        sub.loop_stop()
+        col.close()
     assert proc.returncode == -signal.SIGKILL and "no graceful stop within 2 s of SIGTERM" in err
+
+
+def test_hostile_stream_through_the_broker(broker, tmp_path) -> None:
+    """Through a real mosquitto: a seq hijack, an out-of-range batch, an implausible set_param and
+    500 distinct rig status strings. Before: every message after the hijack was dropped as late,
+    the 1e300 batch put the filter into failure, and the health counters gained 500 keys."""
+    import time
+
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+    from test_twin_broker import Collector, _config, _wait
+
+    from mbsd_twin.twin.service import TwinService
+
+    src = MessageSource(Trajectory(load_mechanism(MECH), RigConfig()), 1000.0)
+    col = Collector(broker.url, broker.mqtt5)
+    pub = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5 if broker.mqtt5 else mqtt.MQTTv311)
+    pub.connect("127.0.0.1", broker.port)
+    pub.loop_start()
+    base = "dt/v1/sc-01"
+    with TwinService(_config(broker, tmp_path, service={"health_interval": 0.2})) as svc:
+        assert _wait(svc.connected.is_set, 5)
+        for i in range(5):
+            pub.publish(f"{base}/meas/sensors", encode(src.message(i)), qos=1).wait_for_publish(5)
+        hijack = src.message(5) | {"seq": 4 + 10**12}
+        pub.publish(f"{base}/meas/sensors", encode(hijack), qos=1).wait_for_publish(5)
+        time.sleep(1.0)  # longer than reorder_timeout: before, the hijack was delivered now
+        hostile = src.message(5)
+        hostile["ch"]["tau_m"] = [1e300] * len(hostile["ch"]["tau_m"])
+        pub.publish(f"{base}/meas/sensors", encode(hostile), qos=1).wait_for_publish(5)
+        for i in range(6, 12):
+            pub.publish(f"{base}/meas/sensors", encode(src.message(i)), qos=1).wait_for_publish(5)
+        pub.publish(f"{base}/twin/cmd/set_param", encode({"name": "piston.mass", "value": 1e300}), qos=1)
+        for k in range(500):
+            pub.publish(f"{base}/meas/status", encode({"state": f"weird-{k}"}), qos=1)
+        assert _wait(lambda: len(col.get("twin/state")) >= 11 and col.get("twin/reply"), 20)
+        assert _wait(lambda: svc.counts["rig_other"] == 500, 20)
+        time.sleep(0.5)
+        health = col.get("twin/health")[-1]
+    pub.loop_stop()
+    col.close()
+    states = col.get("twin/state")
+    assert [s["src_seq"][0] for s in states] == [0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11]
+    c = health["counters"]
+    assert c["jump"] == 1 and c["late"] == 0 and c["invalid"] == {"range": 1} and c["solver_failure"] == 0
+    assert c["rig_other"] == 500 and not any(k.startswith("rig_weird") for k in c)
+    reply = col.get("twin/reply")[0]
+    assert not reply["ok"] and "piston.mass = 1e+300 is outside its plausible range" in reply["detail"]
