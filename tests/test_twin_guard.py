@@ -80,6 +80,8 @@ def test_implausible_set_param_refused_with_full_text(source: MessageSource) -> 
     assert not r["ok"] and "piston.mass" in r["detail"] and "1e+300" in r["detail"] and "param_factor" in r["detail"]
     r = core.command("set_param", {"name": "crank.inertia", "value": 1e-300})
     assert not r["ok"] and "crank.inertia" in r["detail"]
+    r = core.command("set_param", {"name": "solver.max_step", "value": 1e-12})
+    assert not r["ok"] and "solver.max_step = 1e-12 is outside its plausible range [1e-06, inf]" in r["detail"]
     assert core.command("set_param", {"name": "piston.mass", "value": 1.6})["ok"]
     assert _tracking_error(core, source, 2, 6) < 0.01
 

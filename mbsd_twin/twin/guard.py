@@ -5,8 +5,8 @@
   and counted as ``invalid.range`` (like a NaN, which the parser rejects as ``non_finite``).
 * ``set_param`` values: finite, within ``[core] param_limits`` ([low, high]) when given, else within
   a factor ``param_factor`` of the mechanism file's value (so a positive parameter stays positive; a
-  parameter that is 0 in the file may move by ±``input_limit``). Solver settings are checked by the
-  solver itself.
+  parameter that is 0 in the file may move by ±``input_limit``). Solver settings: ``solver.rtol``
+  in [1e-12, 0.1], ``solver.max_step`` 0 (no limit) or >= 1e-6 s (:data:`SOLVER_LIMITS`).
 * Recovery: any exception in a step, a re-initialisation or a command rebuilds the tracker from the
   mechanism file with the parameters last applied successfully, and the filter re-initialises from
   the measurements of the next batch (counted as ``recovered``; ``resync.recovery``).
@@ -23,6 +23,8 @@ from .config import CoreConfig
 from .protocol import SensorBatch
 
 MAX_DETAIL = 2000  # characters of a problem text kept in a command reply
+# plausible solver settings: a tiny step limit or tolerance would make every batch take minutes
+SOLVER_LIMITS = {"solver.rtol": (1e-12, 0.1), "solver.max_step": (1e-6, math.inf)}
 
 
 def limit_problems(c: CoreConfig) -> list[str]:
@@ -65,11 +67,14 @@ def check_param(c: CoreConfig, mech: Mechanism, name: str, value: float) -> None
     implausible ``set_param`` value."""
     if not math.isfinite(value):
         raise ValueError(f"set_param {name}: value {value!r} is not a finite number")
-    if name in TUNABLE:
-        return
     if name in c.param_limits:
         low, high = (float(v) for v in c.param_limits[name])
         how = "[core] param_limits"
+    elif name in TUNABLE:
+        low, high = SOLVER_LIMITS[name]
+        if name == "solver.max_step" and value == 0.0:
+            return  # 0: no limit
+        how = "the twin's plausible solver settings"
     else:
         table = model_parameters(mech)
         if name not in table:

@@ -272,7 +272,14 @@ class TwinService:
                 self.counts["dropped_overload"] += n if n else 1
             if n:
                 return
+        st = self.core.stats
+        before = (st["invalid"]["range"], st["recovered"]["step"])
         outs = self.core.step(batch, self._adapt(self.lag, depth))
+        if st["invalid"]["range"] > before[0]:
+            self.metrics.invalid.labels("range").inc()
+            self.rlog.warning("range", "invalid sensor message (range): %s", self.core.last_problem)
+        if st["recovered"]["step"] > before[1]:
+            self.rlog.warning("recovered", "model restored after a failure: %s", self.core.last_problem)
         for o in outs:
             self.publish(o)
             if o.topic == self.topics.twin("alarms") and '"source":"change"' in o.payload \
