@@ -5,6 +5,7 @@ Chromium missing: skipped on a developer machine, a failure in CI (.ci/run insta
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import math
@@ -17,17 +18,21 @@ from typing import Any
 import numpy as np
 import pytest
 from PIL import Image
+from scipy.stats import chi2
 
 from mbsd_twin import load_mechanism
 from mbsd_twin.dashboard import PoseSolver, Store
+from mbsd_twin.dashboard.figures import base_units, nis_band
 from mbsd_twin.demo.procs import EmbeddedBroker, free_port
 from mbsd_twin.demo.rig import RigThread
 from mbsd_twin.demo.run import DemoOptions, twin_config
+from mbsd_twin.estimation.change import threshold
 from mbsd_twin.plotting import read_csv
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.twin.config import AlarmConfig, CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import encode, parse_sensor
 from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
+from mbsd_twin.twin.rig_faults import RigFault
 
 MECH = "examples/mechanisms/slider_crank.toml"
 CHROMIUM = "/usr/bin/chromium"
@@ -35,9 +40,9 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-component-update", "--disable-sync"]
 
 
-def _core_outputs(n_batches: int) -> list[Any]:
+def _core_outputs(n_batches: int, estimator: str = "ekf") -> list[Any]:
     mech = load_mechanism(MECH)
-    core = TwinCore(CoreConfig(solver_method="DOP853"), mech)
+    core = TwinCore(CoreConfig(solver_method="DOP853", estimator=estimator), mech)
     src = MessageSource(Trajectory(mech, RigConfig()), epoch=1000.0)
     outs = []
     for i in range(n_batches):
@@ -69,6 +74,75 @@ def test_store_joins_state_residuals_virtual(tmp_path: Path) -> None:
     np.testing.assert_array_equal(tab["resid.theta"], resid)
 
 
+def _published(outs: list[Any], leaf: str) -> dict[str, list[float]]:
+    """Per channel, the values of every ``leaf`` message in order (null → NaN), and ``t`` per sample."""
+    cols: dict[str, list[float]] = {"t": []}
+    for o in outs:
+        if o.topic.endswith("/twin/" + leaf):
+            p = json.loads(o.payload)
+            cols["t"] += [p["t0"] + k * p["dt"] for k in range(p["n"])]
+            for key, vals in p["ch"].items():
+                col = cols.setdefault(key, [math.nan] * (len(cols["t"]) - p["n"]))
+                col += [math.nan if v is None else v for v in vals]
+            for col in cols.values():
+                col += [math.nan] * (len(cols["t"]) - len(col))
+    return cols
+
+
+def test_store_joins_estimates(tmp_path: Path) -> None:
+    outs = _core_outputs(10)
+    units = base_units(load_mechanism(MECH), CoreConfig().compare)
+    store = Store(["theta", "omega", "f_x", "f_y"], every_sample=True, estimates=True, units=units)
+    for o in outs:
+        store(o)
+    est, virt = _published(outs, "estimates"), _published(outs, "virtual")
+    assert {"nis", "crank.theta.sd", "crank.omega.sd", "motor_torque.bias", "motor_torque.bias.sd",
+            "cusum.theta", "cusum.motor_torque.bias"} <= set(est)
+    np.testing.assert_array_equal(store.column("t"), est["t"])  # the same sample times
+    for key, vals in est.items():
+        if key != "t":
+            np.testing.assert_array_equal(store.column(f"est.{key}"), vals, err_msg=key)
+    assert math.isnan(store.column("est.nis")[0])  # null right after the start stays NaN
+    assert np.all(np.array(store.column("est.nis")[1:]) >= 0)
+    for key in ("motor_torque.estimate", "motor_torque.estimate_sd"):
+        np.testing.assert_array_equal(store.column(f"virt.{key}"), virt[key])
+    # the torque estimate is the measured torque plus the estimated bias
+    np.testing.assert_allclose(np.array(virt["motor_torque.estimate"]),
+                               np.array(virt["motor_torque"]) + np.array(est["motor_torque.bias"]), atol=1e-12)
+    tab = read_csv(store.to_csv(tmp_path / "rows.csv"))
+    assert tab.columns == store.columns
+    np.testing.assert_array_equal(tab["est.crank.omega.sd"], est["crank.omega.sd"])
+    assert tab.units["est.motor_torque.bias"] == "N.m" and tab.units["est.crank.omega.sd"] == "rad/s"
+    assert tab.units["est.nis"] == "1" and tab.units["est.cusum.theta"] == "σ" and tab.units["t"] == "s"
+    assert tab.units["virt.motor_torque.estimate_sd"] == "N.m" and tab.units["resid.f_x"] == "N"
+
+
+def test_store_without_estimates() -> None:
+    """The open-loop twin publishes no ``estimates``: rows join at ``virtual`` (the default); a store
+    told to expect estimates completes a batch when the next batch's ``state`` arrives (the last one
+    waits)."""
+    outs = _core_outputs(4, "open_loop")
+    assert not any(o.topic.endswith("/estimates") for o in outs)
+    exact, waiting = Store(["theta", "omega"]), Store(["theta", "omega"], estimates=True)
+    for o in outs:
+        exact(o)
+        waiting(o)
+    assert exact.total == 4 and waiting.total == 3 and not any(c.startswith("est.") for c in exact.columns)
+    virt = _published(outs, "virtual")
+    np.testing.assert_array_equal(exact.column("virt.crank_pin.fx"), virt["crank_pin.fx"][19::20])
+    assert waiting.column("t") == exact.column("t")[:3]
+
+
+def test_nis_band_is_the_chi2_interval_of_the_mean() -> None:
+    values = [3.0, math.nan, 5.0, 4.5, 2.0]
+    got = nis_band(values, 4)
+    lo, hi = chi2.ppf([0.025, 0.975], 16) / 4  # 4 finite samples of 4 degrees of freedom each
+    assert got["n"] == 4 and got["mean"] == pytest.approx(3.625, abs=1e-15) and got["max"] == 5.0
+    assert got["sample_q999"] == pytest.approx(chi2.isf(0.001, 4), rel=1e-12)
+    assert got["band"] == [pytest.approx(lo, rel=1e-12), pytest.approx(hi, rel=1e-12)]
+    assert nis_band([math.nan], 4)["band"] is None
+
+
 def test_pose_solver_assembles_the_mechanism() -> None:
     poses = PoseSolver(load_mechanism(MECH), "crank")(0.7)
     assert poses is not None
@@ -79,17 +153,27 @@ def test_pose_solver_assembles_the_mechanism() -> None:
     assert poses["piston"][:2] == pytest.approx(wrist, abs=1e-9) and abs(poses["piston"][1]) < 1e-9
 
 
+SPEED_ALARM = AlarmConfig("crank_speed_high", "omega", "state", high=11.5, low=11.0, min_duration=0.05)
+# bearing friction growing by 0.3 N·m at 4, 16, 28, 40 and 52 s: a change alarm in every 20 s window
+FRICTION = tuple(RigFault("friction", t, "main_bearing", 0.3) for t in (4.0, 16.0, 28.0, 40.0, 52.0))
+
+
 @pytest.fixture(scope="module")
 def live() -> Iterator[tuple[Any, str]]:
-    """Embedded broker, twin service with the dashboard, synthetic rig streaming for up to 60 s."""
+    """Embedded broker, twin service with the dashboard (the demo's alarm plus a threshold alarm on the
+    crank speed, which the rig's speed crosses every 2 s; events not rate-limited in 60 s), synthetic
+    rig streaming for up to 60 s with bearing friction growing in steps (change alarms)."""
     from mbsd_twin.twin.service import TwinService
 
     with EmbeddedBroker() as broker:
         port = free_port()
-        svc = TwinService(twin_config(DemoOptions(), broker.url, port))
+        cfg = twin_config(DemoOptions(), broker.url, port)
+        cfg = dataclasses.replace(cfg, core=dataclasses.replace(cfg.core, alarms=(*cfg.core.alarms, SPEED_ALARM),
+                                                                alarm_max_events_per_minute=200))
+        svc = TwinService(cfg)
         with svc:
             assert svc.connected.wait(15)
-            rig = RigThread(svc.mech, RigConfig(), broker.url, 60.0, 0.0)
+            rig = RigThread(svc.mech, RigConfig(faults=FRICTION), broker.url, 60.0, 0.0)
             rig.start()
             try:
                 yield svc, f"127.0.0.1:{port}"
@@ -118,18 +202,28 @@ def _wait(cond: Any, timeout: float) -> bool:
 
 def test_http_routes(live: tuple[Any, str]) -> None:
     svc, addr = live
-    # the store may hold 50 rows after a few sensor messages (20 states each at hold 1): wait for both
-    assert _wait(lambda: svc.dashboard.store.total > 50 and svc.counts["received"] > 50, 20)
+    # the store may hold 50 rows after a few sensor messages (20 states each at hold 1): wait for both,
+    # and for a health message (published once a second) that counts them
+    def ready() -> bool:
+        health = svc.dashboard.store.health or {}
+        return svc.dashboard.store.total > 50 and health.get("counters", {}).get("received", 0) > 50
+
+    assert _wait(ready, 20)
     code, h, _ = _get(addr, "/")
     assert code == 302 and h["location"] == "/dashboard/"
     code, h, body = _get(addr, "/dashboard/")
     assert code == 200 and h["content-type"].startswith("text/html") and b'id="chart-angle"' in body
     code, h, body = _get(addr, "/dashboard/static/app.js")
     assert code == 200 and "javascript" in h["content-type"] and b"drawChart" in body
+    code, h, body = _get(addr, "/dashboard/static/estimator.js")
+    assert code == 200 and "javascript" in h["content-type"] and b"renderFilter" in body
     assert _get(addr, "/dashboard/static/../../etc/passwd")[0] == 404 and _get(addr, "/nope")[0] == 404
     cfg = json.loads(_get(addr, "/dashboard/api/config")[2])
     assert cfg["base"] == "dt/v1/sc-01" and cfg["angle"] == "theta" and cfg["units"]["theta"] == "rad"
-    assert [a["high"] for a in cfg["alarms"]] == [0.012] and len(cfg["sketch"]["bodies"]) == 3
+    assert [a["high"] for a in cfg["alarms"]] == [0.012, 11.5] and len(cfg["sketch"]["bodies"]) == 3
+    assert cfg["nis_dof"] == 4 and cfg["measured"] == ["theta", "omega", "f_x", "f_y"] and cfg["window_s"] == 20
+    assert cfg["augment"] == [{"name": "motor_torque.bias", "unit": "N.m"}, {"name": "piston.mass", "unit": "kg"}]
+    assert cfg["units"]["motor_torque"] == "N.m"
     x0, x1, y0, y1 = cfg["bounds"]
     assert x0 < -0.1 and x1 > 0.4 and y0 < -0.1 and y1 > 0.1  # a full crank turn fits
     data = json.loads(_get(addr, "/dashboard/api/data?since=0")[2])
@@ -141,6 +235,30 @@ def test_http_routes(live: tuple[Any, str]) -> None:
     newer = json.loads(_get(addr, f"/dashboard/api/data?since={data['cursor']}")[2])
     assert newer["cursor"] >= data["cursor"] and len(newer["rows"]) == newer["cursor"] - data["cursor"]
     assert _get(addr, "/dashboard/api/data?since=x")[0] == 400
+    _check_nis_figures(addr, cfg)
+
+
+def _check_nis_figures(addr: str, cfg: dict[str, Any]) -> None:
+    """The data endpoint's NIS mean over the window and its band are scipy's χ² interval for that
+    mean; the CUSUM threshold is the twin's (mbsd_twin.estimation.change.threshold at 1 kHz)."""
+    data = json.loads(_get(addr, "/dashboard/api/data?since=0")[2])
+    nis = data["nis"]
+    assert nis["dof"] == cfg["nis_dof"] == 4 and nis["window_s"] == 20 and nis["level"] == 0.95 and nis["n"] > 50
+    lo, hi = chi2.ppf([0.025, 0.975], nis["n"] * 4) / nis["n"]
+    assert nis["band"] == [pytest.approx(lo, rel=1e-12), pytest.approx(hi, rel=1e-12)]
+    core = CoreConfig()
+    assert data["cusum_threshold"] == pytest.approx(threshold(core.change_mtbfa, 1000.0, core.change_shift), rel=1e-12)
+    # the mean is that of the stored NIS column over the window; the store grows while we read,
+    # so compare with the rows of a response whose window holds the same count
+    k_nis, k_t = data["columns"].index("est.nis"), data["columns"].index("t")
+    for _ in range(50):
+        rows = data["rows"]
+        vals = [r[k_nis] for r in rows if r[k_t] >= rows[-1][k_t] - 20 and r[k_nis] is not None]
+        if len(vals) == data["nis"]["n"]:
+            assert data["nis"]["mean"] == pytest.approx(sum(vals) / len(vals), rel=1e-12)
+            return
+        data = json.loads(_get(addr, "/dashboard/api/data?since=0")[2])
+    pytest.fail("no response whose rows and NIS figures were taken at the same time")
     assert _get(addr, "/metrics")[0] == 200 and json.loads(_get(addr, "/healthz")[2])["asset"] == "sc-01"
 
 
@@ -158,6 +276,9 @@ def _count(png: Path, rgb: tuple[int, int, int], tol: int = 60) -> int:
     return int((np.abs(a - np.array(rgb)).sum(axis=2) < tol).sum())
 
 
+NEW_CHARTS = ("chart-torque", "chart-nis", "chart-aug-0", "chart-aug-1", "chart-cusum")  # aug: bias, piston mass
+
+
 def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> None:
     _chromium()
     from playwright.sync_api import sync_playwright
@@ -172,26 +293,72 @@ def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> Non
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.goto(f"http://{addr}/")  # the redirect to /dashboard/
             page.wait_for_function("window.dashboard && window.dashboard.rows > 300", timeout=30000)
+            # the bearing friction from 4 s: a change alarm, and a crank-speed threshold alarm
+            page.wait_for_function("dashboard.alarms.some((e) => e.source === 'change' && e.event === 'raised')"
+                                   " && dashboard.alarms.some((e) => e.alarm === 'crank_speed_high')", timeout=30000)
             page.wait_for_timeout(1000)
             shot = tmp_path / "dashboard.png"
             page.screenshot(path=str(shot), full_page=True)
-            for cid in ("chart-angle", "chart-speed", "chart-resid-angle", "chart-bearing", "mechanism"):
+            for cid in ("chart-angle", "chart-speed", "chart-resid-angle", "chart-bearing", "mechanism", *NEW_CHARTS):
                 page.locator(f"#{cid}").screenshot(path=str(tmp_path / f"{cid}.png"))
             health = page.inner_text("#health")
             status = page.inner_text("#status")
-            state = page.evaluate("({rows: dashboard.rows, polls: dashboard.polls, errors: dashboard.errors})")
+            state = page.evaluate("({rows: dashboard.rows, polls: dashboard.polls, errors: dashboard.errors,"
+                                  " drawn: dashboard.drawn, marks: dashboard.marks,"
+                                  " sd: dashboard.buf['virt.motor_torque.estimate_sd'].filter((v) => v > 0).length})")
+            tip = _hover_alarm(page)
+            page.locator("#card-cusum").screenshot(path=str(tmp_path / "tooltip.png"))
+            alarms = page.inner_text("#alarms")
         finally:
             browser.close()
-    print(f"screenshot: {shot}; state {state}")
+    print(f"screenshot: {shot}; state {state['rows']} rows, {state['polls']} polls; tooltip {tip!r}")
     assert not errors, errors
     assert state["polls"] >= 3 and state["errors"] == 0 and status == "live"
     assert "messages received" in health and "connected to broker\tyes" in health
     assert Image.open(shot).size[0] == 2800
     blue, orange, green = (31, 119, 180), (228, 87, 46), (46, 158, 91)
+    red = (197, 48, 48)
     assert _count(tmp_path / "chart-angle.png", blue) > 300 and _count(tmp_path / "chart-angle.png", orange) > 300
     assert _count(tmp_path / "chart-speed.png", blue) > 300
     assert _count(tmp_path / "chart-resid-angle.png", green) > 300
-    assert _count(tmp_path / "chart-resid-angle.png", (197, 48, 48)) > 50  # the alarm threshold lines
+    assert _count(tmp_path / "chart-resid-angle.png", red) > 50  # the alarm threshold lines
     assert _count(tmp_path / "chart-bearing.png", blue) > 300
     assert _count(tmp_path / "mechanism.png", blue) > 1000  # the simulated pose
     assert _count(tmp_path / "mechanism.png", orange) > 50  # the measured pose (dashed)
+    _check_new_charts(tmp_path, state, tip, alarms)
+
+
+def _hover_alarm(page: Any) -> str:
+    """Hover the newest alarm mark of the CUSUM chart; the tooltip's text. The marks move left as
+    the time axis scrolls between polls, so a miss is retried at the mark's new place."""
+    box = page.locator("#chart-cusum").bounding_box()
+    for _ in range(20):
+        marks = page.evaluate("dashboard.marks['chart-cusum']")
+        assert marks, "no alarm marked on the CUSUM chart"
+        page.mouse.move(0, 0)
+        page.mouse.move(box["x"] + marks[-1]["px"], box["y"] + box["height"] / 2)
+        if page.is_visible("#tip"):
+            return str(page.inner_text("#tip"))
+    pytest.fail("hovering an alarm mark showed no tooltip")
+
+
+def _check_new_charts(tmp_path: Path, state: dict[str, Any], tip: str, alarms: str) -> None:
+    """Torque estimate ±σ, NIS with its band, the bias ±σ and the CUSUMs are drawn, with the alarm marks."""
+    for cid in NEW_CHARTS:
+        assert state["drawn"][cid] > 100, (cid, state["drawn"])
+        assert state["marks"][cid], f"no alarm marks on {cid}"
+    reasons = [m["text"] for m in state["marks"]["chart-torque"]]
+    assert any("change in parameter " in r and ", onset t = " in r and "> threshold" in r for r in reasons)
+    assert any("state omega = " in r and "threshold 11.5" in r for r in reasons)
+    assert tip.startswith("#") and " at t = " in tip and ("threshold" in tip or "cleared" in tip)
+    assert " change:" in alarms and " raised at t = " in alarms
+    blue, orange, purple, red = (31, 119, 180), (228, 87, 46), (148, 103, 189), (197, 48, 48)
+    torque = tmp_path / "chart-torque.png"
+    assert _count(torque, blue) > 300 and _count(torque, orange) > 300  # estimate and measured
+    assert state["sd"] > 100  # the ±σ band's half-widths (0.01 N·m: about a pixel on this scale)
+    assert _count(torque, red) > 50  # alarm marks
+    nis = tmp_path / "chart-nis.png"
+    assert _count(nis, (23, 190, 207)) > 300 and _count(nis, purple) > 100  # NIS and its window mean
+    assert _count(nis, (216, 236, 224), tol=25) > 300  # the χ² band (green at 19 % on white)
+    assert _count(tmp_path / "chart-aug-0.png", purple) > 300 and _count(tmp_path / "chart-aug-1.png", purple) > 300
+    assert _count(tmp_path / "chart-cusum.png", red) > 50  # threshold line and marks

@@ -80,7 +80,9 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert faults and all(r[1] == r[2] for r in faults), faults  # every injected fault counted exactly
     assert sum(int(r[1]) for r in faults) >= 3
     resid = {r[0]: float(r[1]) for r in _table(summary, "| residual |")}
-    assert 0.001 < resid["theta"] < 0.03  # noise 0.002 rad plus the hidden mass mismatch, re-synced at 0.03
+    # the filter's crank-angle innovations: the encoder noise (1 mrad) plus the prediction's own σ
+    # (about 0.1 mrad), the hidden mass mismatch being estimated online
+    assert 0.9e-3 < resid["theta"] < 2e-3
     assert "**PASS**" in summary and "22/22 outputs in band" in summary
 
 

@@ -158,7 +158,7 @@ def test_estimator_through_the_service(broker: Any, tmp_path: Any) -> None:
     assert rms <= 1.2e-3 and health["counters"]["resync"]["start"] == 1 and resyncs_before == 0
     assert alarms and all(a["t"] - epoch >= onset for a in alarms)
     first = alarms[0]
-    assert first["t"] - epoch - onset <= 0.25 and first["channel"] in {"motor_torque.bias", "f_x", "omega"}
+    assert first["t"] - epoch - onset <= 0.25 and first["channel"] in {"motor_torque.bias", "f_x", "f_y", "omega"}
 
 
 def test_faults_counted_exactly(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:

@@ -93,6 +93,30 @@ def _reinit(res: Any) -> int:
     return sum(v for k, v in res.resyncs.items() if k != "start")
 
 
+def _bias_panel(a: Any, fault: str, r: dict[str, np.ndarray], truth: dict[str, np.ndarray],
+                mech: mt.Mechanism) -> None:
+    t, b, sd = r["t"], r["motor_torque.bias"], r["motor_torque.bias.sd"]
+    a.plot(truth["t"], equivalent_torque(fault, truth, mech), color="k", lw=0.8, label="true equivalent torque")
+    a.plot(t, b, lw=0.8, label="estimated motor_torque.bias")
+    a.fill_between(t, b - sd, b + sd, alpha=0.3, label="±σ")
+    a.axvline(ONSET, color="k", ls=":")
+    a.set(xlim=(ONSET - 1.0, DURATION), xlabel="rig time [s]", ylabel="torque on the crank [N·m, CCW +]",
+          title="torque bias estimate vs the fault")
+    a.legend(loc="upper left", fontsize=8)
+
+
+def _mass_panel(a: Any, r: dict[str, np.ndarray], truth: dict[str, np.ndarray]) -> None:
+    """The piston-mass estimate (augmented by default) against the rig's true mass."""
+    t, m, sd = r["t"], r["piston.mass"], r["piston.mass.sd"]
+    a.plot(truth["t"], truth["param:piston.mass"], color="k", lw=0.8, label="true piston mass")
+    a.plot(t, m, lw=0.8, label="estimated piston.mass")
+    a.fill_between(t, m - sd, m + sd, alpha=0.3, label="±σ")
+    a.axvline(ONSET, color="k", ls=":")
+    a.set(xlim=(ONSET - 1.0, DURATION), xlabel="rig time [s]", ylabel="piston mass [kg]",
+          title="piston-mass estimate vs the fault (+20 %)")
+    a.legend(loc="upper left", fontsize=8)
+
+
 def fault_figure(out: Path, fault: str, res: Any, mech: mt.Mechanism, h: float) -> float:
     r, truth = _cols(res), res.truth
     t = r["t"]
@@ -112,15 +136,10 @@ def fault_figure(out: Path, fault: str, res: Any, mech: mt.Mechanism, h: float) 
           ylabel="CUSUM statistic [σ units]",
           title=f"{fault}: change statistics\n(filter re-initialised {_reinit(res)}× after the onset)")
     a.legend(loc="upper right", fontsize=8)
-    a = ax[0][1]
-    b, sd = r["motor_torque.bias"], r["motor_torque.bias.sd"]
-    a.plot(truth["t"], equivalent_torque(fault, truth, mech), color="k", lw=0.8, label="true equivalent torque")
-    a.plot(t, b, lw=0.8, label="estimated motor_torque.bias")
-    a.fill_between(t, b - sd, b + sd, alpha=0.3, label="±σ")
-    a.axvline(ONSET, color="k", ls=":")
-    a.set(xlim=(ONSET - 1.0, DURATION), xlabel="rig time [s]", ylabel="torque on the crank [N·m, CCW +]",
-          title="torque bias estimate vs the fault")
-    a.legend(loc="upper left", fontsize=8)
+    if fault == "mass":
+        _mass_panel(ax[0][1], r, truth)
+    else:
+        _bias_panel(ax[0][1], fault, r, truth, mech)
     save(fig, out, f"twin_estimation_{fault}.png")
     return float(first["t"] - ONSET) if first else float("inf")
 

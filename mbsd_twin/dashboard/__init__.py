@@ -5,9 +5,12 @@ on) adds a :class:`~.store.Store` tap and the routes:
 
 - ``/`` → redirect to ``/dashboard/``; ``/dashboard/`` the page; ``/dashboard/static/…`` its
   hand-written JS/CSS (package data, no CDN);
-- ``/dashboard/api/config``: channels, alarm thresholds, units, the mechanism sketch;
-- ``/dashboard/api/data?since=CURSOR``: new rows, health, alarms and the mechanism drawn in its
-  simulated pose and in the pose of the measured angle.
+- ``/dashboard/api/config``: channels, alarm thresholds, units, the mechanism sketch, the measured
+  channels (NIS degrees of freedom), the augmented unknowns and the charts' time window;
+- ``/dashboard/api/data?since=CURSOR``: new rows, health, the alarm events of the charts' time
+  window, the mechanism drawn in its
+  simulated pose and in the pose of the measured angle, the mean NIS over the time window with its
+  χ² 95 % band (:func:`.figures.nis_band`) and the CUSUM threshold.
 
 Poses: the synchronised body's angle (simulated or measured) is imposed on a private
 :class:`~mbsd_twin.Simulator` (``set_configuration``) and every body follows from the constraints,
@@ -25,13 +28,15 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..animate import Pose, Sketch
 from ..model import Mechanism
+from .figures import base_units, cusum_threshold, measured_channels, nis_band, unit_of
 from .store import Store
 
 __all__ = ["Dashboard", "PoseSolver", "Store", "mount"]
 
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
-          "style.css": "text/css; charset=utf-8"}
+          "estimator.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
 Reply = tuple[int, str, bytes, dict[str, str]]
+WINDOW_S = 20.0  # s of rig time the charts show (and the NIS mean is taken over)
 
 
 def _static(name: str) -> bytes:
@@ -76,21 +81,14 @@ class Dashboard:
         core = service.cfg.core
         self.cfg = core
         self.mech: Mechanism = service.mech
-        self.store = Store(list(core.compare), maxlen=history)
+        self._units = base_units(self.mech, core.compare)
+        self.store = Store(list(core.compare), maxlen=history, estimates=core.estimator == "ekf", units=self._units)
         self.sketch = Sketch.from_mechanism(self.mech)
         self.body = core.compare[core.resync_angle].split(".")[0]
         self.poses = PoseSolver(self.mech, self.body)
-        self._units = self._port_units()
+        self.dof = len(measured_channels(core)) if core.estimator == "ekf" else 0
         self._bounds: list[float] | None = None
-
-    def _port_units(self) -> dict[str, str]:
-        from ..ports import output_specs
-        from ..system import compile_mechanism
-
-        try:
-            return {s.name: s.unit for s in output_specs(compile_mechanism(self.mech))}
-        except Exception:  # units are decoration; the page works without them
-            return {}
+        self._threshold: dict[float | None, float | None] = {}  # CUSUM threshold by sample interval
 
     def routes(self) -> dict[str, Any]:
         return {"/": self.root, "/dashboard": self.page, "/dashboard/static": self.static,
@@ -120,13 +118,17 @@ class Dashboard:
         c = self.cfg
         alarms = [{"name": a.name, "channel": a.channel, "source": a.source, "high": a.high, "low": a.low}
                   for a in c.alarms]
-        units = {ch: self._units.get(port, "") for ch, port in c.compare.items()}
-        units.update({port: self._units.get(port, "") for port in c.state_extra})
+        names = [*c.compare, *c.state_extra, *c.inputs.values()]
+        units = {n: unit_of(n, self._units) for n in names}
+        augment = [{"name": a.name, "unit": unit_of(a.name, self._units)} for a in c.augment] \
+            if c.estimator == "ekf" else []
         rest = self.sketch.world({b.name: (b.position[0], b.position[1], b.angle) for b in self.mech.bodies})
         return _json({"asset": c.asset, "base": c.base, "model": self.mech.name, "compare": c.compare,
                       "angle": c.resync_angle, "speed": c.resync_speed, "alarms": alarms, "units": units,
                       "resync_bounds": c.resync_bounds, "body": self.body, "sketch": rest,
-                      "bounds": self.bounds(rest)})
+                      "bounds": self.bounds(rest), "estimator": c.estimator, "inputs": c.inputs,
+                      "measured": measured_channels(c) if self.dof else [], "nis_dof": self.dof,
+                      "augment": augment, "window_s": WINDOW_S})
 
     def bounds(self, rest: dict[str, Any]) -> list[float]:
         """[x0, x1, y0, y1] of the drawing over a full turn of the synchronised body (cached)."""
@@ -148,9 +150,22 @@ class Dashboard:
         except ValueError:
             return 400, "text/plain", b"since must be an integer", {}
         total, rows = self.store.since(cursor)
-        snap = self.store.snapshot()
+        snap = self.store.snapshot(WINDOW_S)
         return _json({"cursor": total, "t0": self.store.t0, "columns": self.store.columns, "rows": rows,
-                      **snap, "pose": self._pose(snap["latest"])})
+                      **snap, "pose": self._pose(snap["latest"]), **self.filter_figures()})
+
+    def filter_figures(self) -> dict[str, Any]:
+        """``nis``: mean NIS over the last ``WINDOW_S`` s of rows and its χ² 95 % band;
+        ``cusum_threshold`` [σ]: where a change test alarms (None without the filter)."""
+        if not self.dof:
+            return {"nis": None, "cusum_threshold": None}
+        return {"nis": {**nis_band(self.store.recent("est.nis", WINDOW_S), self.dof), "window_s": WINDOW_S},
+                "cusum_threshold": self._cusum_threshold(self.store.sample_dt)}
+
+    def _cusum_threshold(self, dt: float | None) -> float | None:
+        if dt not in self._threshold:
+            self._threshold[dt] = cusum_threshold(self.cfg, dt)
+        return self._threshold[dt]
 
     def _pose(self, latest: dict[str, Any] | None) -> dict[str, Any] | None:
         if not latest:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..dashboard.figures import base_units
 from ..dashboard.store import Store
 from ..loader import bundled_slider_crank
 from ..twin.config import AlarmConfig, TwinConfig, load_config
@@ -144,7 +145,8 @@ def run_twin(opts: DemoOptions, folder: Path) -> TwinRun:
         say(f"broker: {broker_text}")
         port = opts.http_port or free_port(opts.http_host)
         svc = TwinService(twin_config(opts, url, port))
-        rows = Store(list(svc.cfg.core.compare), maxlen=2_000_000, every_sample=True)
+        rows = Store(list(svc.cfg.core.compare), maxlen=2_000_000, every_sample=True,
+                     estimates=svc.cfg.core.estimator == "ekf", units=base_units(svc.mech, svc.cfg.core.compare))
         svc.taps.append(rows)
         stack.enter_context(svc)
         dashboard = f"http://{opts.http_host}:{svc.http.server_address[1]}/dashboard/"

@@ -27,9 +27,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     watcher = arm(cfg.service.stop_grace)  # SIGTERM works even with the worker stuck holding the GIL
 
     async def run() -> None:
-        async with TwinService(cfg) as svc:
-            for sig in (signal.SIGTERM, signal.SIGINT):  # Python handlers: the watchdog keeps the wakeup fd
-                signal.signal(sig, lambda *_: svc.stopping.set())
+        svc = TwinService(cfg)
+        for sig in (signal.SIGTERM, signal.SIGINT):  # before connecting: a signal during start-up stops cleanly;
+            signal.signal(sig, lambda *_: svc.stopping.set())  # Python handlers: the watchdog keeps the wakeup fd
+        async with svc:
             logging.getLogger("mbsd_twin.twin").info("serving %s on %s (config %s)", cfg.core.base,
                                                      cfg.broker.url, cfg.config_hash())
             await svc.wait()

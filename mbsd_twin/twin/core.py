@@ -6,9 +6,9 @@ texts, which is what recording and replay rely on. Wall-clock figures (solver ti
 
 Per output sample the tracker (:mod:`.tracking`: the Kalman filter by default, or the open-loop
 model) is driven by the inputs reconstructed between samples (:mod:`mbsd_twin.estimation.holds`,
-first-order hold unless ``input_hold`` says otherwise). With ``hold`` h > 1 it steps h samples at a
-time with the block's mean input, and only every h-th sample (aligned to the batch's last) is used
-and published — the degraded mode of docs/mqtt-contract.md. Gaps up to ``max_gap`` are predicted
+first-order hold unless ``input_hold`` says otherwise). With ``hold`` h > 1 it is corrected, and
+publishes, only at every h-th sample (aligned to the batch's last) — the degraded mode of
+docs/mqtt-contract.md; the model is still driven by every input sample in between. Gaps up to ``max_gap`` are predicted
 through; the filter re-initialises from the measurements only at a start, a longer gap, a rig
 restart, a command, or divergence (mean NIS above its χ² bound over ``divergence_window``).
 """
@@ -26,7 +26,7 @@ import numpy as np
 
 from ..dynamics import SolverFailure
 from ..errors import MbsdError, PortError
-from ..estimation.holds import Step, interval_inputs, interval_steps
+from ..estimation.holds import Step, interval_steps
 from ..model import Mechanism
 from .alarms import Alarms, ChangeAlarms
 from .config import CoreConfig
@@ -162,22 +162,20 @@ class TwinCore:
         return self._messages(batch, hold, ends, rows, events, self.batch_resyncs)
 
     def _steps(self, batch: SensorBatch, cur: int, b: int) -> list[Step]:
-        """The held input steps from sample ``cur`` (−1: the previous batch's last) to ``b``: the
-        interval's hold (two steps for a first-order hold), or for a block of several samples (a
-        coarser hold level) one step with the block's mean of the interval means."""
+        """The held input steps from sample ``cur`` (−1: the previous batch's last) to ``b``: each
+        sample interval's hold (two steps for a first-order hold), also across a block of several
+        samples (a coarser hold level: the model still sees every input sample; only the
+        corrections and outputs are thinned)."""
         holds = {port: self.cfg.input_hold.get(c, "foh") for c, port in self.cfg.inputs.items()}
-        t_cur = batch.time(cur) if cur >= 0 else self.last_t
-        u_cur = self._inputs_at(batch, cur) if cur >= 0 else self.prev_inputs
-        assert t_cur is not None
-        if b == cur + 1:
-            return interval_steps(t_cur, batch.time(b), u_cur, self._inputs_at(batch, b), holds)
-        times = np.array([t_cur, *(batch.time(k) for k in range(cur + 1, b + 1))])
-        w = np.diff(times)
-        mean = {}
-        for c, port in self.cfg.inputs.items():
-            u = interval_inputs([u_cur.get(port, batch.ch[c][0]), *batch.ch[c][cur + 1:b + 1]], holds[port])
-            mean[port] = float(np.dot(u, w) / w.sum())
-        return [(batch.time(b), mean)]
+        t_prev = batch.time(cur) if cur >= 0 else self.last_t
+        u_prev = self._inputs_at(batch, cur) if cur >= 0 else self.prev_inputs
+        assert t_prev is not None
+        steps: list[Step] = []
+        for k in range(cur + 1, b + 1):
+            u_k = self._inputs_at(batch, k)
+            steps += interval_steps(t_prev, batch.time(k), u_prev, u_k, holds)
+            t_prev, u_prev = batch.time(k), u_k
+        return steps
 
     def _changes(self, t: float, inn: Any) -> list[dict[str, Any]]:
         """Change alarms at ``t``; an augmented unknown that changed is re-opened in the filter."""

@@ -49,7 +49,9 @@ class Result:
     truth: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-def run(scenario: str, duration: float, cfg: CoreConfig | None = None, seed: int = 0) -> Result:
+def run(scenario: str, duration: float, cfg: CoreConfig | None = None, seed: int = 0, hold: int = 1) -> Result:
+    """Stream ``duration`` s of the scenario through a TwinCore at solver ``hold`` (samples per
+    correction, as the service's coarser levels); the published rows, alarms and the truth."""
     mech = load_mechanism(bundled_slider_crank())
     faults = (FAULTS[scenario],) if scenario in FAULTS else ()
     traj = Trajectory(mech, RigConfig(mismatch={}, faults=faults, seed=seed))
@@ -64,7 +66,7 @@ def run(scenario: str, duration: float, cfg: CoreConfig | None = None, seed: int
     t0 = time.perf_counter()
     for b in batches:
         assert isinstance(b, SensorBatch)
-        for o in core.step(b):
+        for o in core.step(b, hold):
             p = json.loads(o.payload)
             leaf = o.topic.rsplit("/", 1)[1]
             if leaf == "alarms":

@@ -1,11 +1,12 @@
 // mbsd-twin live dashboard: polls /dashboard/api/data and draws canvas charts (no libraries).
 "use strict";
 
-const WINDOW_S = 20;          // seconds of rig time shown
+let WINDOW_S = 20;            // seconds of rig time shown (the server's window_s once the config is in)
 const POLL_MS = 300;
 const COLORS = ["#1f77b4", "#e4572e", "#2e9e5b", "#9467bd", "#8c564b", "#17becf", "#bcbd22"];
 const state = { cfg: null, cursor: 0, t0: null, cols: {}, buf: {}, health: null, alarms: [], alarmCounts: {},
-  pose: null, lastRows: 0, lastData: 0, polls: 0, errors: 0, rows: 0, rate: null, prevRecv: null };
+  pose: null, lastRows: 0, lastData: 0, polls: 0, errors: 0, rows: 0, rate: null, prevRecv: null,
+  nis: null, cusumThreshold: null, marks: {}, drawn: {} };
 window.dashboard = state;      // read by tests and curious users
 
 function wrap(a) { return Math.atan2(Math.sin(a), Math.cos(a)); }
@@ -28,58 +29,116 @@ function setupCanvas(cv) {
   return { ctx, w, h };
 }
 
-// series: [{label, color, x: [], y: [], dash, wrap}]; lines: [{y, label, color}]
-function drawChart(id, series, lines, unit) {
-  const cv = document.getElementById(id);
-  if (!cv) return;
-  const { ctx, w, h } = setupCanvas(cv);
-  const L = 56, R = 8, T = 18, B = 22;
+// The y range of everything drawn ([ymin, ymax], padded; null without data) and the newest time.
+function extent(series, lines, bands, hbands, ycap) {
   let xmax = -Infinity, ymin = Infinity, ymax = -Infinity;
-  for (const s of series) for (let i = 0; i < s.x.length; i++) {
-    if (s.x[i] > xmax) xmax = s.x[i];
-    const y = s.y[i];
-    if (Number.isFinite(y)) { if (y < ymin) ymin = y; if (y > ymax) ymax = y; }
+  const take = (y) => { if (Number.isFinite(y)) { if (y < ymin) ymin = y; if (y > ymax) ymax = y; } };
+  for (const s of series) for (let i = 0; i < s.x.length; i++) { if (s.x[i] > xmax) xmax = s.x[i]; take(s.y[i]); }
+  for (const b of bands) for (let i = 0; i < b.x.length; i++) {
+    if (Number.isFinite(b.lo[i]) && Number.isFinite(b.hi[i])) { take(b.lo[i]); take(b.hi[i]); }
   }
-  for (const l of lines) { ymin = Math.min(ymin, l.y); ymax = Math.max(ymax, l.y); }
-  ctx.font = "11px system-ui, sans-serif";
-  if (!Number.isFinite(xmax) || !Number.isFinite(ymin)) {
-    ctx.fillStyle = "#6b7280"; ctx.fillText("waiting for data…", L, h / 2); return;
-  }
+  for (const l of lines) take(l.y);
+  for (const b of hbands) { take(b.lo); take(b.hi); }
+  if (!Number.isFinite(xmax) || !Number.isFinite(ymin)) return null;
+  const capped = Number.isFinite(ycap) && ymax > ycap;   // larger values leave the plot at the top
+  if (capped) ymax = ycap;
   if (ymax - ymin < 1e-12) { ymax += 1; ymin -= 1; }
-  const pad = 0.08 * (ymax - ymin); ymin -= pad; ymax += pad;
-  let xfirst = Infinity;
-  for (const s of series) if (s.x.length) xfirst = Math.min(xfirst, s.x[0]);
-  const xmin = Math.max(xmax - WINDOW_S, Math.min(xfirst, xmax - 1));
-  const X = (x) => L + (x - xmin) / (xmax - xmin) * (w - L - R);
-  const Y = (y) => T + (ymax - y) / (ymax - ymin) * (h - T - B);
+  const pad = 0.08 * (ymax - ymin);
+  return { xmax, ymin: ymin - pad, ymax: capped ? ymax : ymax + pad };
+}
+
+// The legend (one entry per series, wrapped onto as many rows as needed); the height it takes.
+function legend(ctx, series, L, w) {
+  let lx = L + 4, ly = 12;
+  for (const s of series) {
+    const width = ctx.measureText(s.label).width;
+    if (lx > L + 4 && lx + width > w - 4) { lx = L + 4; ly += 13; }
+    ctx.fillStyle = s.color; ctx.fillText(s.label, lx, ly); lx += width + 14;
+  }
+  return ly + 6;
+}
+
+function drawSeries(ctx, s, xmin, X, Y) {
+  ctx.strokeStyle = s.color; ctx.lineWidth = 1.6; ctx.setLineDash(s.dash ? [5, 3] : []);
+  ctx.beginPath();
+  let pen = false, prev = null, drawn = 0;
+  for (let i = 0; i < s.x.length; i++) {
+    const x = s.x[i], y = s.y[i];
+    if (x < xmin || !Number.isFinite(y)) { pen = false; continue; }
+    const jump = s.wrap && prev !== null && Math.abs(y - prev) > Math.PI;
+    if (!pen || jump) ctx.moveTo(X(x), Y(y)); else ctx.lineTo(X(x), Y(y));
+    pen = true; prev = y; drawn++;
+  }
+  ctx.stroke(); ctx.setLineDash([]);
+  return drawn;
+}
+
+function drawAxes(ctx, r, X, Y, L, R, w, h, unit) {
   ctx.strokeStyle = "#e5e7eb"; ctx.fillStyle = "#6b7280"; ctx.lineWidth = 1;
   for (let k = 0; k <= 4; k++) {
-    const y = ymin + k * (ymax - ymin) / 4;
+    const y = r.ymin + k * (r.ymax - r.ymin) / 4;
     ctx.beginPath(); ctx.moveTo(L, Y(y)); ctx.lineTo(w - R, Y(y)); ctx.stroke();
     ctx.fillText(fmt(y, 3), 2, Y(y) + 4);
   }
-  for (let x = Math.ceil(xmin / 5) * 5; x <= xmax; x += 5) ctx.fillText(`${x.toFixed(0)} s`, X(x) - 10, h - 6);
+  for (let x = Math.ceil(r.xmin / 5) * 5; x <= r.xmax; x += 5) ctx.fillText(`${x.toFixed(0)} s`, X(x) - 10, h - 6);
   if (unit) ctx.fillText(`[${unit}]`, 2, 11);
+}
+
+// series: [{label, color, x: [], y: [], dash, wrap}]; lines: [{y, label, color}];
+// opts.bands: [{x: [], lo: [], hi: [], color}] (a filled band along x); opts.hbands: [{lo, hi, color}];
+// opts.ycap: the top of the y axis at most (series clipped there)
+function drawChart(id, series, lines, unit, opts = {}) {
+  const cv = document.getElementById(id);
+  if (!cv) return;
+  const { ctx, w, h } = setupCanvas(cv);
+  const L = 56, R = 8, B = 22, bands = opts.bands || [], hbands = opts.hbands || [];
+  lines = lines.filter((l) => Number.isFinite(l.y));
+  ctx.font = "11px system-ui, sans-serif";
+  const r = extent(series, lines, bands, hbands, opts.ycap);
+  state.drawn[id] = 0;
+  if (!r) { ctx.fillStyle = "#6b7280"; ctx.fillText("waiting for data…", L, h / 2); return; }
+  const T = legend(ctx, series, L, w);
+  let xfirst = Infinity;
+  for (const s of series) if (s.x.length) xfirst = Math.min(xfirst, s.x[0]);
+  r.xmin = Math.max(r.xmax - WINDOW_S, Math.min(xfirst, r.xmax - 1));
+  const X = (x) => L + (x - r.xmin) / (r.xmax - r.xmin) * (w - L - R);
+  const Y = (y) => T + (r.ymax - y) / (r.ymax - r.ymin) * (h - T - B);
+  drawAxes(ctx, r, X, Y, L, R, w, h, unit);
+  for (const b of hbands) { ctx.fillStyle = b.color; ctx.fillRect(L, Y(b.hi), w - L - R, Y(b.lo) - Y(b.hi)); }
+  for (const b of bands) fillBand(ctx, b, r.xmin, X, Y);
+  drawAlarmMarks(id, ctx, X, r.xmin, r.xmax, T, h - B);
   for (const l of lines) {
     ctx.strokeStyle = l.color; ctx.setLineDash([6, 4]);
     ctx.beginPath(); ctx.moveTo(L, Y(l.y)); ctx.lineTo(w - R, Y(l.y)); ctx.stroke();
-    ctx.setLineDash([]); ctx.fillStyle = l.color; ctx.fillText(l.label, w - R - ctx.measureText(l.label).width, Y(l.y) - 3);
+    ctx.setLineDash([]);
   }
-  let lx = L + 4;
-  for (const s of series) {
-    ctx.strokeStyle = s.color; ctx.lineWidth = 1.6; ctx.setLineDash(s.dash ? [5, 3] : []);
-    ctx.beginPath();
-    let pen = false, prev = null;
-    for (let i = 0; i < s.x.length; i++) {
-      const x = s.x[i], y = s.y[i];
-      if (x < xmin || !Number.isFinite(y)) { pen = false; continue; }
-      const jump = s.wrap && prev !== null && Math.abs(y - prev) > Math.PI;
-      if (!pen || jump) ctx.moveTo(X(x), Y(y)); else ctx.lineTo(X(x), Y(y));
-      pen = true; prev = y;
+  ctx.save(); ctx.beginPath(); ctx.rect(L, T, w - L - R, h - T - B); ctx.clip();
+  for (const s of series) state.drawn[id] += drawSeries(ctx, s, r.xmin, X, Y);
+  ctx.restore();
+  for (const l of lines) {   // the lines' labels over the data, on a white ground
+    const tw = ctx.measureText(l.label).width;
+    ctx.fillStyle = "#ffffffd0"; ctx.fillRect(w - R - tw - 2, Y(l.y) - 14, tw + 4, 13);
+    ctx.fillStyle = l.color; ctx.fillText(l.label, w - R - tw, Y(l.y) - 4);
+  }
+}
+
+function fillBand(ctx, b, xmin, X, Y) {
+  // one polygon per run of finite samples: upper edge forward, lower edge back
+  ctx.fillStyle = b.color;
+  let run = [];
+  const flush = () => {
+    if (run.length > 1) {
+      ctx.beginPath();
+      run.forEach((i, k) => (k ? ctx.lineTo(X(b.x[i]), Y(b.hi[i])) : ctx.moveTo(X(b.x[i]), Y(b.hi[i]))));
+      for (let k = run.length - 1; k >= 0; k--) ctx.lineTo(X(b.x[run[k]]), Y(b.lo[run[k]]));
+      ctx.closePath(); ctx.fill();
     }
-    ctx.stroke(); ctx.setLineDash([]);
-    ctx.fillStyle = s.color; ctx.fillText(s.label, lx, 12); lx += ctx.measureText(s.label).width + 14;
+    run = [];
+  };
+  for (let i = 0; i < b.x.length; i++) {
+    if (b.x[i] >= xmin && Number.isFinite(b.lo[i]) && Number.isFinite(b.hi[i])) run.push(i); else flush();
   }
+  flush();
 }
 
 function drawMechanism() {
@@ -161,7 +220,7 @@ function render() {
       lines.push({ y: al.high, label: `${al.name} high`, color: "#c53030" }, { y: -al.high, label: "", color: "#c53030" });
       lines.push({ y: al.low, label: "low", color: "#b7791f" }, { y: -al.low, label: "", color: "#b7791f" });
     }
-    drawChart(id, [{ label: `residual ${ch} (measured − simulated)`, color: COLORS[2], x: t, y: column("resid." + ch) }], lines, u[ch]);
+    drawChart(id, [{ label: `innovation ${ch} [${u[ch] || ""}] (measured − predicted)`, color: COLORS[2], x: t, y: column("resid." + ch) }], lines, u[ch]);
   }
   const fch = Object.keys(cfg.compare).filter((c) => /\.f[xy]$/.test(cfg.compare[c]));
   const bearing = fch.flatMap((c, i) => [
@@ -173,6 +232,7 @@ function render() {
     const fx = column(`virt.${j}.fx`), fy = column(`virt.${j}.fy`);
     return { label: j, color: COLORS[i % 7], x: t, y: fx.map((v, k) => Math.hypot(v, fy[k])) };
   }), [], "N");
+  renderFilter();
   drawMechanism();
   document.querySelector("#health tbody").innerHTML = healthRows()
     .map(([k, v]) => `<tr><td>${k}</td><td>${v === undefined || v === null ? "–" : v}</td></tr>`).join("");
@@ -180,19 +240,21 @@ function render() {
 
 function renderAlarms() {
   const ul = document.getElementById("alarms");
-  if (!state.alarms.length) return;
+  if (!state.alarms.length) { ul.innerHTML = `<li class="muted">none in the last ${WINDOW_S} s</li>`; return; }
   ul.innerHTML = state.alarms.slice().reverse().map((e) => {
-    const t = state.t0 !== null ? (e.t - state.t0).toFixed(2) : e.t;
-    return `<li class="${e.event}">t = ${t} s: ${e.alarm} ${e.event} (${e.source} ${e.channel} = ${fmt(e.value, 4)}, threshold ${e.threshold})</li>`;
+    return `<li class="${e.event}">${alarmReason(e)}</li>`;
   }).join("");
 }
 
 function ingest(d) {
-  if (!Object.keys(state.cols).length && d.columns.length) {
-    d.columns.forEach((c, i) => { state.cols[c] = i; state.buf[c] = []; });
-  }
+  // columns only grow (a key first published later): earlier rows read NaN
+  const held = (state.buf.t || []).length;
+  d.columns.forEach((c, i) => { if (!(c in state.cols)) { state.cols[c] = i; state.buf[c] = new Array(held).fill(NaN); } });
   if (d.t0 !== null) state.t0 = d.t0;
-  for (const r of d.rows) for (const c in state.cols) state.buf[c].push(c === "t" ? r[state.cols[c]] - state.t0 : r[state.cols[c]]);
+  for (const r of d.rows) for (const c in state.cols) {
+    const v = r[state.cols[c]];
+    state.buf[c].push(v === null || v === undefined ? NaN : c === "t" ? v - state.t0 : v);
+  }
   const t = state.buf.t || [];
   let cut = 0;
   while (cut < t.length && t[cut] < t[t.length - 1] - WINDOW_S - 1) cut++;
@@ -209,6 +271,7 @@ function ingest(d) {
   state.health = d.health; state.alarms = d.alarms; state.alarmCounts = d.alarm_counts;
   state.active = d.latest ? d.latest.alarms_active : [];
   if (d.pose) state.pose = d.pose;
+  state.nis = d.nis; state.cusumThreshold = d.cusum_threshold;
 }
 
 async function poll() {
@@ -232,7 +295,6 @@ async function poll() {
 function setStatus(cls, text) { const s = document.getElementById("status"); s.className = `pill ${cls}`; s.textContent = text; }
 
 async function start() {
-  document.getElementById("window").textContent = WINDOW_S;
   for (;;) {
     try {
       const r = await fetch("/dashboard/api/config", { cache: "no-store" });
@@ -241,6 +303,9 @@ async function start() {
     } catch (e) { setStatus("bad", "service unreachable"); await new Promise((ok) => setTimeout(ok, 1000)); }
   }
   const cfg = state.cfg;
+  WINDOW_S = cfg.window_s;
+  document.getElementById("window").textContent = WINDOW_S;
+  setupFilterCharts();
   document.getElementById("asset").textContent = cfg.base;
   document.getElementById("model").textContent = `model: ${cfg.model}`;
   document.getElementById("title-angle").textContent = `Angle ${cfg.angle} (${cfg.compare[cfg.angle]}): measured vs simulated`;
