@@ -73,6 +73,19 @@ def test_solver_failure_with_ranges_widened_recovers(source: MessageSource, valu
     assert core.stats["solver_failure"] + sum(core.stats["recovered"].values()) == failed  # no lasting harm
 
 
+def test_step_failure_restores_the_filter_state(source: MessageSource) -> None:
+    """tau_m = 1e300 (range check widened) made the re-initialisation inside the solver-failure
+    handler raise ZeroDivisionError; before, it escaped from ``step`` (and every later batch failed).
+    Now the filter's x, P and the Simulator return to their checkpoint after the last good batch:
+    no re-initialisation, the next batch is predicted through the failed one like a gap."""
+    core = TwinCore(CoreConfig(input_limit=math.inf), load_mechanism(MECH))
+    _tracking_error(core, source, 0, 3)
+    assert core.step(_hostile(source, 3, 1e300)) == []
+    assert core.stats["recovered"]["step"] == 1 and "ZeroDivisionError" in core.last_problem
+    assert _tracking_error(core, source, 4, 6) < 0.01
+    assert core.stats["gap_predicted"] == 1 and dict(core.stats["resync"]) == {"start": 1}
+
+
 def test_implausible_set_param_refused_with_full_text(source: MessageSource) -> None:
     core = TwinCore(CoreConfig(), load_mechanism(MECH))
     _tracking_error(core, source, 0, 2)

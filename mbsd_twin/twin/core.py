@@ -54,6 +54,8 @@ class TwinCore:
         self.good_params: dict[str, float] = {}  # set_param values applied and run successfully
         self.read = channels_read(cfg)
         self.last_problem = ""  # the last rejected batch's or recovered failure's problem text
+        self.good: tuple[Any, ...] | None = None  # the tracker's checkpoint after the last good batch
+        self.failed_in_row = 0
         outs = set(self.tracker.mechanism_outputs())
         missing = [p for p in (*cfg.compare.values(), *cfg.state_extra, *cfg.virtual) if p not in outs]
         if missing:
@@ -99,7 +101,9 @@ class TwinCore:
         t_start = time.perf_counter()
         try:
             outs = self._run(batch, max(1, hold))
-        except Exception as exc:  # never out of the core: the model is rebuilt from its last good state
+            self.good = self.tracker.checkpoint() if isinstance(self.tracker, EkfTracker) else None
+            self.failed_in_row = 0
+        except Exception as exc:  # never out of the core: the model returns to its last good state
             self._recover("step", exc)
             return []
         self.step_ms.append(1e3 * (time.perf_counter() - t_start))
@@ -273,7 +277,10 @@ class TwinCore:
         if self.record:
             self.record({"k": "cmd", "name": name, "args": args})
         try:
-            return {"cmd": name, "ok": True, "detail": self._command(name, args)}
+            detail = self._command(name, args)
+            if self.good is not None and isinstance(self.tracker, EkfTracker):
+                self.good = self.tracker.checkpoint()  # the command's changes are part of the good state
+            return {"cmd": name, "ok": True, "detail": detail}
         except Exception as exc:  # nothing raises out of a command
             return {"cmd": name, "ok": False, "detail": problem_text(exc)}
 
@@ -313,10 +320,19 @@ class TwinCore:
                              "parameters and re-initialises at the next batch") from exc
 
     def _recover(self, where: str, exc: BaseException) -> None:
-        """Rebuild the tracker from the mechanism file with the last good parameters; the filter
-        re-initialises from the measurements at the next batch (``resync.recovery``)."""
+        """Return the tracker to its checkpoint after the last good batch (filter state x, P and the
+        Simulator's state; the next batch predicts through the failed one like through a gap). When
+        there is none (no batch yet, open loop), or the failure repeats, rebuild it from the mechanism
+        file with the last good parameters and re-initialise at the next batch (``resync.recovery``)."""
         self.stats["recovered"][where] += 1
         self.last_problem = problem_text(exc)
+        self.failed_in_row += 1
+        if self.good is not None and self.failed_in_row == 1:
+            try:
+                self.tracker.restore(self.good)  # type: ignore[union-attr]
+                return
+            except Exception as again:
+                self.last_problem += f"; restoring the checkpoint failed too: {problem_text(again)}"
         self.tracker = make_tracker(self.cfg, self.mech)
         for name, value in self.good_params.items():
             self.tracker.set_param(name, value)

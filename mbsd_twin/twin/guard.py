@@ -7,9 +7,11 @@
   a factor ``param_factor`` of the mechanism file's value (so a positive parameter stays positive; a
   parameter that is 0 in the file may move by ±``input_limit``). Solver settings: ``solver.rtol``
   in [1e-12, 0.1], ``solver.max_step`` 0 (no limit) or >= 1e-6 s (:data:`SOLVER_LIMITS`).
-* Recovery: any exception in a step, a re-initialisation or a command rebuilds the tracker from the
-  mechanism file with the parameters last applied successfully, and the filter re-initialises from
-  the measurements of the next batch (counted as ``recovered``; ``resync.recovery``).
+* Recovery (:meth:`TwinCore._recover`): any exception in a step, a re-initialisation or a command
+  returns the tracker to its checkpoint after the last good batch or command (Simulator snapshot,
+  filter x, P); without one, or when the failure repeats, the tracker is rebuilt from the mechanism
+  file with the parameters last applied successfully and re-initialises from the next batch
+  (counted as ``recovered``; ``resync.recovery``).
 """
 
 from __future__ import annotations
