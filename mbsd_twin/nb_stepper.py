@@ -153,11 +153,15 @@ def _step(S, ctx, K, ys, yr, ye, t_limit, ob):  # noqa: ANN001
     n_ctrl = y_new.shape[0] - (0 if ob[6] > 0.0 else nd.N_QUAD)
     t = S[2]
     min_step = 10.0 * (np.nextafter(t, np.inf) - t)
+    if S[3] != S[3]:  # a NaN step size (non-finite state or inputs) would never end the loop below
+        return FAIL_STEP
     h_abs = min(max(S[3], min_step), max_step)
     rejected = False
     while True:
-        if h_abs < min_step:
+        if not h_abs >= min_step:  # also NaN
             return FAIL_STEP
+        if h_abs == np.inf:  # no step limit and no finite size: halving would never shrink it
+            h_abs = 1.0
         t_next = min(t + h_abs, t_limit)
         h = t_next - t
         fine = nd._stages(t, y_new, f_new, h, ctx, K, ys, yr)

@@ -22,17 +22,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     cfg = load_config(args.config or os.environ.get("MBSD_TWIN_CONFIG") or None, overrides=over)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+    from .watchdog import arm
+
+    watcher = arm(cfg.service.stop_grace)  # SIGTERM works even with the worker stuck holding the GIL
+
     async def run() -> None:
         svc = TwinService(cfg)
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):  # before connecting: a signal during start-up stops cleanly
-            loop.add_signal_handler(sig, svc.stopping.set)
+        for sig in (signal.SIGTERM, signal.SIGINT):  # before connecting: a signal during start-up stops cleanly;
+            signal.signal(sig, lambda *_: svc.stopping.set())  # Python handlers: the watchdog keeps the wakeup fd
         async with svc:
             logging.getLogger("mbsd_twin.twin").info("serving %s on %s (config %s)", cfg.core.base,
                                                      cfg.broker.url, cfg.config_hash())
             await svc.wait()
 
     asyncio.run(run())
+    if watcher is not None:
+        watcher.terminate()  # (it would also see the pipe close at exit)
     return 0
 
 

@@ -134,6 +134,10 @@ class CoreConfig:
     max_gap: float = 0.25  # s: predict through gaps up to this long; longer ones re-initialise
     change_mtbfa: float = 604800.0  # s: mean time between false change alarms, per statistic
     change_shift: float = 1.0  # σ: the change (in normalised units) the CUSUM is tuned for
+    input_limit: float = 1e6  # largest plausible |value| of any channel the twin reads, in its unit
+    channel_limits: dict[str, float] = field(default_factory=dict)  # channel → its own |value| limit
+    param_factor: float = 1e3  # set_param: within [file value / factor, file value · factor]
+    param_limits: dict[str, list[float]] = field(default_factory=dict)  # parameter → [low, high]
 
     @property
     def base(self) -> str:
@@ -170,6 +174,9 @@ class ServiceConfig:
     lag_low_batches: int = 100
     max_lag: float = 0.5  # s: at the coarsest hold, a batch this late flushes the backlog (newest kept)
     health_interval: float = 1.0
+    max_seq_jump: int = 1000  # messages: a seq further from the expected one is implausible
+    seq_jump_confirm: int = 3  # consecutive implausible seqs that continue one another: a renumbering
+    stop_grace: float = 5.0  # s after SIGTERM before a stuck service is killed (its will published); 0: off
 
 
 @dataclass(frozen=True)
@@ -348,6 +355,9 @@ def _check_estimator(c: CoreConfig, problems: list[str]) -> None:
         problems.append(f"[core] jacobian_every must be >= 1, got {c.jacobian_every!r}")
     if not 0 < c.divergence_probability < 1:
         problems.append(f"[core] divergence_probability must be in (0, 1), got {c.divergence_probability!r}")
+    from .guard import limit_problems
+
+    problems += limit_problems(c)
 
 
 def _check_service(s: ServiceConfig, m: MetricsConfig, problems: list[str]) -> None:
@@ -359,6 +369,11 @@ def _check_service(s: ServiceConfig, m: MetricsConfig, problems: list[str]) -> N
                         f"got {s.start_level}")
     if s.queue_size < 1 or s.reorder_window < 0 or s.max_message_bytes < 256:
         problems.append("[service] need queue_size >= 1, reorder_window >= 0, max_message_bytes >= 256")
+    if not s.stop_grace >= 0:
+        problems.append(f"[service] stop_grace must be >= 0 s, got {s.stop_grace!r}")
+    if not (s.max_seq_jump > s.reorder_window and s.seq_jump_confirm >= 1):
+        problems.append(f"[service] need max_seq_jump > reorder_window and seq_jump_confirm >= 1, got "
+                        f"{s.max_seq_jump!r} and {s.seq_jump_confirm!r}")
     if not (0 <= s.lag_low <= s.lag_high and s.max_lag > 0 and s.health_interval > 0 and s.reorder_timeout >= 0):
         problems.append("[service] need 0 <= lag_low <= lag_high, max_lag > 0, health_interval > 0, "
                         "reorder_timeout >= 0")

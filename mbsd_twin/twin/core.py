@@ -25,11 +25,12 @@ from typing import Any
 import numpy as np
 
 from ..dynamics import SolverFailure
-from ..errors import MbsdError
+from ..errors import MbsdError, PortError
 from ..estimation.holds import Step, interval_steps
 from ..model import Mechanism
 from .alarms import Alarms, ChangeAlarms
 from .config import CoreConfig
+from .guard import channels_read, check_param, out_of_range, problem_text
 from .protocol import VERSION, SensorBatch, Topics, encode
 from .tracking import EkfTracker, Row, make_tracker, nis_bound
 
@@ -48,7 +49,13 @@ Recorder = Callable[[dict[str, Any]], None]
 class TwinCore:
     def __init__(self, cfg: CoreConfig, mech: Mechanism, record: Recorder | None = None) -> None:
         self.cfg, self.topics, self.record = cfg, Topics(cfg.base), record
+        self.mech = mech
         self.tracker = make_tracker(cfg, mech)
+        self.good_params: dict[str, float] = {}  # set_param values applied and run successfully
+        self.read = channels_read(cfg)
+        self.last_problem = ""  # the last rejected batch's or recovered failure's problem text
+        self.good: tuple[Any, ...] | None = None  # the tracker's checkpoint after the last good batch
+        self.failed_in_row = 0
         outs = set(self.tracker.mechanism_outputs())
         missing = [p for p in (*cfg.compare.values(), *cfg.state_extra, *cfg.virtual) if p not in outs]
         if missing:
@@ -70,7 +77,8 @@ class TwinCore:
         self.latest: dict[str, Any] = {}
         self.batch_resyncs = 0  # (re)initialisations in the batch being processed
         self.stats: dict[str, Any] = {"resync": Counter(), "solver_failure": 0, "batches": 0, "samples": 0,
-                                      "missing_channels": 0, "paused_drops": 0, "gap_predicted": 0}
+                                      "missing_channels": 0, "paused_drops": 0, "gap_predicted": 0,
+                                      "invalid": Counter(), "recovered": Counter()}
         self.step_ms: deque[float] = deque(maxlen=500)
 
     # ------------------------------------------------------------------ batches
@@ -85,8 +93,19 @@ class TwinCore:
         if self.paused:
             self.stats["paused_drops"] += 1
             return []
+        bad = out_of_range(self.cfg, batch, self.read)
+        if bad:
+            self.stats["invalid"]["range"] += 1
+            self.last_problem = bad
+            return []
         t_start = time.perf_counter()
-        outs = self._run(batch, max(1, hold))
+        try:
+            outs = self._run(batch, max(1, hold))
+            self.good = self.tracker.checkpoint() if isinstance(self.tracker, EkfTracker) else None
+            self.failed_in_row = 0
+        except Exception as exc:  # never out of the core: the model returns to its last good state
+            self._recover("step", exc)
+            return []
         self.step_ms.append(1e3 * (time.perf_counter() - t_start))
         self.stats["batches"] += 1
         self.stats["samples"] += batch.n
@@ -259,19 +278,27 @@ class TwinCore:
             self.record({"k": "cmd", "name": name, "args": args})
         try:
             detail = self._command(name, args)
+            if self.good is not None and isinstance(self.tracker, EkfTracker):
+                self.good = self.tracker.checkpoint()  # the command's changes are part of the good state
             return {"cmd": name, "ok": True, "detail": detail}
-        except (ValueError, TypeError, KeyError, MbsdError) as exc:
-            return {"cmd": name, "ok": False, "detail": str(exc).splitlines()[0][:200]}
+        except Exception as exc:  # nothing raises out of a command
+            return {"cmd": name, "ok": False, "detail": problem_text(exc)}
 
     def _command(self, name: str, args: dict[str, Any]) -> str:
         if name == "reset":
-            return self._resync_latest("reset")
+            return self._guarded("reset", lambda: self._resync_latest("reset"))
         if name == "set_param":
             pname, value = args["name"], args["value"]
             if not isinstance(pname, str) or isinstance(value, bool) or not isinstance(value, int | float):
                 raise ValueError("set_param needs {\"name\": str, \"value\": number}")
-            self.tracker.set_param(pname, float(value))
-            return f"{pname} = {float(value)!r}; " + self._resync_latest("set_param")
+            check_param(self.cfg, self.mech, pname, float(value))
+
+            def apply() -> str:
+                self.tracker.set_param(pname, float(value))
+                return f"{pname} = {float(value)!r}; " + self._resync_latest("set_param")
+            detail = self._guarded(f"set_param {pname} = {float(value)!r}", apply)
+            self.good_params[pname] = float(value)
+            return detail
         if name == "pause":
             self.paused = True
             return "paused: sensor batches are dropped until resume"
@@ -279,6 +306,41 @@ class TwinCore:
             self.paused, self.pending = False, "resume"
             return "resumed: re-synchronising at the next batch"
         raise ValueError(f"unknown command {name!r}; commands: reset, set_param, pause, resume")
+
+    def _guarded(self, what: str, apply: Callable[[], str]) -> str:
+        """Run a command's change of the model; when it fails (other than an unknown name, which
+        changes nothing) the model is restored and the problem raised with a note saying so."""
+        try:
+            return apply()
+        except PortError:
+            raise
+        except Exception as exc:
+            self._recover("command", exc)
+            raise ValueError(f"{what} failed: {problem_text(exc)}; the model was restored with the last good "
+                             "parameters and re-initialises at the next batch") from exc
+
+    def _recover(self, where: str, exc: BaseException) -> None:
+        """Return the tracker to its checkpoint after the last good batch (filter state x, P and the
+        Simulator's state; the next batch predicts through the failed one like through a gap). When
+        there is none (no batch yet, open loop), or the failure repeats, rebuild it from the mechanism
+        file with the last good parameters and re-initialise at the next batch (``resync.recovery``)."""
+        self.stats["recovered"][where] += 1
+        self.last_problem = problem_text(exc)
+        self.failed_in_row += 1
+        if self.good is not None and self.failed_in_row == 1:
+            try:
+                self.tracker.restore(self.good)  # type: ignore[union-attr]
+                return
+            except Exception as again:
+                self.last_problem += f"; restoring the checkpoint failed too: {problem_text(again)}"
+        self.tracker = make_tracker(self.cfg, self.mech)
+        for name, value in self.good_params.items():
+            self.tracker.set_param(name, value)
+        self.nis.clear()
+        self.nis_sum = [0.0, 0.0]
+        if self.changes is not None:
+            self.changes.reset()
+        self.pending = "recovery"
 
     def rig_restart(self) -> None:
         """A new rig session (birth with another session id): re-synchronise at its first batch."""

@@ -5,6 +5,12 @@ seq waits in a buffer of at most ``window`` messages; when the buffer is full (o
 called after a timeout) the missing seqs are given up and counted as ``gap``. A message older than
 the expected seq is a ``duplicate`` when it was already delivered or buffered, else ``late``
 (dropped). ``reordered`` counts messages that arrived after a later one and were put back in order.
+
+A seq more than ``max_jump`` away from the expected one (ahead or behind) is implausible: it is
+dropped and counted as ``jump``, unless ``jump_confirm`` such messages in a row continue one
+another's numbering (seq, seq + 1, ...), which is then taken as a restart of the rig's numbering
+(counted as ``restart``). One hostile seq (current + 10**12) therefore never blocks the stream, and
+a legitimate stream that an attacker managed to displace takes its numbering back the same way.
 """
 
 from __future__ import annotations
@@ -16,13 +22,14 @@ T = TypeVar("T")
 
 
 class Sequencer(Generic[T]):
-    def __init__(self, window: int, history: int = 4096) -> None:
-        self.window = window
+    def __init__(self, window: int, history: int = 4096, max_jump: int = 1000, jump_confirm: int = 3) -> None:
+        self.window, self.max_jump, self.jump_confirm = window, max_jump, jump_confirm
+        self._jump: tuple[int, int] = (-1, 0)  # last implausible seq and the run of consecutive ones
         self.expected: int | None = None
         self.buffer: dict[int, tuple[T, float]] = {}
         self.delivered: OrderedDict[int, None] = OrderedDict()
         self._history = history
-        self.counts = {"duplicate": 0, "late": 0, "gap": 0, "reordered": 0, "restart": 0}
+        self.counts = {"duplicate": 0, "late": 0, "gap": 0, "reordered": 0, "restart": 0, "jump": 0}
         self._waited: deque[int] = deque()
 
     def reset(self) -> None:
@@ -53,6 +60,9 @@ class Sequencer(Generic[T]):
             self.reset()
             self._deliver(seq, item, out)
             return out
+        if abs(seq - self.expected) > self.max_jump:
+            return self._jumped(seq, item)
+        self._jump = (-1, 0)
         if seq < self.expected:
             self.counts["duplicate" if seq in self.delivered else "late"] += 1
             return out
@@ -68,6 +78,21 @@ class Sequencer(Generic[T]):
         self.buffer[seq] = (item, now)
         if len(self.buffer) > self.window:
             self._skip(out)
+        return out
+
+    def _jumped(self, seq: int, item: T) -> list[T]:
+        """An implausible seq: dropped, or a restart of the numbering once confirmed."""
+        last, run = self._jump
+        run = run + 1 if seq == last + 1 else 1
+        self._jump = (seq, run)
+        self.counts["jump"] += 1
+        if run < self.jump_confirm:
+            return []
+        self.counts["restart"] += 1
+        self.reset()
+        self._jump = (-1, 0)
+        out: list[T] = []
+        self._deliver(seq, item, out)
         return out
 
     def _skip(self, out: list[T]) -> None:

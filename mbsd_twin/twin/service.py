@@ -62,6 +62,7 @@ class RateLimitedLog:
             log.log(level, msg, *args)
 
 
+RIG_STATES = ("online", "offline", "unknown")  # rig status states counted by name; any other is "other"
 RIG_RESTART = None  # queued in place of a batch: a new rig session starts after the batches before it
 
 
@@ -77,7 +78,8 @@ class TwinService:
         if self.recorder:
             self.recorder({"k": "header", "format": FORMAT, "core": cfg.core.to_dict(),
                            "mechanism": cfg.service.mechanism, "mechanism_toml": self.mech_text})
-        self.seq: Sequencer[tuple[SensorBatch, float]] = Sequencer(cfg.service.reorder_window)
+        self.seq: Sequencer[tuple[SensorBatch, float]] = Sequencer(
+            cfg.service.reorder_window, max_jump=cfg.service.max_seq_jump, jump_confirm=cfg.service.seq_jump_confirm)
         self.metrics = Metrics()
         self.lock = threading.Condition()
         self.batches: deque[tuple[SensorBatch | None, float]] = deque()
@@ -203,7 +205,8 @@ class TwinService:
                     self.batches.append((RIG_RESTART, time.monotonic()))
                     self.lock.notify()
             self.rig_session = session
-        self.counts[f"rig_{st.get('state', 'unknown')}"] += 1
+        state = st.get("state", "unknown")
+        self.counts[f"rig_{state if state in RIG_STATES else 'other'}"] += 1  # bounded: no key per string
 
     def _command_in(self, msg: mqtt.MQTTMessage) -> None:
         name = msg.topic.rsplit("/", 1)[1]
@@ -269,7 +272,14 @@ class TwinService:
                 self.counts["dropped_overload"] += n if n else 1
             if n:
                 return
+        st = self.core.stats
+        before = (st["invalid"]["range"], st["recovered"]["step"])
         outs = self.core.step(batch, self._adapt(self.lag, depth))
+        if st["invalid"]["range"] > before[0]:
+            self.metrics.invalid.labels("range").inc()
+            self.rlog.warning("range", "invalid sensor message (range): %s", self.core.last_problem)
+        if st["recovered"]["step"] > before[1]:
+            self.rlog.warning("recovered", "model restored after a failure: %s", self.core.last_problem)
         for o in outs:
             self.publish(o)
             if o.topic == self.topics.twin("alarms") and '"source":"change"' in o.payload \
@@ -326,7 +336,8 @@ class TwinService:
                 "lag_s": self.lag, "queue_depth": len(self.batches), "queue_size": self.cfg.service.queue_size,
                 "hold": self.cfg.service.hold_levels[self.level], "paused": self.core.paused,
                 "counters": {"dropped_overload": 0, "publish_failed": 0, "rig_restart": 0, **dict(self.counts),
-                             **self.seq.counts, "invalid": dict(self.invalid),
+                             **self.seq.counts, "invalid": dict(self.invalid + st["invalid"]),
+                             "recovered": dict(st["recovered"]),
                              "resync": dict(st["resync"]), "solver_failure": st["solver_failure"],
                              "batches": st["batches"], "samples": st["samples"],
                              "missing_channels": st["missing_channels"], "gap_predicted": st["gap_predicted"],

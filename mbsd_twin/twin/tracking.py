@@ -11,7 +11,9 @@ Simulator's time stays small.
 
 from __future__ import annotations
 
+import copy
 import math
+from typing import Any
 
 from scipy.stats import chi2
 
@@ -83,6 +85,20 @@ class EkfTracker:
 
     def mechanism(self) -> Mechanism:
         return self.est.sim.mechanism
+
+    def checkpoint(self) -> tuple[Any, ...]:
+        """The tracker's whole state (the Simulator's snapshot, the filter's x, P, inputs, applied
+        parameters, …; the parameters set) for :meth:`restore`."""
+        est = self.est
+        return est, est.sim.snapshot(), _copied(vars(est)), _copied(vars(self))
+
+    def restore(self, cp: tuple[Any, ...]) -> None:
+        """Return to the state of :meth:`checkpoint` (also after a ``set_param`` rebuilt the filter)."""
+        est, snap, est_state, own = cp
+        vars(self).update(_copied(own))
+        self.est = est
+        vars(est).update(_copied(est_state))
+        est.sim.restore(snap)
 
     def mechanism_outputs(self) -> list[str]:
         return self.est.sim.output_names()
@@ -195,6 +211,13 @@ def residuals(cfg: CoreConfig, meas: dict[str, float], outputs: dict[str, float]
 def virtual_outputs(cfg: CoreConfig, outputs: list[str]) -> tuple[str, ...]:
     """The outputs published as virtual sensors: ``cfg.virtual``, or every joint reaction."""
     return cfg.virtual or tuple(n for n in sorted(outputs) if n.endswith((".fx", ".fy", ".mz")))
+
+
+def _copied(d: dict[str, Any]) -> dict[str, Any]:
+    """A copy of an object's attributes whose arrays, dicts and lists are copied too (the filter
+    changes some in place); other attributes are shared (replaced, never changed in place)."""
+    return {k: copy.copy(v) if isinstance(v, dict | list) or hasattr(v, "copy") and hasattr(v, "shape") else v
+            for k, v in d.items()}
 
 
 def make_tracker(cfg: CoreConfig, mech: Mechanism) -> EkfTracker | OpenLoopTracker:

@@ -1,0 +1,99 @@
+"""Plausibility limits and recovery: hostile but schema-valid data never poisons the twin's model.
+
+* Sensor values: every channel the core reads must satisfy |value| <= its limit
+  (``[core] channel_limits``, else ``input_limit``); a batch with one value outside is rejected whole
+  and counted as ``invalid.range`` (like a NaN, which the parser rejects as ``non_finite``).
+* ``set_param`` values: finite, within ``[core] param_limits`` ([low, high]) when given, else within
+  a factor ``param_factor`` of the mechanism file's value (so a positive parameter stays positive; a
+  parameter that is 0 in the file may move by ±``input_limit``). Solver settings: ``solver.rtol``
+  in [1e-12, 0.1], ``solver.max_step`` 0 (no limit) or >= 1e-6 s (:data:`SOLVER_LIMITS`).
+* Recovery (:meth:`TwinCore._recover`): any exception in a step, a re-initialisation or a command
+  returns the tracker to its checkpoint after the last good batch or command (Simulator snapshot,
+  filter x, P); without one, or when the failure repeats, the tracker is rebuilt from the mechanism
+  file with the parameters last applied successfully and re-initialises from the next batch
+  (counted as ``recovered``; ``resync.recovery``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from ..model import Mechanism
+from ..ports import TUNABLE, model_parameters
+from .config import CoreConfig
+from .protocol import SensorBatch
+
+MAX_DETAIL = 2000  # characters of a problem text kept in a command reply
+# plausible solver settings: a tiny step limit or tolerance would make every batch take minutes
+SOLVER_LIMITS = {"solver.rtol": (1e-12, 0.1), "solver.max_step": (1e-6, math.inf)}
+
+
+def limit_problems(c: CoreConfig) -> list[str]:
+    """Configuration problems of the plausibility limits."""
+    out = []
+    limits = {"input_limit": c.input_limit, **{f"channel_limits.{k}": v for k, v in c.channel_limits.items()}}
+    for key, v in limits.items():
+        if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+            out.append(f"[core] {key} must be a finite number > 0, got {v!r}")
+    if not (isinstance(c.param_factor, int | float) and math.isfinite(c.param_factor) and c.param_factor > 1):
+        out.append(f"[core] param_factor must be a finite number > 1, got {c.param_factor!r}")
+    for name, pair in c.param_limits.items():
+        ok = isinstance(pair, list | tuple) and len(pair) == 2 and all(
+            isinstance(v, int | float) and math.isfinite(v) for v in pair)
+        if not ok or not pair[0] < pair[1]:
+            out.append(f"[core] param_limits.{name} must be [low, high] with finite low < high, got {pair!r}")
+    return out
+
+
+def channels_read(c: CoreConfig) -> tuple[str, ...]:
+    """The sensor channels the core reads (inputs, compared channels)."""
+    return tuple(dict.fromkeys([*c.inputs, *c.compare]))
+
+
+def out_of_range(c: CoreConfig, batch: SensorBatch, channels: Iterable[str]) -> str | None:
+    """The first implausible value of the batch, described; None when every value is plausible."""
+    for ch in channels:
+        values = batch.ch.get(ch)
+        if values is None:
+            continue
+        limit = c.channel_limits.get(ch, c.input_limit)
+        for k, v in enumerate(values):
+            if not abs(v) <= limit:
+                return f"channel {ch!r} sample {k} = {v!r}: |value| > {limit!r}"
+    return None
+
+
+def check_param(c: CoreConfig, mech: Mechanism, name: str, value: float) -> None:
+    """Raise ``ValueError`` (naming the parameter, its value and the allowed range) for an
+    implausible ``set_param`` value."""
+    if not math.isfinite(value):
+        raise ValueError(f"set_param {name}: value {value!r} is not a finite number")
+    if name in c.param_limits:
+        low, high = (float(v) for v in c.param_limits[name])
+        how = "[core] param_limits"
+    elif name in TUNABLE:
+        low, high = SOLVER_LIMITS[name]
+        if name == "solver.max_step" and value == 0.0:
+            return  # 0: no limit
+        how = "the twin's plausible solver settings"
+    else:
+        table = model_parameters(mech)
+        if name not in table:
+            return  # the model names it as unknown, with the list of parameters
+        base = float(table[name][0].value)
+        f = c.param_factor
+        low, high = (base / f, base * f) if base > 0 else (base * f, base / f) if base < 0 else \
+            (-c.input_limit, c.input_limit)
+        how = f"within a factor {f!r} of the mechanism file's {base!r} ([core] param_factor)"
+    if not low <= value <= high:
+        raise ValueError(f"set_param {name} = {value!r} is outside its plausible range "
+                         f"[{low!r}, {high!r}] ({how})")
+
+
+def problem_text(exc: BaseException) -> str:
+    """The whole problem text of an exception (every line), bounded to ``MAX_DETAIL`` characters."""
+    text = str(exc) or type(exc).__name__
+    if not isinstance(exc, ValueError | TypeError | KeyError):
+        text = f"{type(exc).__name__}: {text}"
+    return text if len(text) <= MAX_DETAIL else text[:MAX_DETAIL - 14] + " … (truncated)"
