@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from .config_checks import check_broker, check_core, check_service, shown
+
 ENV = {  # environment variable → (section, key)
     "MBSD_TWIN_BROKER": ("broker", "url"),
     "MBSD_TWIN_USERNAME": ("broker", "username"),
@@ -260,21 +262,8 @@ def _section(cls: type, table: dict[str, Any], name: str, problems: list[str],
             if not ok:
                 kw[key] = default
                 problems.append(f"{where}: invalid value (not shown: secret)" if key in SECRET_KEYS else
-                                f"{where}: expected {type(default).__name__}, got {_shown(value)}")
+                                f"{where}: expected {type(default).__name__}, got {shown(value)}")
     return dataclasses.replace(defaults, **kw)
-
-
-def _shown(value: Any) -> str:
-    """A value for an error message (URLs without their user-info part)."""
-    return repr(redact_url(value)) if isinstance(value, str) else repr(value)[:80]
-
-
-def redact_url(url: str) -> str:
-    """``url`` without a password (``mqtt://user:***@host:port``) — safe for messages and logs."""
-    u = urlparse(url)
-    if u.password is None:
-        return url
-    return u._replace(netloc=f"{u.username}:***@{u.netloc.rsplit('@', 1)[1]}").geturl()
 
 
 def _tables(key: str, items: Any, problems: list[str]) -> tuple[Any, ...]:
@@ -289,96 +278,6 @@ def _tables(key: str, items: Any, problems: list[str]) -> tuple[Any, ...]:
         except TypeError as exc:
             problems.append(f"[[core.{key}]] #{i}: {exc}")
     return tuple(out)
-
-
-def _check_broker(b: BrokerConfig, problems: list[str]) -> None:
-    u = urlparse(b.url)
-    if u.scheme not in ("mqtt", "mqtts") or not u.hostname:
-        problems.append(f"[broker] url must be mqtt://host:port or mqtts://host:port, got {_shown(b.url)}")
-    elif u.username is not None or u.password is not None:
-        problems.append(f"[broker] url must not carry credentials ({_shown(b.url)}); use username and "
-                        "MBSD_TWIN_PASSWORD")
-    else:
-        try:
-            u.port  # noqa: B018 - raises ValueError when out of range
-        except ValueError:
-            problems.append(f"[broker] url has an invalid port: {_shown(b.url)}")
-    if b.protocol not in (4, 5):
-        problems.append(f"[broker] protocol must be 4 (MQTT 3.1.1) or 5, got {b.protocol}")
-    if not 0 < b.reconnect_min <= b.reconnect_max:
-        problems.append("[broker] need 0 < reconnect_min <= reconnect_max")
-    if b.keepalive < 0:
-        problems.append(f"[broker] keepalive must be >= 0 s, got {b.keepalive}")
-    for key in ("tls_ca", "tls_cert", "tls_key"):
-        path = getattr(b, key)
-        if path and not os.path.isfile(path):
-            problems.append(f"[broker] {key}: no such file {path!r}")
-    if bool(b.tls_cert) != bool(b.tls_key):
-        problems.append("[broker] tls_cert and tls_key go together (client certificate and its key)")
-
-
-def _check_core(c: CoreConfig, problems: list[str]) -> None:
-    from ..dynamics import SolverOptions
-
-    for name, v in (("asset", c.asset), ("prefix", c.prefix)):
-        if not v or any(ch in v for ch in "+#") or v.startswith("/") or v.endswith("/"):
-            problems.append(f"[core] {name} must be a non-empty topic level without + # or edge '/', got {v!r}")
-    if c.resync_angle not in c.compare or c.resync_speed not in c.compare:
-        problems.append("[core] resync_angle and resync_speed must be channels in [core.compare]")
-    elif c.compare[c.resync_angle].split(".")[0] != c.compare[c.resync_speed].split(".")[0]:
-        problems.append("[core] resync_angle and resync_speed must map to the same body")
-    for a in c.alarms:
-        if a.source not in ("residual", "state", "virtual", "meas") or not 0 <= a.low <= a.high:
-            problems.append(f"[[core.alarms]] {a.name}: need source residual/state/virtual/meas and 0 <= low <= high")
-    opts = SolverOptions(method=c.solver_method, rtol=c.solver_rtol, atol=c.solver_atol)
-    problems += [f"[core] solver_{p}" for p in opts.problems()]
-    if not c.latest_interval > 0:
-        problems.append("[core] latest_interval must be > 0 s")
-    _check_estimator(c, problems)
-
-
-def _check_estimator(c: CoreConfig, problems: list[str]) -> None:
-    if c.estimator not in ("ekf", "open_loop"):
-        problems.append(f"[core] estimator must be 'ekf' or 'open_loop', got {c.estimator!r}")
-    for ch, hold in c.input_hold.items():
-        if ch not in c.inputs or hold not in ("foh", "zoh"):
-            problems.append(f"[core] input_hold.{ch}: need an input channel and 'foh' or 'zoh', got {hold!r}")
-    for ch, sd in c.noise.items():
-        if not (isinstance(sd, int | float) and math.isfinite(sd) and sd > 0):
-            problems.append(f"[core] noise.{ch} must be a finite number > 0, got {sd!r}")
-    for a in c.augment:
-        if not (a.sigma > 0 and a.rate >= 0):
-            problems.append(f"[[core.augment]] {a.name}: need sigma > 0 and rate >= 0")
-    positive = ("accel_noise", "gap_accel_noise", "divergence_window", "max_gap", "change_mtbfa", "change_shift")
-    problems += [f"[core] {k} must be > 0, got {getattr(c, k)!r}" for k in positive if not getattr(c, k) > 0]
-    if c.jacobian_every < 1:
-        problems.append(f"[core] jacobian_every must be >= 1, got {c.jacobian_every!r}")
-    if not 0 < c.divergence_probability < 1:
-        problems.append(f"[core] divergence_probability must be in (0, 1), got {c.divergence_probability!r}")
-    from .guard import limit_problems
-
-    problems += limit_problems(c)
-
-
-def _check_service(s: ServiceConfig, m: MetricsConfig, problems: list[str]) -> None:
-    if not s.hold_levels or any(not isinstance(h, int) or h < 1 for h in s.hold_levels) \
-            or list(s.hold_levels) != sorted(s.hold_levels):
-        problems.append(f"[service] hold_levels must be increasing positive integers, got {list(s.hold_levels)}")
-    if not 0 <= s.start_level < len(s.hold_levels):
-        problems.append(f"[service] start_level must index hold_levels (0 .. {len(s.hold_levels) - 1}), "
-                        f"got {s.start_level}")
-    if s.queue_size < 1 or s.reorder_window < 0 or s.max_message_bytes < 256:
-        problems.append("[service] need queue_size >= 1, reorder_window >= 0, max_message_bytes >= 256")
-    if not s.stop_grace >= 0:
-        problems.append(f"[service] stop_grace must be >= 0 s, got {s.stop_grace!r}")
-    if not (s.max_seq_jump > s.reorder_window and s.seq_jump_confirm >= 1):
-        problems.append(f"[service] need max_seq_jump > reorder_window and seq_jump_confirm >= 1, got "
-                        f"{s.max_seq_jump!r} and {s.seq_jump_confirm!r}")
-    if not (0 <= s.lag_low <= s.lag_high and s.max_lag > 0 and s.health_interval > 0 and s.reorder_timeout >= 0):
-        problems.append("[service] need 0 <= lag_low <= lag_high, max_lag > 0, health_interval > 0, "
-                        "reorder_timeout >= 0")
-    if not 0 <= m.port <= 65535:
-        problems.append(f"[metrics] port must be 0 (off) .. 65535, got {m.port}")
 
 
 def _read(path: str | None, env: dict[str, str], overrides: dict[str, dict[str, Any]] | None
@@ -419,9 +318,9 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
             continue
         parts[sec] = _section(_SECTIONS[sec], table, sec, problems, origins)
     cfg = TwinConfig(**parts)
-    _check_broker(cfg.broker, problems)
-    _check_core(cfg.core, problems)
-    _check_service(cfg.service, cfg.metrics, problems)
+    check_broker(cfg.broker, problems)
+    check_core(cfg.core, problems)
+    check_service(cfg.service, cfg.metrics, problems)
     if problems:
         raise ConfigError(problems, path or "<defaults>")
     return cfg
