@@ -14,19 +14,25 @@ from scipy.linalg import expm
 import mbsd_twin as mt
 from mbsd_twin.estimation.change import ChangeDetector, Cusum, arl0, threshold
 from mbsd_twin.estimation.ekf import PARAM_WRITE, Augment, FilterConfig, StateEstimator, speed_of
-from mbsd_twin.estimation.holds import interval_inputs
+from mbsd_twin.estimation.holds import interval_steps
 
 MSD = "examples/mechanisms/mass_spring_damper.toml"
 M, K, C = 2.0, 200.0, 4.0  # the file's block mass, spring stiffness and damping
 
 
-def test_holds_give_the_exact_mean_of_a_linear_input() -> None:
-    t = np.linspace(0.0, 0.01, 11)
-    u = 3.0 - 70.0 * t  # linear: the mean over [t_k, t_k+1] is the value at the midpoint
-    np.testing.assert_allclose(interval_inputs(u), 3.0 - 70.0 * (t[:-1] + 0.0005), rtol=0, atol=1e-13)
-    np.testing.assert_array_equal(interval_inputs(u, "zoh"), u[:-1])
+def test_first_order_hold_keeps_impulse_and_first_moment_of_the_line() -> None:
+    """Between samples u0 = 3 and u1 = 2.3 over [0, 0.001] s the line's impulse is ∫u = 2.65e-3 and
+    its first moment about the midpoint ∫u·(t − 0.0005) = (u1 − u0)·dt²/12; the two half steps
+    keep both. The zero-order hold is one step at u0; an unknown hold is refused by name."""
+    steps = interval_steps(0.0, 1e-3, {"m": 3.0}, {"m": 2.3})
+    (t1, a), (t2, b) = steps
+    assert (t1, t2) == (0.5e-3, 1e-3)
+    assert 0.5e-3 * (a["m"] + b["m"]) == pytest.approx(2.65e-3, abs=1e-15)
+    moment = a["m"] * -(0.5e-3 ** 2) / 2 + b["m"] * (0.5e-3 ** 2) / 2
+    assert moment == pytest.approx((2.3 - 3.0) * 1e-6 / 12, abs=1e-18)
+    assert interval_steps(0.0, 1e-3, {"m": 3.0}, {"m": 2.3}, {"m": "zoh"}) == [(1e-3, {"m": 3.0})]
     with pytest.raises(ValueError, match="'cubic'"):
-        interval_inputs(u, "cubic")
+        interval_steps(0.0, 1e-3, {"m": 3.0}, {"m": 2.3}, {"m": "cubic"})
 
 
 def test_speed_names() -> None:

@@ -93,28 +93,32 @@ def _reinit(res: Any) -> int:
     return sum(v for k, v in res.resyncs.items() if k != "start")
 
 
+def _estimate_panel(a: Any, est: tuple[np.ndarray, np.ndarray, np.ndarray], truth: tuple[np.ndarray, np.ndarray],
+                    labels: tuple[str, str, str, str]) -> None:
+    """An estimate with its ±σ band against the truth: ``est`` (t, value, σ), ``truth`` (t, value),
+    ``labels`` (truth, estimate, y axis, title)."""
+    (t, v, sd), (tt, tv) = est, truth
+    a.plot(tt, tv, color="k", lw=0.8, label=labels[0])
+    a.plot(t, v, lw=0.8, label=labels[1])
+    a.fill_between(t, v - sd, v + sd, alpha=0.3, label="±σ")
+    a.axvline(ONSET, color="k", ls=":")
+    a.set(xlim=(ONSET - 1.0, DURATION), xlabel="rig time [s]", ylabel=labels[2], title=labels[3])
+    a.legend(loc="upper left", fontsize=8)
+
+
 def _bias_panel(a: Any, fault: str, r: dict[str, np.ndarray], truth: dict[str, np.ndarray],
                 mech: mt.Mechanism) -> None:
-    t, b, sd = r["t"], r["motor_torque.bias"], r["motor_torque.bias.sd"]
-    a.plot(truth["t"], equivalent_torque(fault, truth, mech), color="k", lw=0.8, label="true equivalent torque")
-    a.plot(t, b, lw=0.8, label="estimated motor_torque.bias")
-    a.fill_between(t, b - sd, b + sd, alpha=0.3, label="±σ")
-    a.axvline(ONSET, color="k", ls=":")
-    a.set(xlim=(ONSET - 1.0, DURATION), xlabel="rig time [s]", ylabel="torque on the crank [N·m, CCW +]",
-          title="torque bias estimate vs the fault")
-    a.legend(loc="upper left", fontsize=8)
+    _estimate_panel(a, (r["t"], r["motor_torque.bias"], r["motor_torque.bias.sd"]),
+                    (truth["t"], equivalent_torque(fault, truth, mech)),
+                    ("true equivalent torque", "estimated motor_torque.bias", "torque on the crank [N·m, CCW +]",
+                     "torque bias estimate vs the fault"))
 
 
 def _mass_panel(a: Any, r: dict[str, np.ndarray], truth: dict[str, np.ndarray]) -> None:
     """The piston-mass estimate (augmented by default) against the rig's true mass."""
-    t, m, sd = r["t"], r["piston.mass"], r["piston.mass.sd"]
-    a.plot(truth["t"], truth["param:piston.mass"], color="k", lw=0.8, label="true piston mass")
-    a.plot(t, m, lw=0.8, label="estimated piston.mass")
-    a.fill_between(t, m - sd, m + sd, alpha=0.3, label="±σ")
-    a.axvline(ONSET, color="k", ls=":")
-    a.set(xlim=(ONSET - 1.0, DURATION), xlabel="rig time [s]", ylabel="piston mass [kg]",
-          title="piston-mass estimate vs the fault (+20 %)")
-    a.legend(loc="upper left", fontsize=8)
+    _estimate_panel(a, (r["t"], r["piston.mass"], r["piston.mass.sd"]), (truth["t"], truth["param:piston.mass"]),
+                    ("true piston mass", "estimated piston.mass", "piston mass [kg]",
+                     "piston-mass estimate vs the fault (+20 %)"))
 
 
 def fault_figure(out: Path, fault: str, res: Any, mech: mt.Mechanism, h: float) -> float:

@@ -5,7 +5,7 @@ offline calibration (docs/twin-estimation.md). Engine layer: imports the Simulat
 from .calibrate import Calibration, calibrate
 from .change import ChangeDetector, Cusum, threshold
 from .ekf import Augment, FilterConfig, Innovation, StateEstimator
-from .holds import HOLDS, interval_inputs, interval_steps
+from .holds import HOLDS, interval_steps
 
 __all__ = ["HOLDS", "Augment", "Calibration", "ChangeDetector", "Cusum", "FilterConfig", "Innovation",
-           "StateEstimator", "calibrate", "interval_inputs", "interval_steps", "threshold"]
+           "StateEstimator", "calibrate", "interval_steps", "threshold"]

@@ -5,8 +5,7 @@ The Simulator holds each input constant over one ``advance_to`` call, so the int
 is driven by held values:
 
 - ``"foh"`` (first-order hold, the default): the straight line through the two samples;
-  :func:`interval_steps` reproduces it with two half steps (exact impulse and first moment), and
-  :func:`interval_inputs` gives its mean (u_k + u_k+1)/2 for a single step.
+  :func:`interval_steps` reproduces it with two half steps (exact impulse and first moment).
 - ``"zoh"`` (zero-order hold): u_k, for an input that really is held at each sample until the next
   (a digital controller's command written at the sample instant).
 
@@ -18,20 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
-
 HOLDS = ("foh", "zoh")
-
-
-def interval_inputs(samples: ArrayLike, hold: str = "foh") -> NDArray[np.float64]:
-    """The value to hold over each of the len(samples) − 1 intervals between consecutive samples."""
-    u = np.asarray(samples, dtype=float)
-    if hold == "foh":
-        return 0.5 * (u[:-1] + u[1:])
-    if hold == "zoh":
-        return u[:-1].copy()
-    raise ValueError(f"unknown input hold {hold!r}; holds: {', '.join(HOLDS)}")
 
 
 Step = tuple[float, dict[str, float]]  # (end time [s], input port → value held until then)
@@ -49,6 +35,9 @@ def interval_steps(t0: float, t1: float, u0: Mapping[str, float], u1: Mapping[st
     (du/dt)·dt³/12 per interval through the inverse inertia, which accumulates while the input
     ramps. Zero-order hold: u0 over the whole interval, one step."""
     holds = holds or {}
+    bad = sorted({h for h in holds.values() if h not in HOLDS})
+    if bad:
+        raise ValueError(f"unknown input hold {bad[0]!r}; holds: {', '.join(HOLDS)}")
     if all(holds.get(p, "foh") == "zoh" or u0.get(p, u1[p]) == u1[p] for p in u1):
         return [(t1, {p: (u0.get(p, u1[p]) if holds.get(p, "foh") == "zoh" else u1[p]) for p in u1})]
     first, second = {}, {}
