@@ -138,8 +138,7 @@ class Innovation:
 
 @dataclass
 class _Step:
-    F: F64
-    H: F64
+    H: F64  # measurement Jacobian at the predicted point
     y: F64  # predicted measurements (all configured outputs)
 
 
@@ -270,7 +269,7 @@ class StateEstimator:
         self.x[:2 * d] = base[:2 * d]
         self.P = lin.F @ self.P @ lin.F.T + lin.Q + self._q(h, self.cfg.accel_noise if accel_noise is None
                                                              else accel_noise)
-        self.step = _Step(lin.F, lin.H, base[2 * d:])
+        self.step = _Step(lin.H, base[2 * d:])
         self.inputs = dict(at_next)
 
     def _linearise(self, start: Snapshot, base: F64, h: float, steps: Sequence[Step],

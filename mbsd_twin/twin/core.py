@@ -207,7 +207,7 @@ class TwinCore:
             return False
         dof = int(self.nis_sum[1])
         if dof not in self.nis_bounds:
-            self.nis_bounds[dof] = nis_bound(dof, 1, self.cfg.divergence_probability)
+            self.nis_bounds[dof] = nis_bound(dof, self.cfg.divergence_probability)
         return self.nis_sum[0] > self.nis_bounds[dof]
 
     def _begin(self, batch: SensorBatch) -> int:

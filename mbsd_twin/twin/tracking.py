@@ -224,8 +224,8 @@ def make_tracker(cfg: CoreConfig, mech: Mechanism) -> EkfTracker | OpenLoopTrack
     return EkfTracker(cfg, mech) if cfg.estimator == "ekf" else OpenLoopTracker(cfg, mech)
 
 
-def nis_bound(dof: int, n: int, level: float) -> float:
-    """Upper bound of the mean of n NIS values of ``dof`` degrees of freedom each, exceeded with
+def nis_bound(dof: int, level: float) -> float:
+    """Upper bound of a sum of NIS values with ``dof`` degrees of freedom in all, exceeded with
     probability ``level`` by a consistent filter."""
-    return float(chi2.isf(level, dof * n) / n)
+    return float(chi2.isf(level, dof))
 
