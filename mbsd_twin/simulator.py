@@ -278,11 +278,14 @@ class Simulator:
         self._stepper.set_inputs(self._inputs)  # inputs set since the last step take effect, as in advance_to
         return self._stepper.buffers(self._react_idx, self._effort_rows, self._index["energy.total"], self._e0)
 
-    def buffers_done(self, b: Buffers, e0: float | None = None) -> None:
-        """After compiled code changed the arrays of :meth:`buffers`: take up its inputs and flags
-        and, when it re-initialised the state (``e0``: the energy there [J]), the new baseline of
-        ``energy.balance_error``."""
+    def buffers_done(self, b: Buffers, e0: float | None = None, parameters: Mapping[str, float] | None = None) -> None:
+        """After compiled code changed the arrays of :meth:`buffers`: take up its inputs and flags;
+        when it re-initialised the state (``e0``: the energy there [J]), the new baseline of
+        ``energy.balance_error``; the live ``parameters`` it wrote at :meth:`parameter_index` (the
+        rest of the model takes them up, as from :meth:`set_parameter`, without a restart)."""
         assert isinstance(self._stepper, CompiledStepper)
+        for name, v in (parameters or {}).items():
+            self._set_live(name, v)
         self._stepper.buffers_done(b)
         self._inputs.update(self._stepper.inputs)
         if e0 is not None:

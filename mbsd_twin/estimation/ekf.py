@@ -39,6 +39,7 @@ __all__ = ["PARAM_WRITE", "Augment", "FilterConfig", "Innovation", "StateEstimat
 
 F64 = NDArray[np.float64]
 SPEED = {"x": "vx", "y": "vy", "theta": "omega"}
+H_CHANGE = 1e-3  # relative change of the prediction interval that calls for new Jacobians
 
 
 def speed_of(coordinate: str) -> str:
@@ -222,7 +223,7 @@ class StateEstimator:
         the measurements with the inputs ``at_next`` (their values at the last step's end: reactions
         feel the input at once). ``accel_noise`` overrides the configured density for this
         prediction (a gap: inputs unknown in between). The Jacobians are refreshed every
-        ``jacobian_every`` predictions, and whenever the length or number of steps changes."""
+        ``jacobian_every`` predictions, and whenever the number of steps or (by more than 0.1 %) the length changes."""
         sim, d = self.sim, self.d
         h = steps[-1][0] - sim.time
         lin = self.lin
@@ -237,14 +238,16 @@ class StateEstimator:
             self.age += 1
         assert lin is not None
         self.x[:2 * d] = base[:2 * d]
-        self.P = lin.F @ self.P @ lin.F.T + lin.Q + self._q_acc(lin, accel_noise)
+        self.P = nb_kalman.propagate(lin.F, self.P, lin.Q, self._q_acc(lin, accel_noise))
         self.step = Prediction(lin.H, base[2 * d:])
         self.inputs = dict(at_next)
 
     def _stale(self, h: float, n_steps: int) -> bool:
-        """Whether the next prediction needs new Jacobians."""
+        """Whether the next prediction needs new Jacobians: every ``jacobian_every`` predictions, and
+        when the number of steps or the interval changes (by more than ``H_CHANGE``: sample times
+        given as seconds since the epoch carry about 2e-7 s of rounding, which must not count)."""
         lin = self.lin
-        return lin is None or self.age + 1 >= self.cfg.jacobian_every or abs(lin.h - h) > 1e-6 * h \
+        return lin is None or self.age + 1 >= self.cfg.jacobian_every or abs(lin.h - h) > H_CHANGE * h \
             or lin.n_steps != n_steps
 
     def _q_acc(self, lin: Linearisation, accel_noise: float | None) -> F64:

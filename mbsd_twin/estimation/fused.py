@@ -33,6 +33,7 @@ class Plan:
         self.i_run = est.i_run.astype(np.int64)
         self.param_idx = np.array(list(est.param.values()), dtype=np.int64)
         self.fb_index = fb_index
+        self.param_fb = np.array([fb_index[name] for name in est.param], dtype=np.int64)
         self.out = np.zeros(len(est.meas) * 3 + 2 * est.n + 3)
 
 
@@ -107,16 +108,16 @@ def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping
     applied = np.array([est.applied[name] for name in est.param])
     status = nb_filter.sample(*b, times, U, u_base, p.bias_cols, p.bias_idx, p.i_run, p.qi, p.vi, est.x, est.P,
                               lin.F, lin.Q, est._q_acc(lin, accel_noise), lin.H, est.r, y,
-                              np.array(rows, dtype=np.int64), est.angular, est.low, est.high, p.param_idx, applied,
-                              PARAM_WRITE, p.out)
-    est.sim.buffers_done(b, float(p.out[-2]) if status == nb_filter.OK else None)
+                              np.array(rows, dtype=np.int64), est.angular, est.low, est.high, p.param_idx,
+                              p.param_fb, applied, PARAM_WRITE, p.out)
+    written = {name: float(v) for name, v in zip(est.param, applied.tolist(), strict=True) if v != est.applied[name]}
+    est.applied.update(written)
+    est.sim.buffers_done(b, float(p.out[-2]) if status == nb_filter.OK else None, written)
     est.inputs = dict(at_next)
     m, k, n, out = len(rows), len(est.meas), est.n, p.out
     if status >= 0:
         est.step = Prediction(lin.H, out[:k].copy())
     _failed(est, status)
     est.clamped += int(out[-1])
-    if status == nb_filter.NEED_PYTHON:
-        est._corrected()
     return Innovation([est.meas[i] for i in rows], out[k:k + m].copy(), out[k + m:k + 2 * m].copy(), float(out[-3]),
                       out[k + 2 * m:k + 2 * m + n].copy(), out[k + 2 * m + n:k + 2 * m + 2 * n].copy())

@@ -7,8 +7,7 @@ It performs, operation for operation, what :meth:`StateEstimator.predict` follow
 inputs at the sample, ``output_vector``, the covariance propagation, the Kalman update of
 :mod:`.nb_kalman`, ``set_configuration`` of the independent coordinates and speeds, the inputs with
 the new biases); only the glue between those steps — some twenty Python calls, most of a sample's
-cost — is gone. A sample that needs new Jacobians or a parameter write is left to the Python
-methods (``NEED_PYTHON``).
+cost — is gone.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from .. import nb_config as nc
 from .. import nb_stepper as ns
 from . import nb_kalman
 
-OK, NEED_PYTHON, FAIL_ASSEMBLY = 0, 1, 2  # otherwise a nb_dop853 FAIL_* status (< 0) of the prediction
+OK, FAIL_ASSEMBLY = 0, 2  # otherwise a nb_dop853 FAIL_* status (< 0) of the prediction
 TOL, LEFT = 1e-12, 1e-8  # constrained_state's tolerance; the largest residual accepted (set_configuration's)
 
 
@@ -131,14 +130,15 @@ def linearise(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy,
 @njit(cache=True)
 def sample(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0,  # noqa: ANN001, ANN201
            times, U, u_base, bias_cols, bias_idx, i_run, qi, vi,
-           x, P, F, Q_in, Q_acc, H, r, y, rows, angular, low, high, param_idx, applied, write_frac, out):
+           x, P, F, Q_in, Q_acc, H, r, y, rows, angular, low, high, param_idx, param_fb, applied, write_frac, out):
     """Predict through ``times``/``U`` (the held input rows, biases added), then the inputs
     ``u_base`` + biases at the sample; correct with the measured ``y`` of the measurement rows
     ``rows`` (σ ``r``, Jacobian ``H``, ``angular`` rows wrapped); re-initialise at the corrected
     coordinates ``qi`` and speeds ``vi`` (indices into q and v). ``x``, ``P`` are updated in place;
     ``out`` receives [predicted measurements (all rows), ν, √diag S, dx, √diag KSKᵀ, NIS, e0,
-    clamped]. Returns OK, NEED_PYTHON (x, P corrected; a parameter moved enough to be written:
-    the caller writes the state), FAIL_ASSEMBLY or the prediction's solver status."""
+    clamped]. A parameter estimate (state ``param_idx[j]``) that moved more than ``write_frac`` of
+    its σ from ``applied[j]`` is written into the model (``fb[param_fb[j]]``) and ``applied``. Returns
+    OK, FAIL_ASSEMBLY or the prediction's solver status."""
     row = u_base.copy()
     for k in range(bias_cols.shape[0]):
         row[bias_cols[k]] += x[bias_idx[k]]
@@ -147,7 +147,7 @@ def sample(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0
         return status
     d, m, n = qi.shape[0], rows.shape[0], P.shape[0]
     x[:2 * d] = base[:2 * d]
-    P[:, :] = F @ P @ F.T + Q_in + Q_acc
+    P[:, :] = nb_kalman.propagate(F, P, Q_in, Q_acc)
     pred = base[2 * d:]
     nu = y - pred[rows]
     _wrapped(nu, angular[rows])
@@ -165,9 +165,10 @@ def sample(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0
     out[k:k + m], out[k + m:k + 2 * m] = nu, sd
     out[k + 2 * m:k + 2 * m + n], out[k + 2 * m + n:k + 2 * m + 2 * n] = dx, dx_sd
     out[-3], out[-1] = nis, clamped
-    for j in range(param_idx.shape[0]):
+    for j in range(param_idx.shape[0]):  # ``StateEstimator._write``: live parameters in place
         if abs(x[param_idx[j]] - applied[j]) > write_frac * math.sqrt(P[param_idx[j], param_idx[j]]):
-            return NEED_PYTHON
+            applied[j] = x[param_idx[j]]
+            fb[param_fb[j]] = applied[j]
     q, v, left = _imposed(S, ib, fb, x, qi, vi)
     if left > LEFT:
         return FAIL_ASSEMBLY
