@@ -139,6 +139,7 @@ class Simulator:
 
     @property
     def initial_velocity_report(self) -> InitialVelocityReport:
+        """The velocities changed and the constraint rows (joints, drivers) the given ones violated."""
         return self._dyn.initial_report
 
     @property
