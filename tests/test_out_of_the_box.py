@@ -161,3 +161,23 @@ def test_fmu_of_a_driven_mechanism_builds_and_starts_at_the_driver_speed(
     assert got["crank.omega"][0] == pytest.approx(2 * math.pi, rel=1e-12)
     for name, ref in native.items():
         np.testing.assert_allclose(got[name], ref, rtol=0, atol=1e-9 * (1.0 + np.abs(ref).max()), err_msg=name)
+
+
+def test_initial_velocity_is_a_solver_option_not_a_file_key(tmp_path: Path) -> None:
+    """docs/mechanism-file.md: the handling of inconsistent velocities is chosen in SolverOptions
+    (or on the command line); a file that sets it is told the key is unknown."""
+    path = tmp_path / "pendulum.toml"
+    path.write_text('initial_velocity = "project"\n' + (EXAMPLES / "pendulum.toml").read_text())
+    with pytest.raises(mt.MechanismError, match="initial_velocity: unknown key"):
+        mt.load_mechanism(path)
+
+
+def test_set_configuration_holds_a_given_speed_exactly() -> None:
+    """The documented way to keep one speed exactly after the least-squares start."""
+    mech = mt.load_mechanism(EXAMPLES / "slider_crank.toml")
+    sim = mt.Simulator(dataclasses.replace(mech, bodies=tuple(
+        dataclasses.replace(b, omega=2 * math.pi) if b.name == "crank" else b for b in mech.bodies)))
+    assert sim.get_output("crank.omega") < 2 * math.pi
+    sim.set_configuration(velocities={"crank.omega": 2 * math.pi})
+    assert sim.get_output("crank.omega") == 2 * math.pi
+    assert sim.get_output("rod.vy") == pytest.approx(0.1 * 2 * math.pi, rel=1e-12)  # the crank pin's speed
