@@ -55,13 +55,26 @@ def test_every_shipped_mechanism_runs_with_default_options(path: Path) -> None:
           f"max residual {worst:.2g}, {len(sim.initial_velocity_changes)} initial velocities changed")
 
 
+def _fd_jacobian(system: mt.System, q: np.ndarray, t: float, h: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
+    """Cq and Ct by central differences of C(q, t) (holonomic mechanisms), checked against the
+    engine's analytic ones to 1e-7; returns the analytic pair."""
+    _, Cq, Ct = system.evaluate_batch(q[None, :], np.array([t]))
+    eye = np.eye(len(q))
+    qs = np.concatenate([q + h * eye, q - h * eye, [q, q]])
+    ts = np.array([t] * (2 * len(q)) + [t + h, t - h])
+    C = system.evaluate_batch(qs, ts)[0]
+    n = len(q)
+    np.testing.assert_allclose((C[:n] - C[n:2 * n]).T / (2 * h), Cq[0], rtol=0, atol=1e-7 * (1 + np.abs(Cq[0]).max()))
+    np.testing.assert_allclose((C[-2] - C[-1]) / (2 * h), Ct[0], rtol=0, atol=1e-7 * (1 + np.abs(Ct[0]).max()))
+    return Cq[0], Ct[0]
+
+
 def _nearest_consistent(sim: mt.Simulator, v0: np.ndarray) -> np.ndarray:
     """The consistent velocity nearest to v0 at the Simulator's initial positions, independently:
     v0 + the minimum-norm least-squares solution dv of Cq·dv = −(Cq·v0 + Ct) (scipy lstsq, every
-    constraint row, redundant ones included)."""
+    constraint row, redundant ones included; the Jacobian checked against central differences)."""
     q, _ = _state(sim)
-    _, Cq, Ct = sim.system.evaluate_batch(q[None, :], np.array([sim.time]))
-    A, ct = Cq[0], Ct[0]
+    A, ct = _fd_jacobian(sim.system, q, sim.time)
     dv = sla.lstsq(A, -(A @ v0 + ct))[0]
     # the result is consistent, and the change is orthogonal to every consistent motion
     np.testing.assert_allclose(A @ (v0 + dv) + ct, 0.0, atol=1e-9)
