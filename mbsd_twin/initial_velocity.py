@@ -135,12 +135,14 @@ def inconsistent(system: System, found: list[Violation], projected: bool = False
     worst = sorted(found, key=lambda v: -abs(v.residual))
     owners = list(dict.fromkeys(v.owner for v in worst))
     residual = abs(worst[0].residual)
-    head = (f"{system.mechanism.source}: the velocity constraints cannot all hold (they contradict each other)"
-            if projected else f"{system.mechanism.source}: the initial velocities violate the velocity constraints")
+    names = ", ".join(owners)
+    head = (f"no velocity satisfies every velocity constraint: those of {names} are still violated after the "
+            "least-squares projection (they contradict the others)"
+            if projected else f"the initial velocities violate the velocity constraints of {names}")
     advice = ("" if projected else "; give consistent body 'velocity'/'omega' values or use "
               "initial_velocity='project' (the default; --initial-velocity project on the command line) "
               "for the nearest consistent velocities")
     return ConsistencyError(
-        f"{head} of {', '.join(owners)} (max |Cq·v0 + Ct| = {residual:.3g}; "
+        f"{system.mechanism.source}: {head} (max |Cq·v0 + Ct| = {residual:.3g}; "
         f"largest: {', '.join(str(v) for v in worst[:5])}){advice}",
         residual=residual, worst=[(v.constraint, v.residual) for v in worst], joints=owners)

@@ -194,3 +194,22 @@ def test_set_configuration_holds_a_given_speed_exactly() -> None:
     sim.set_configuration(velocities={"crank.omega": 2 * math.pi})
     assert sim.get_output("crank.omega") == 2 * math.pi
     assert sim.get_output("rod.vy") == pytest.approx(0.1 * 2 * math.pi, rel=1e-12)  # the crank pin's speed
+
+
+def test_contradicting_velocity_constraints_fail_in_both_modes(tmp_path: Path) -> None:
+    """Two motors on one crank at 1 and 2 rad/s: the positions assemble (both start at 0), no
+    velocity satisfies both, so even ``project`` fails, naming the driver left violated."""
+    path = tmp_path / "two_motors.toml"
+    path.write_text("\n".join([
+        'format = "mbsd-twin/1"', 'name = "two-motors"', "gravity = [0.0, -9.81]",
+        "[[bodies]]", 'name = "crank"', "mass = 1.0", "inertia = 0.01",
+        "[[joints]]", 'name = "bearing"', 'type = "revolute"', 'bodies = ["ground", "crank"]',
+        *(line for name, speed in (("motor_a", 1.0), ("motor_b", 2.0)) for line in (
+            "[[drivers]]", f'name = "{name}"', 'type = "angle"', 'body = "crank"',
+            f'profile = {{ kind = "constant_speed", speed = {speed} }}')), ""]))
+    mech = mt.load_mechanism(path)
+    with pytest.raises(mt.ConsistencyError, match="still violated after the least-squares projection") as err:
+        mt.Simulator(mech)
+    assert err.value.joints == ["motor_b"] and err.value.residual == pytest.approx(1.0)
+    with pytest.raises(mt.ConsistencyError, match="violate the velocity constraints of motor_b, motor_a"):
+        mt.Simulator(mech, mt.SolverOptions(initial_velocity="check"))
