@@ -2,12 +2,13 @@
 Simulator at the corrected state — in one compiled call on a compiled Simulator's arrays
 (:meth:`~mbsd_twin.Simulator.buffers`).
 
-It performs, operation for operation, what :meth:`StateEstimator.predict` followed by
+It performs what :meth:`StateEstimator.predict` followed by
 :meth:`StateEstimator.update` does through the Simulator's Python API (``advance_held``, the
 inputs at the sample, ``output_vector``, the covariance propagation, the Kalman update of
 :mod:`.nb_kalman`, ``set_configuration`` of the independent coordinates and speeds, the inputs with
 the new biases); only the glue between those steps — some twenty Python calls, most of a sample's
-cost — is gone.
+cost — is gone, and the integrator restart for the sample's inputs, whose every effect the
+re-initialisation overwrites. The results are the same bit for bit (tests/test_filter_kernels.py).
 """
 
 from __future__ import annotations
@@ -44,12 +45,18 @@ def _wrapped(nu, angular):  # noqa: ANN001
 @njit(cache=True)
 def _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, row, i_run):  # noqa: ANN001
     """Through the held rows ``U`` to ``times[-1]``, then the inputs ``row``: (status, the outputs
-    ``i_run``) — ``StateEstimator._run``."""
+    ``i_run``) — ``StateEstimator._run``. The integrator is not restarted for ``row`` (``flags``
+    record the change): the outputs need only the state and the inputs, and every caller either
+    re-initialises the state next (``_reinit`` overwrites all that a restart sets) or puts the
+    arrays back; the third value says whether a restart is owed where neither happens."""
     status, _ = ns.advance_held(S, times, U, u, ib, fb, wb, ob, cb, flags)
     if status != ns.OK:
-        return status, np.zeros(i_run.shape[0])
-    _inputs(S, u, ib, fb, wb, cb, flags, row)
-    return ns.OK, ns.outputs(S, u, ib, fb, wb, react_idx, effort_rows, e0)[i_run]
+        return status, np.zeros(i_run.shape[0]), False
+    owed = not np.array_equal(row, u)  # the restart left out
+    if owed:
+        u[:] = row
+        flags[0] = 1
+    return ns.OK, ns.outputs(S, u, ib, fb, wb, react_idx, effort_rows, e0)[i_run], owed
 
 
 @njit(cache=True)
@@ -95,7 +102,7 @@ def linearise(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy,
     the whole interval. ``D[p]`` ← perturbed − nominal outputs ``i_run``. The Simulator is left
     as it was. Returns OK, FAIL_ASSEMBLY or a solver status."""
     S0, u0, f0 = S.copy(), u.copy(), flags.copy()
-    status, base = _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, row, i_run)
+    status, base, _ = _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, row, i_run)
     for p in range(kind.shape[0] if status == ns.OK else 0):
         S[:], u[:], flags[:] = S0, u0, f0
         e, Up, rp = e0, U, row
@@ -118,7 +125,7 @@ def linearise(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy,
             for k in range(U.shape[0]):
                 Up[k, where[p]] += delta[p]
             rp[where[p]] += delta[p]
-        status, col = _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e, times, Up, rp, i_run)
+        status, col, _ = _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e, times, Up, rp, i_run)
         if kind[p] == 1:
             fb[where[p]] = value[p]
         if status != ns.OK:
@@ -143,7 +150,7 @@ def sample(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0
     row = u_base.copy()
     for k in range(bias_cols.shape[0]):
         row[bias_cols[k]] += x[bias_idx[k]]
-    status, base = _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, row, i_run)
+    status, base, owed = _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, row, i_run)
     if status != ns.OK:
         return status
     d, m, n = qi.shape[0], rows.shape[0], P.shape[0]
@@ -172,6 +179,8 @@ def sample(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0
             fb[param_fb[j]] = applied[j]
     q, v, left = _imposed(S, ib, fb, x, qi, vi)
     if left > LEFT:
+        if owed:  # the state stays as predicted: the restart for the sample's inputs
+            ns.restart(S, u, ib, fb, wb, cb)
         return FAIL_ASSEMBLY
     for k in range(bias_cols.shape[0]):  # the corrected biases take effect with the restart
         row[bias_cols[k]] = u_base[bias_cols[k]] + x[bias_idx[k]]
