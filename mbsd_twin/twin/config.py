@@ -186,6 +186,8 @@ class RecordConfig:
     path: str = ""  # empty: no recording
     max_bytes: int = 256 * 1024 * 1024  # per segment
     keep: int = 0  # segments kept (0: all)
+    retry_min: float = 1.0  # s: after a write failure the recording is suspended, retried after this ...
+    retry_max: float = 30.0  # s: ... doubling up to this (docs/service-config.md, mbsd_twin/twin/sinks.py)
 
 
 @dataclass(frozen=True)
@@ -321,6 +323,8 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
     check_broker(cfg.broker, problems)
     check_core(cfg.core, problems)
     check_service(cfg.service, cfg.metrics, problems)
+    if not 0 < cfg.record.retry_min <= cfg.record.retry_max:
+        problems.append("[record] need 0 < retry_min <= retry_max")
     if problems:
         raise ConfigError(problems, path or "<defaults>")
     return cfg

@@ -42,24 +42,32 @@ from .config import TwinConfig
 from .core import Out, TwinCore
 from .metrics import Metrics, Route, serve_http
 from .protocol import Invalid, SensorBatch, Topics, encode, parse_command, parse_sensor
-from .recorder import FORMAT, Recorder
+from .recorder import FORMAT
 from .sequencer import Sequencer
+from .sinks import RecordingSink
 
 log = logging.getLogger("mbsd_twin.twin")
 
 
 class RateLimitedLog:
-    """Log each key at most once per ``period`` seconds."""
+    """Log each key at most once per ``period`` seconds; the next line says how many were left out.
+    Every per-message and per-batch error path logs through it (keys are a fixed set)."""
 
     def __init__(self, period: float = 60.0) -> None:
         self.period = period
         self.last: dict[str, float] = {}
+        self.suppressed: Counter[str] = Counter()
 
-    def warning(self, key: str, msg: str, *args: Any, level: int = logging.WARNING) -> None:
+    def warning(self, key: str, msg: str, *args: Any, level: int = logging.WARNING, exc_info: bool = False) -> None:
         now = time.monotonic()
-        if now - self.last.get(key, -1e18) >= self.period:
-            self.last[key] = now
-            log.log(level, msg, *args)
+        if now - self.last.get(key, -1e18) < self.period:
+            self.suppressed[key] += 1
+            return
+        self.last[key] = now
+        n = self.suppressed.pop(key, 0)
+        if n:
+            msg += f" ({n} more like this in the last {self.period:g} s not logged)"
+        log.log(level, msg, *args, exc_info=exc_info)
 
 
 RIG_STATES = ("online", "offline", "unknown")  # rig status states counted by name; any other is "other"
@@ -73,11 +81,9 @@ class TwinService:
         with open(cfg.service.mechanism, encoding="utf-8") as fh:
             self.mech_text = fh.read()
         self.mech = loads_mechanism(self.mech_text, source=cfg.service.mechanism)
-        self.recorder = Recorder(cfg.record.path, cfg.record.max_bytes, cfg.record.keep) if cfg.record.path else None
+        self.rlog = RateLimitedLog()
+        self.recorder = self._recording() if cfg.record.path else None
         self.core = TwinCore(cfg.core, self.mech, self.recorder)
-        if self.recorder:
-            self.recorder({"k": "header", "format": FORMAT, "core": cfg.core.to_dict(),
-                           "mechanism": cfg.service.mechanism, "mechanism_toml": self.mech_text})
         self.seq: Sequencer[tuple[SensorBatch, float]] = Sequencer(
             cfg.service.reorder_window, max_jump=cfg.service.max_seq_jump, jump_confirm=cfg.service.seq_jump_confirm)
         self.metrics = Metrics()
@@ -97,7 +103,6 @@ class TwinService:
         self.t_disconnect: float | None = None
         self.rig_session: Any = None
         self.stopping = threading.Event()
-        self.rlog = RateLimitedLog()
         self.instance = uuid.uuid4().hex[:8]
         self.client = self._make_client()
         self.worker = threading.Thread(target=self._work, name="twin-worker", daemon=True)
@@ -112,6 +117,14 @@ class TwinService:
             from ..dashboard import mount
 
             self.dashboard = mount(self)
+
+    def _recording(self) -> RecordingSink:
+        """The recording sink: a write failure suspends it (counted, in health), never the twin."""
+        r = self.cfg.record
+        header = {"k": "header", "format": FORMAT, "core": self.cfg.core.to_dict(),
+                  "mechanism": self.cfg.service.mechanism, "mechanism_toml": self.mech_text}
+        return RecordingSink(r.path, r.max_bytes, r.keep, header, r.retry_min, r.retry_max,
+                             lambda event, msg: self.rlog.warning(f"recording {event}", "%s", msg, level=logging.ERROR))
 
     # --------------------------------------------------------------- client
     def _make_client(self) -> mqtt.Client:
@@ -170,7 +183,8 @@ class TwinService:
             elif msg.topic.startswith(self.topics.twin("cmd/")):
                 self._command_in(msg)
         except Exception:  # never let one message stop the network thread
-            log.exception("unexpected error handling a message on %s", msg.topic)
+            self.rlog.warning("message error", "unexpected error handling a message on %s", msg.topic,
+                              level=logging.ERROR, exc_info=True)
             self.counts["internal_error"] += 1
 
     def _ingest(self, payload: bytes, now: float) -> None:
@@ -235,7 +249,8 @@ class TwinService:
                 if item is not None:
                     self._process(*item, depth)
             except Exception:
-                log.exception("unexpected error in the twin worker")
+                self.rlog.warning("worker error", "unexpected error in the twin worker", level=logging.ERROR,
+                                  exc_info=True)
                 self.counts["internal_error"] += 1
             if time.monotonic() >= next_health:
                 next_health = time.monotonic() + self.cfg.service.health_interval
@@ -344,6 +359,7 @@ class TwinService:
                              "alarm_suppressed": self.core.alarms.suppressed
                              + (self.core.changes.suppressed if self.core.changes else 0)},
                 "solver_ms_per_batch": {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99))},
+                "sinks": {"recording": self.recorder.status()} if self.recorder else {},
                 "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99))},
                 "connection": {"connects": self.connects, "outages": len(self.outages) + len(down),
                                "last_error": self.last_error,
