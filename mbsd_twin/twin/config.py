@@ -171,11 +171,12 @@ class ServiceConfig:
     queue_size: int = 50  # batches waiting for the solver
     hold_levels: tuple[int, ...] = (1, 5, 20)  # samples per solver step, finest first
     start_level: int = 0  # hold_levels[0] = 1: every sample (sustained at 1 kHz, benchmarks/bench_twin.py)
-    lag_high: float = 0.25  # s: coarser above
-    lag_low: float = 0.05  # s: finer after `lag_low_batches` batches below
+    lag_high: float = 0.03  # s: coarser above
+    lag_low: float = 0.015  # s: finer after `lag_low_batches` batches below
     lag_low_batches: int = 100
-    max_lag: float = 0.5  # s: at the coarsest hold, a batch this late flushes the backlog (newest kept)
+    max_lag: float = 0.05  # s: a backlog this old is coalesced (the worker skips to the newest batch)
     health_interval: float = 1.0
+    switch_interval: float = 0.0005  # s: the interpreter's thread switch interval (0: Python's default, 5 ms)
     max_seq_jump: int = 1000  # messages: a seq further from the expected one is implausible
     seq_jump_confirm: int = 3  # consecutive implausible seqs that continue one another: a renumbering
     stop_grace: float = 5.0  # s after SIGTERM before a stuck service is killed (its will published); 0: off

@@ -9,13 +9,15 @@ reused by paho on every reconnect).
 Use as ``with TwinService(cfg) as svc: ...`` or ``async with TwinService(cfg) as svc: await
 svc.wait()`` (start/stop run in a thread so the event loop is never blocked).
 
-Degradation when the solver falls behind (documented in docs/mqtt-contract.md): (1) coarser
-solver steps — ``hold`` samples per step through ``hold_levels`` while the arrival-to-processing
-lag exceeds ``lag_high`` or the queue is more than half full; (2) the bounded queue drops its
-oldest batch (counted); the next batch is then not contiguous and the model is re-synchronised
-from it; (3) at the coarsest hold, a batch older than ``max_lag`` flushes the backlog except the
-newest batch (counted as drops). Memory is bounded by the queue, the sequencer window and paho's
-outgoing queue (``max_queued_messages_set``).
+Overload (docs/mqtt-contract.md; :mod:`.ingest`): invalid messages are rejected in the network
+thread before anything is queued, cheapest checks first; the bounded queue drops its oldest batch
+when full. When the solver falls behind: (1) coarser solver steps — ``hold`` samples per step
+through ``hold_levels`` while the arrival-to-processing lag exceeds ``lag_high``, the queue is more
+than half full or a backlog was just coalesced; (2) a backlog the worker cannot work off within
+``max_lag`` is coalesced: it skips to the newest batch (the skipped ones counted as dropped); the model predicts
+through the gap or re-initialises after more than ``[core] max_gap``. The thread switch interval
+(``switch_interval``) lets the network thread in between the solver's steps. Memory is bounded by
+the queue, the sequencer window and paho's outgoing queue (``max_queued_messages_set``).
 """
 
 from __future__ import annotations
@@ -40,10 +42,10 @@ from ..loader import loads_mechanism
 from . import link
 from .config import TwinConfig
 from .core import Out, TwinCore
+from .ingest import RIG_RESTART, Intake
 from .metrics import Metrics, Route, serve_http
-from .protocol import Invalid, SensorBatch, Topics, encode, parse_command, parse_sensor
+from .protocol import SensorBatch, Topics, encode, parse_command
 from .recorder import FORMAT
-from .sequencer import Sequencer
 from .sinks import RecordingSink
 
 log = logging.getLogger("mbsd_twin.twin")
@@ -71,7 +73,6 @@ class RateLimitedLog:
 
 
 RIG_STATES = ("online", "offline", "unknown")  # rig status states counted by name; any other is "other"
-RIG_RESTART = None  # queued in place of a batch: a new rig session starts after the batches before it
 
 
 class TwinService:
@@ -84,14 +85,14 @@ class TwinService:
         self.rlog = RateLimitedLog()
         self.recorder = self._recording() if cfg.record.path else None
         self.core = TwinCore(cfg.core, self.mech, self.recorder)
-        self.seq: Sequencer[tuple[SensorBatch, float]] = Sequencer(
-            cfg.service.reorder_window, max_jump=cfg.service.max_seq_jump, jump_confirm=cfg.service.seq_jump_confirm)
         self.metrics = Metrics()
         self.lock = threading.Condition()
-        self.batches: deque[tuple[SensorBatch | None, float]] = deque()
         self.cmds: deque[tuple[str, dict[str, Any] | None, str, bytes | None]] = deque()
         self.counts: Counter[str] = Counter()
         self.invalid: Counter[str] = Counter()
+        self.intake = Intake(cfg.service, cfg.core.asset, self.lock, self.counts, self.invalid, self.metrics,
+                             self.rlog)
+        self.seq, self.batches = self.intake.seq, self.intake.batches
         self.level = cfg.service.start_level
         self.low_batches = 0
         self.lag = 0.0
@@ -177,7 +178,7 @@ class TwinService:
     def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
             if msg.topic == self.topics.sensors:
-                self._ingest(bytes(msg.payload), time.monotonic())
+                self.intake.ingest(bytes(msg.payload), time.monotonic())
             elif msg.topic == self.topics.rig_status:
                 self._rig_status(bytes(msg.payload))
             elif msg.topic.startswith(self.topics.twin("cmd/")):
@@ -187,37 +188,12 @@ class TwinService:
                               level=logging.ERROR, exc_info=True)
             self.counts["internal_error"] += 1
 
-    def _ingest(self, payload: bytes, now: float) -> None:
-        self.counts["received"] += 1
-        got = parse_sensor(payload, self.cfg.core.asset, self.cfg.service.max_message_bytes)
-        if isinstance(got, Invalid):
-            self.invalid[got.reason] += 1
-            self.metrics.invalid.labels(got.reason).inc()
-            self.rlog.warning(got.reason, "invalid sensor message (%s): %s", got.reason, got.detail)
-            return
-        self.metrics.messages.labels("valid").inc()
-        with self.lock:
-            self._enqueue(self.seq.push(got.seq, (got, now), now))
-
-    def _enqueue(self, items: list[tuple[SensorBatch, float]]) -> None:
-        for it in items:
-            self.batches.append(it)
-            if len(self.batches) > self.cfg.service.queue_size:
-                self.batches.popleft()
-                self.counts["dropped_overload"] += 1
-        if items:
-            self.lock.notify()
-
     def _rig_status(self, payload: bytes) -> None:
         st = parse_command(payload) or {"state": payload.decode("utf-8", "replace").strip()}
         if st.get("state") == "online":
             session = st.get("session")
             if self.rig_session is not None and session != self.rig_session:
-                with self.lock:
-                    self.seq.reset()
-                    self.counts["rig_restart"] += 1
-                    self.batches.append((RIG_RESTART, time.monotonic()))
-                    self.lock.notify()
+                self.intake.restart(time.monotonic())
             self.rig_session = session
         state = st.get("state", "unknown")
         self.counts[f"rig_{state if state in RIG_STATES else 'other'}"] += 1  # bounded: no key per string
@@ -240,8 +216,8 @@ class TwinService:
                     self.lock.wait(0.05)
                 cmd = self.cmds.popleft() if self.cmds else None
                 now = time.monotonic()
-                self._enqueue(self.seq.flush(now, self.cfg.service.reorder_timeout))
-                item = self.batches.popleft() if self.batches and cmd is None else None
+                self.intake.flush(now)
+                item = self.intake.take(now) if cmd is None else None
                 depth = len(self.batches)
             try:
                 if cmd is not None:
@@ -257,15 +233,17 @@ class TwinService:
                 self.publish(Out(self.topics.twin("health"), encode(self.health())))
 
     def _adapt(self, lag: float, depth: int) -> int:
-        """The hold for the next batch: coarser under pressure (lag above ``lag_high``, or the queue
-        more than half full — with a short queue, drops keep the lag low), finer after
-        ``lag_low_batches`` calm batches."""
+        """The hold for the next batch: coarser under pressure (lag above ``lag_high``, the queue
+        more than half full, or a backlog just coalesced), finer after ``lag_low_batches`` calm
+        batches (any pressure restarts that count)."""
         s = self.cfg.service
-        if (lag > s.lag_high or depth > s.queue_size // 2) and self.level < len(s.hold_levels) - 1:
+        pressure = lag > s.lag_high or depth > s.queue_size // 2 or self.intake.shed > 0
+        if pressure and self.level < len(s.hold_levels) - 1:
             self.level += 1
-            self.low_batches = 0
             self.counts["degrade"] += 1
-        elif lag < s.lag_low and depth <= s.queue_size // 2 and self.level > 0:
+        if pressure or lag >= s.lag_low:
+            self.low_batches = 0
+        elif self.level > 0:
             self.low_batches += 1
             if self.low_batches >= s.lag_low_batches:
                 self.level -= 1
@@ -276,17 +254,8 @@ class TwinService:
         if batch is RIG_RESTART:
             self.core.rig_restart()
             return
-        self.lag = time.monotonic() - t_arrival
-        s = self.cfg.service
-        if self.lag > s.max_lag and self.level == len(s.hold_levels) - 1:
-            with self.lock:  # step 3 of the degradation: skip to the newest batch
-                n = len(self.batches)
-                newest = [self.batches.pop()] if n else []
-                self.batches.clear()
-                self.batches.extend(newest)
-                self.counts["dropped_overload"] += n if n else 1
-            if n:
-                return
+        t_start = time.monotonic()
+        self.lag = t_start - t_arrival
         st = self.core.stats
         before = (st["invalid"]["range"], st["recovered"]["step"])
         outs = self.core.step(batch, self._adapt(self.lag, depth))
@@ -312,6 +281,7 @@ class TwinService:
         m.hold.set(self.cfg.service.hold_levels[self.level])
         m.resyncs.set(sum(self.core.stats["resync"].values()))
         m.dropped.set(self.counts["dropped_overload"])
+        self.intake.cost(time.monotonic() - t_start)
 
     def _run_command(self, name: str, args: dict[str, Any] | None, resp: str, corr: bytes | None) -> None:
         reply = self.core.command(name, args) if args is not None else \
@@ -369,6 +339,8 @@ class TwinService:
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
         b = self.cfg.broker
+        if self.cfg.service.switch_interval > 0:  # the network thread gets the interpreter lock within
+            sys.setswitchinterval(self.cfg.service.switch_interval)  # this of a message, not 5 ms
         if self.cfg.metrics.port:
             self.http = serve_http(self.cfg.metrics.host, self.cfg.metrics.port, self.metrics, self.health,
                                    lambda: self.connected.is_set() and not self.stopping.is_set(),
