@@ -6,7 +6,7 @@ flood of invalid messages costs a few µs to a few tens of µs each and never re
 and sequences the valid ones. The queue is bounded (``queue_size``): when full, its oldest batch is
 dropped, so it always holds the newest data. The worker (:meth:`Intake.take`) coalesces a backlog
 it cannot work off in time: when the newest batch would wait longer than ``max_lag`` (the batches
-before it times the worker's recent time per batch), it skips to the newest batch; a short backlog
+before it times the worker's median time per batch of the last 21), it skips to the newest batch; a short backlog
 after a stall is worked off. The hold adaptation (coarser above ``lag_high``) makes each batch
 cheaper first. Skipped batches count as ``dropped_overload`` (and ``coalesced``); the twin core
 predicts through the gap they leave (up to ``[core] max_gap``) or re-initialises from the newest
@@ -44,11 +44,13 @@ class Intake:
                                               jump_confirm=cfg.seq_jump_confirm)
         self.batches: deque[Item] = deque()
         self.shed = 0  # batches skipped at the last take (pressure for the hold adaptation)
-        self.batch_s = 0.0  # the worker's recent wall time per batch (moving average)
+        self.recent: deque[float] = deque(maxlen=21)  # the worker's wall time of its last batches
+        self.batch_s = 0.0  # their median: a typical batch, not a stall (CPU taken by another process)
 
     def cost(self, seconds: float) -> None:
         """The worker took ``seconds`` for a batch (its estimate of how long a backlog takes)."""
-        self.batch_s += 0.2 * (seconds - self.batch_s)
+        self.recent.append(seconds)
+        self.batch_s = sorted(self.recent)[len(self.recent) // 2]
 
     # ------------------------------------------------------- network thread
     def ingest(self, payload: bytes, now: float) -> None:
