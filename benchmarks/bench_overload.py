@@ -154,7 +154,9 @@ def report(name: str, rig: Rig, obs: Observer, counted: set[int], dt_batch: floa
           f"{res['max_ms']:.1f} ms; twin: dropped_overload {res['dropped_overload']}, coalesced "
           f"{res['coalesced']}, invalid {res['invalid']}, hold {res['hold']}", flush=True)
     sol = obs.health.get("solver_ms_per_batch", {})
-    print(f"    twin health: solver ms/batch p50 {sol.get('p50', 0):.1f} p99 {sol.get('p99', 0):.1f}, degrade "
+    lat_twin = obs.health.get("latency_ms", {})
+    print(f"    twin health: arrival->publish p50 {lat_twin.get('p50', 0):.1f} p99 {lat_twin.get('p99', 0):.1f} ms, "
+          f"solver ms/batch p50 {sol.get('p50', 0):.1f} p99 {sol.get('p99', 0):.1f}, degrade "
           f"{h.get('degrade')}, gap_predicted {h.get('gap_predicted')}, resync {h.get('resync')}, batches "
           f"{h.get('batches')}, received {h.get('received')}", flush=True)
     return res
