@@ -6,12 +6,12 @@ flood of invalid messages costs a few µs to a few tens of µs each and never re
 and sequences the valid ones. The queue is bounded (``queue_size``): when full, its oldest batch is
 dropped, so it always holds the newest data. The worker (:meth:`Intake.take`) coalesces a backlog
 it cannot work off in time: when the newest batch would wait longer than ``max_lag`` (the batches
-before it times the worker's median time per batch of the last 21), it skips to the newest batch; a short backlog
-after a stall is worked off. The hold adaptation (coarser above ``lag_high``) makes each batch
-cheaper first. Skipped batches count as ``dropped_overload`` (and ``coalesced``); the twin core
-predicts through the gap they leave (up to ``[core] max_gap``) or re-initialises from the newest
-batch's measurements after a longer one (``resync.gap``). A rig restart queued among them is kept,
-in order, before the newest batch.
+before it times the worker's median time per batch over its last 21, once it has 5), it skips to
+the newest batch; a short backlog after a stall is worked off. The hold adaptation (coarser above
+``lag_high``) makes each batch cheaper first. Skipped batches count as ``dropped_overload`` (and
+``coalesced``); the twin core predicts through the gap they leave (up to ``[core] max_gap``) or
+re-initialises from the newest batch's measurements after a longer one (``resync.gap``). A rig
+restart queued among them is kept, in order, before the newest batch.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ class Intake:
     def cost(self, seconds: float) -> None:
         """The worker took ``seconds`` for a batch (its estimate of how long a backlog takes)."""
         self.recent.append(seconds)
-        self.batch_s = sorted(self.recent)[len(self.recent) // 2]
+        if len(self.recent) >= 5:  # (no estimate from the first batches, which set the model up)
+            self.batch_s = sorted(self.recent)[len(self.recent) // 2]
 
     # ------------------------------------------------------- network thread
     def ingest(self, payload: bytes, now: float) -> None:
