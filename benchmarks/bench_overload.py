@@ -15,7 +15,7 @@ latency: the rig's send → the state message's arrival), the invalid flood in a
     batches sent during the flood that produced a state, and their latency p50/p99. Target: ≥ 99 %,
     p99 < 50 ms.
 
-    .venv/bin/python benchmarks/bench_overload.py [--duration 8] [--only a|b] [--inproc]
+    .venv/bin/python benchmarks/bench_overload.py [--duration 8] [--only a|b] [--inproc] [--service 'max_lag = 0.1']
 """
 
 from __future__ import annotations
@@ -126,8 +126,9 @@ def flooder(url: str, n: int, rate: float, payload_file: str) -> None:
     print(json.dumps({"sent": n, "seconds": time.monotonic() - t0}), flush=True)
 
 
-def twin_toml(url: str, path: Path) -> Path:
-    path.write_text(f'[broker]\nurl = "{url}"\n[service]\nmechanism = "{MECH}"\nhealth_interval = 0.5\n')
+def twin_toml(url: str, path: Path, service: str = "") -> Path:
+    extra = "".join(f"{kv.strip()}\n" for kv in service.split(";") if kv.strip())
+    path.write_text(f'[broker]\nurl = "{url}"\n[service]\nmechanism = "{MECH}"\nhealth_interval = 0.5\n{extra}')
     return path
 
 
@@ -164,7 +165,7 @@ def report(name: str, rig: Rig, obs: Observer, counted: set[int], dt_batch: floa
 
 def scenario_a(url: str, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     obs = Observer(url)
-    twin = Twin(twin_toml(url, tmp / "twin.toml"), args.inproc)
+    twin = Twin(twin_toml(url, tmp / "twin.toml", args.service), args.inproc)
     try:
         if not obs.online.wait(60):
             raise RuntimeError("the twin did not come online")
@@ -190,7 +191,7 @@ def scenario_b(url: str, args: argparse.Namespace, tmp: Path, traj: Trajectory) 
     payload_file = tmp / "invalid.json"
     payload_file.write_text(json.dumps([p.hex() for p in invalid_payloads(traj)]))
     obs = Observer(url)
-    twin = Twin(twin_toml(url, tmp / "twin.toml"), args.inproc)
+    twin = Twin(twin_toml(url, tmp / "twin.toml", args.service), args.inproc)
     try:
         if not obs.online.wait(60):
             raise RuntimeError("the twin did not come online")
@@ -227,6 +228,7 @@ def main() -> None:
     ap.add_argument("--only", choices=("a", "b"))
     ap.add_argument("--inproc", action="store_true", help="run the twin in this process (a thread)")
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--service", default="", help="[service] settings of the twin, e.g. 'max_lag = 0.1; lag_low = 0'")
     args = ap.parse_args()
     traj = Trajectory(load_mechanism(MECH), RigConfig())
     traj.samples(0, int((args.warmup + args.invalid / args.invalid_rate + 2) * 1000))

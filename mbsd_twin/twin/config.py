@@ -176,7 +176,6 @@ class ServiceConfig:
     lag_low_batches: int = 100
     max_lag: float = 0.05  # s: a backlog this old is coalesced (the worker skips to the newest batch)
     health_interval: float = 1.0
-    switch_interval: float = 0.0005  # s: the interpreter's thread switch interval (0: Python's default, 5 ms)
     max_seq_jump: int = 1000  # messages: a seq further from the expected one is implausible
     seq_jump_confirm: int = 3  # consecutive implausible seqs that continue one another: a renumbering
     stop_grace: float = 5.0  # s after SIGTERM before a stuck service is killed (its will published); 0: off

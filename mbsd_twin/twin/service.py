@@ -14,10 +14,9 @@ thread before anything is queued, cheapest checks first; the bounded queue drops
 when full. When the solver falls behind: (1) coarser solver steps — ``hold`` samples per step
 through ``hold_levels`` while the arrival-to-processing lag exceeds ``lag_high``, the queue is more
 than half full or a backlog was just coalesced; (2) a backlog the worker cannot work off within
-``max_lag`` is coalesced: it skips to the newest batch (the skipped ones counted as dropped); the model predicts
-through the gap or re-initialises after more than ``[core] max_gap``. The thread switch interval
-(``switch_interval``) lets the network thread in between the solver's steps. Memory is bounded by
-the queue, the sequencer window and paho's outgoing queue (``max_queued_messages_set``).
+``max_lag`` is coalesced: it skips to the newest batch (the skipped ones counted as dropped); the
+model predicts through the gap or re-initialises after more than ``[core] max_gap``. Memory is
+bounded by the queue, the sequencer window and paho's outgoing queue (``max_queued_messages_set``).
 """
 
 from __future__ import annotations
@@ -340,8 +339,6 @@ class TwinService:
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
         b = self.cfg.broker
-        if self.cfg.service.switch_interval > 0:  # the network thread gets the interpreter lock within
-            sys.setswitchinterval(self.cfg.service.switch_interval)  # this of a message, not 5 ms
         if self.cfg.metrics.port:
             self.http = serve_http(self.cfg.metrics.host, self.cfg.metrics.port, self.metrics, self.health,
                                    lambda: self.connected.is_set() and not self.stopping.is_set(),
