@@ -321,8 +321,9 @@ class Stepper:
                 s.y = np.concatenate([q, v, s.y[2 * n:]])
                 self._refresh()
 
-    def reset_state(self, t: float, y: F, inputs: dict[str, float] | None = None) -> None:
-        """Restart the integrator from (t, y), with new ``inputs`` if given."""
+    def reset_state(self, t: float, y: F, inputs: dict[str, float] | None = None, streaming: bool = False) -> None:
+        """Restart the integrator from (t, y), with new ``inputs`` if given (``streaming``: see the
+        compiled stepper; this stepper ends its steps at every communication point anyway)."""
         if inputs is not None:
             self.inputs = dict(inputs)
         self._start(t, y)

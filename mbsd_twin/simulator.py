@@ -97,7 +97,7 @@ class Simulator:
     def _restart_at(self, t: float, q: F, v: F) -> None:
         """Continue from time t [s], positions q and velocities v with the current inputs: a fresh
         integrator start, the energy integrals at zero and the balance counted from here."""
-        self._stepper.reset_state(t, np.concatenate([q, v, np.zeros(3)]), self._inputs)
+        self._stepper.reset_state(t, np.concatenate([q, v, np.zeros(3)]), self._inputs, streaming=True)
         self._set_baseline()
 
     @property

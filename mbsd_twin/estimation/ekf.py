@@ -202,6 +202,8 @@ class StateEstimator:
                 if self.applied[name] != self.x[i]:
                     self.applied[name] = float(self.x[i])
                     self.sim.set_parameter(name, float(self.x[i]), keep_state=True)
+        self.inputs = dict(inputs)
+        self._set_inputs(self.inputs)  # before the re-initialisation, which then starts with them
         self.sim.set_configuration(positions, velocities, time=t)
         self.x[:2 * self.d] = self._read()
         sig = self.cfg.measurements
@@ -209,8 +211,6 @@ class StateEstimator:
         sd = [sig.get(c, s_pos) for c in self.coords] + [sig.get(v, s_vel) for v in self.speeds]
         sd += [a.sigma for a in self.aug]
         self.P = np.diag(np.square(sd))
-        self.inputs = dict(inputs)
-        self._set_inputs(self.inputs)
         self.step = self.lin = None
 
     def _deltas(self) -> F64:
@@ -364,9 +364,10 @@ class StateEstimator:
         return Innovation([self.meas[i] for i in rows], nu, sd, float(nis), dx, dx_sd)
 
     def _corrected(self) -> None:
-        """The corrected estimate into the Simulator; its coordinates and speeds read back."""
-        self._write(self.x)
+        """The corrected estimate into the Simulator (the inputs with the corrected biases first, so
+        that the re-initialisation starts with them); its coordinates and speeds read back."""
         self._set_inputs(self.inputs)
+        self._write(self.x)
         self.x[:2 * self.d] = self._read()
 
     def sample(self, steps: Sequence[Step], at_next: Mapping[str, float], measured: Mapping[str, float],
