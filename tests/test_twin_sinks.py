@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,6 +85,33 @@ def test_blocked_segment_suspends_then_resumes_with_a_gap_record(tmp_path: Any) 
     assert kinds[0] == "header" and kinds.count("gap") == 1 and recs[-1]["name"] == "after"
     gap = recs[kinds.index("gap")]
     assert gap["lost"] == st["dropped"] and "Is a directory" in gap["error"]
+
+
+def test_removed_directory_suspends_at_rotation_and_resumes_when_it_is_back(tmp_path: Any) -> None:
+    """Writes to an open file go on after its directory is removed (Linux); the next segment
+    cannot be created (ENOENT): suspended until the directory exists again."""
+    d = tmp_path / "rec"
+    d.mkdir()
+    path = str(d / "rec.jsonl")
+    clock = Clock()
+    sink = RecordingSink(path, 300, 0, HEADER, retry_min=0.5, clock=clock)
+    sink.flush()
+    shutil.rmtree(d)
+    for i in range(10):
+        sink({"k": "cmd", "name": "x" * 40, "args": {"i": i}})
+        sink.flush()
+    st = sink.status()
+    assert st["state"] == "suspended" and "No such file or directory" in st["last_error"] and st["dropped"] > 0
+    clock.t += 1.0
+    sink({"k": "cmd", "name": "lost", "args": {}})  # the retry fails again: still no directory
+    assert sink.status()["state"] == "suspended" and sink.status()["errors"] == 2
+    d.mkdir()
+    clock.t += 2.0
+    sink({"k": "cmd", "name": "after", "args": {}})
+    sink.close()
+    text = Path(f"{path}.{sink.segment:04d}").read_text()
+    segment = [json.loads(x) for x in text.split("\n") if x.strip()]
+    assert [r["k"] for r in segment] == ["gap", "cmd"] and segment[0]["lost"] == st["dropped"] + 1
 
 
 def test_recording_path_blocked_at_start_writes_the_header_on_resume(tmp_path: Any) -> None:
