@@ -171,10 +171,10 @@ class ServiceConfig:
     queue_size: int = 50  # batches waiting for the solver
     hold_levels: tuple[int, ...] = (1, 5, 20)  # samples per solver step, finest first
     start_level: int = 0  # hold_levels[0] = 1: every sample (sustained at 1 kHz, benchmarks/bench_twin.py)
-    lag_high: float = 0.25  # s: coarser above
-    lag_low: float = 0.05  # s: finer after `lag_low_batches` batches below
+    lag_high: float = 0.03  # s: coarser above
+    lag_low: float = 0.015  # s: finer after `lag_low_batches` batches below
     lag_low_batches: int = 100
-    max_lag: float = 0.5  # s: at the coarsest hold, a batch this late flushes the backlog (newest kept)
+    max_lag: float = 0.05  # s: a backlog this old is coalesced (the worker skips to the newest batch)
     health_interval: float = 1.0
     max_seq_jump: int = 1000  # messages: a seq further from the expected one is implausible
     seq_jump_confirm: int = 3  # consecutive implausible seqs that continue one another: a renumbering
@@ -186,6 +186,8 @@ class RecordConfig:
     path: str = ""  # empty: no recording
     max_bytes: int = 256 * 1024 * 1024  # per segment
     keep: int = 0  # segments kept (0: all)
+    retry_min: float = 1.0  # s: after a write failure the recording is suspended, retried after this ...
+    retry_max: float = 30.0  # s: ... doubling up to this (docs/service-config.md, mbsd_twin/twin/sinks.py)
 
 
 @dataclass(frozen=True)
@@ -321,6 +323,8 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
     check_broker(cfg.broker, problems)
     check_core(cfg.core, problems)
     check_service(cfg.service, cfg.metrics, problems)
+    if not 0 < cfg.record.retry_min <= cfg.record.retry_max:
+        problems.append("[record] need 0 < retry_min <= retry_max")
     if problems:
         raise ConfigError(problems, path or "<defaults>")
     return cfg
