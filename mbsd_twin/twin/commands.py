@@ -132,14 +132,16 @@ class CommandGate:
         return p
 
     def _check(self, name: str, body: bytes) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """(arguments, refusal): the body is read (its ``id`` echoed in a refusal too) but a refused
+        command never runs."""
+        args = parse_command(body)
         if name not in COMMANDS:
             self.counts["unknown"] += 1
-            return None, self._refusal(_clip(name), f"unknown command {_clip(name)!r}; commands: "
+            return args, self._refusal(_clip(name), f"unknown command {_clip(name)!r}; commands: "
                                        + ", ".join(COMMANDS))
         if name not in self.cfg.enabled:
             self.counts["disabled"] += 1
-            return None, self._refusal(name, f"command {name!r} is disabled; enable it in {self.where}")
-        args = parse_command(body)
+            return args, self._refusal(name, f"command {name!r} is disabled; enable it in {self.where}")
         if args is None:
             self.counts["invalid"] += 1
             return None, self._refusal(name, "the command body must be a JSON object")

@@ -1,0 +1,386 @@
+"""Commands on ``{p}/{a}/twin/cmd/<name>`` (mbsd_twin/twin/commands.py) against a real mosquitto on a
+free loopback port: the shipped ACL and TLS broker configuration (only the operator commands the
+twin), commands off by default, response topics only under twin/reply/, retained commands ignored,
+size limit, rate limit, bounded queue and a bounded share of the worker ahead of sensor batches."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from conftest import MOSQUITTO, Broker, free_port
+from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from test_twin_broker import BASE, MECH, Collector, _config, _wait
+from test_twin_security import make_ca, make_server_cert, password_file
+
+from mbsd_twin import load_mechanism
+from mbsd_twin.twin.commands import TokenBucket
+from mbsd_twin.twin.config import ConfigError, load_config
+from mbsd_twin.twin.protocol import encode
+from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
+from mbsd_twin.twin.rig_client import Rig
+from mbsd_twin.twin.service import TwinService
+
+ROOT = Path(__file__).resolve().parents[1]
+USERS = {"twin": "tw1n-pw", "rig": "r1g-pw", "operator": "0perator-pw", "viewer": "v1ewer-pw",
+         "mallory": "m4llory-pw"}  # mallory: a valid login without any ACL rule
+
+
+@pytest.fixture(scope="module")
+def traj() -> Trajectory:
+    tr = Trajectory(load_mechanism(MECH), RigConfig())
+    tr.samples(0, 5000)
+    return tr
+
+
+def _props(resp: str = "", corr: bytes | None = None) -> Properties:
+    p = Properties(PacketTypes.PUBLISH)
+    if resp:
+        p.ResponseTopic = resp
+    if corr is not None:
+        p.CorrelationData = corr
+    return p
+
+
+class Client:
+    """A paho MQTT 5 client (optionally with credentials and TLS) that keeps every message it
+    receives and the reason code of every acknowledged publish."""
+
+    def __init__(self, url: str, user: str = "", ca: Path | None = None, subscribe: str = "") -> None:
+        self.msgs: list[tuple[str, bytes]] = []
+        self.acks: list[int] = []
+        self.lock = threading.Lock()
+        self.c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"{user or 'anon'}-{uuid.uuid4().hex[:6]}",
+                             protocol=mqtt.MQTTv5)
+        if user:
+            self.c.username_pw_set(user, USERS[user])
+        if ca:
+            self.c.tls_set(ca_certs=str(ca))
+        self.c.on_connect = lambda c, *a: c.subscribe(subscribe, qos=1) if subscribe else None
+        self.c.on_message = self._on
+        self.c.on_publish = lambda c, u, mid, rc, props: self.acks.append(rc.value)
+        host, port = url.split("://")[1].split(":")
+        self.c.connect(host, int(port))
+        self.c.loop_start()
+        assert _wait(self.c.is_connected, 5), f"{user} could not connect"
+        time.sleep(0.2)  # the subscription is in place
+
+    def _on(self, c: Any, u: Any, m: mqtt.MQTTMessage) -> None:
+        with self.lock:
+            self.msgs.append((m.topic, bytes(m.payload)))
+
+    def got(self, topic: str) -> list[Any]:
+        with self.lock:
+            return [json.loads(p) for t, p in self.msgs if t == topic]
+
+    def publish(self, topic: str, body: bytes | str, **kw: Any) -> None:
+        self.c.publish(topic, body, qos=1, **kw).wait_for_publish(5)
+
+    def close(self) -> None:
+        self.c.disconnect()
+        self.c.loop_stop()
+
+
+# ------------------------------------------------------------------ config
+def test_commands_config_checked(tmp_path: Path) -> None:
+    """Every [commands] problem is named by its key with the offending value."""
+    with pytest.raises(ConfigError) as err:
+        load_config(None, env={}, overrides={"commands": {"enabled": ["status", "reboot"], "rate": 0.0,
+                                                          "max_bytes": 10, "queue_size": 0,
+                                                          "batches_per_command": 0}})
+    text = str(err.value)
+    print(text)
+    assert "[commands] enabled: unknown command 'reboot'; known: status, reset, set_param, pause, resume" in text
+    assert "[commands] rate must be a finite number > 0 (commands per s), got 0.0" in text
+    assert "[commands] max_bytes must be >= 64, got 10" in text
+    assert "[commands] queue_size must be >= 1, got 0" in text and "[commands] batches_per_command must be >= 1" in text
+    toml = tmp_path / "twin.toml"
+    toml.write_text('[commands]\nenabled = "pause"\n')
+    with pytest.raises(ConfigError, match=r"\[commands\] enabled: expected tuple, got 'pause'"):
+        load_config(str(toml), env={})
+    cfg = load_config(None, env={})
+    assert cfg.commands.enabled == ("status",) and cfg.commands.max_bytes == 4096
+
+
+def test_token_bucket() -> None:
+    now = [0.0]
+    b = TokenBucket(2.0, 3, lambda: now[0])
+    assert [b.take() for _ in range(5)] == [True, True, True, False, False]
+    now[0] = 0.5  # one token back
+    assert [b.take(), b.take()] == [True, False]
+    now[0] = 100.0  # never more than the burst
+    assert sum(b.take() for _ in range(10)) == 3
+
+
+# ---------------------------------------------------------- off by default
+def test_disabled_command_refused_and_counted(broker: Any, tmp_path: Path) -> None:
+    """Defaults: only the read-only status runs; reset is refused with the key to enable it (the
+    config file named), never runs, and is counted."""
+    toml = tmp_path / "twin.toml"
+    toml.write_text(f'[broker]\nurl = "{broker.url}"\n[service]\nmechanism = "{MECH}"\n')
+    col = Collector(broker.url, broker.mqtt5)
+    with TwinService(load_config(str(toml), env={})) as svc:
+        assert _wait(svc.connected.is_set, 5)
+        col.c.publish(f"{BASE}/twin/cmd/reset", encode({"id": "r1"}), qos=1).wait_for_publish(5)
+        col.c.publish(f"{BASE}/twin/cmd/pause", b"", qos=1).wait_for_publish(5)
+        col.c.publish(f"{BASE}/twin/cmd/status", encode({"id": 7}), qos=1).wait_for_publish(5)
+        col.c.publish(f"{BASE}/twin/cmd/reboot", b"{}", qos=1).wait_for_publish(5)
+        col.c.publish(f"{BASE}/twin/cmd/status", b"[1]", qos=1).wait_for_publish(5)
+        assert _wait(lambda: len(col.get("twin/reply")) >= 5, 5)
+        counts = svc.health()["counters"]["commands"]
+        paused, resets = svc.core.paused, svc.core.stats["resync"].get("reset", 0)
+    col.close()
+    replies = {r["cmd"]: r for r in col.get("twin/reply")[:3]}
+    unknown, invalid = col.get("twin/reply")[3:]
+    print(replies, counts)
+    assert replies["reset"] == {"cmd": "reset", "ok": False, "id": "r1", "detail":
+                                f"command 'reset' is disabled; enable it in [commands] enabled of {toml}"}
+    assert not replies["pause"]["ok"] and "disabled" in replies["pause"]["detail"]
+    assert replies["status"]["ok"] and replies["status"]["paused"] is False and replies["status"]["id"] == 7
+    assert not paused and resets == 0
+    assert unknown == {"cmd": "reboot", "ok": False,
+                       "detail": "unknown command 'reboot'; commands: status, reset, set_param, pause, resume"}
+    assert invalid == {"cmd": "status", "ok": False, "detail": "the command body must be a JSON object"}
+    assert [counts[k] for k in ("received", "disabled", "unknown", "invalid", "run")] == [5, 2, 1, 1, 1]
+
+
+# --------------------------------------------------------- response topics
+def test_response_topic_only_under_twin_reply(broker: Any, tmp_path: Path) -> None:
+    """A response topic on twin/alarms, twin/cmd/pause or outside the prefix is answered on
+    twin/reply with a note (counted); one under twin/reply/ is honoured with the correlation data.
+    Before: the twin published a forged alarm and paused itself."""
+    col = Collector(broker.url, broker.mqtt5)
+    cfg = _config(broker, tmp_path, commands={"enabled": ["status", "pause"]})
+    with TwinService(cfg) as svc:
+        assert _wait(svc.connected.is_set, 5)
+        for i, resp in enumerate((f"{BASE}/twin/alarms", f"{BASE}/twin/cmd/pause", "elsewhere/x",
+                                  f"{BASE}/twin/reply/ops")):
+            col.c.publish(f"{BASE}/twin/cmd/status", encode({"id": i}), qos=1,
+                          properties=_props(resp, f"c{i}".encode())).wait_for_publish(5)
+        assert _wait(lambda: len(col.get("twin/reply")) >= 3 and col.get("twin/reply/ops"), 5)
+        time.sleep(0.5)
+        counts, paused = svc.health()["counters"]["commands"], svc.core.paused
+    col.close()
+    redirected = col.get("twin/reply")
+    print(redirected, col.get("twin/reply/ops"), counts)
+    assert not col.get("twin/alarms") and not col.get("twin/cmd/pause") and not paused
+    assert sorted(r["id"] for r in redirected) == [0, 1, 2]
+    assert all(r["ok"] and r["note"] == "response topic not under twin/reply/; answered on twin/reply"
+               for r in redirected)
+    assert [r["id"] for r in col.get("twin/reply/ops")] == [3] and "note" not in col.get("twin/reply/ops")[0]
+    assert counts["reply_redirected"] == 3 and counts["run"] == 4
+
+
+# ---------------------------------------------------------------- retained
+def test_retained_commands_ignored(broker: Any, tmp_path: Path, traj: Trajectory) -> None:
+    """A retained cmd/pause (stored before the twin starts, and one published live) never pauses
+    it; both are counted. Before: the twin paused at every start."""
+    col = Collector(broker.url, broker.mqtt5)
+    col.c.publish(f"{BASE}/twin/cmd/pause", b"{}", qos=1, retain=True).wait_for_publish(5)
+    cfg = _config(broker, tmp_path, commands={"enabled": ["pause", "resume"]})
+    try:
+        with TwinService(cfg) as svc:
+            assert _wait(svc.connected.is_set, 5)
+            assert _wait(lambda: svc.commands.counts["retained"] == 1, 5)
+            col.c.publish(f"{BASE}/twin/cmd/pause", b"{}", qos=1, retain=True).wait_for_publish(5)
+            Rig(svc.mech, RigConfig(), broker.url, traj=traj, protocol=broker.protocol).run(1.5)
+            assert _wait(lambda: len(col.get("twin/state")) >= 70, 10)
+            counts, paused = dict(svc.commands.counts), svc.core.paused
+    finally:
+        col.c.publish(f"{BASE}/twin/cmd/pause", b"", qos=1, retain=True).wait_for_publish(5)  # clear it
+        col.close()
+    print(counts)
+    assert not paused and counts["retained"] == 2 and counts["run"] == 0 and not col.get("twin/reply")
+
+
+# ------------------------------------------------------------------- sizes
+def test_oversize_command_rejected_unread(broker: Any, tmp_path: Path) -> None:
+    """A 20 kB set_param is refused without reading or echoing its body; an over-long id of an
+    accepted command is not echoed. Before: the body was parsed, applied and its id echoed."""
+    col = Collector(broker.url, broker.mqtt5)
+    cfg = _config(broker, tmp_path, commands={"enabled": ["status", "set_param"]})
+    with TwinService(cfg) as svc:
+        assert _wait(svc.connected.is_set, 5)
+        big = encode({"name": "piston.mass", "value": 1.6, "id": "x" * 20000})
+        col.c.publish(f"{BASE}/twin/cmd/set_param", big, qos=1).wait_for_publish(5)
+        col.c.publish(f"{BASE}/twin/cmd/status", encode({"id": "y" * 1000}), qos=1).wait_for_publish(5)
+        assert _wait(lambda: len(col.get("twin/reply")) >= 2, 5)
+        counts, params = dict(svc.commands.counts), dict(svc.core.good_params)
+    col.close()
+    first, second = col.get("twin/reply")
+    print(first, second, counts)
+    assert first["cmd"] == "set_param" and not first["ok"] and "id" not in first
+    assert first["detail"].startswith("command message of 20") and "[commands] max_bytes = 4096" in first["detail"]
+    assert second["ok"] and "id" not in second and "id not echoed" in second["note"]
+    assert all(len(encode(r)) < 400 for r in (first, second)) and "piston.mass" not in params
+    assert counts["oversize"] == 1 and counts["run"] == 1
+
+
+# ------------------------------------------------------------------- flood
+def test_command_flood_rate_limited(broker: Any, tmp_path: Path, traj: Trajectory) -> None:
+    """3000 status commands as fast as a client sends them while the rig streams 3 s: at most
+    burst + rate·t are answered, the rest dropped unanswered and counted; every sensor batch still
+    produces its state. Before: all 3000 were answered one by one ahead of the sensor batches."""
+    col = Collector(broker.url, broker.mqtt5)
+    cfg = _config(broker, tmp_path)  # defaults: status enabled, 2/s, burst 10
+    with TwinService(cfg) as svc:
+        assert _wait(svc.connected.is_set, 5)
+        rig = Rig(svc.mech, RigConfig(), broker.url, traj=traj, protocol=broker.protocol)
+        th = threading.Thread(target=rig.run, args=(3.0,))
+        t0 = time.monotonic()
+        th.start()
+        for i in range(3000):
+            col.c.publish(f"{BASE}/twin/cmd/status", encode({"id": i}), qos=0)
+        th.join()
+        assert _wait(lambda: svc.commands.counts["received"] == 3000 and len(col.get("twin/state")) >= 150, 10)
+        elapsed = time.monotonic() - t0
+        time.sleep(0.3)
+        h = svc.health()
+    col.close()
+    c, n_replies = h["counters"]["commands"], len(col.get("twin/reply"))
+    print(f"{n_replies} replies in {elapsed:.1f} s; commands {c}; batches {h['counters']['batches']}, "
+          f"latency {h['latency_ms']}")
+    assert n_replies == c["run"] <= 10 + 2.0 * elapsed + 1
+    assert c["rate_limited"] == 3000 - c["run"] and c["dropped"] == 0
+    assert len(col.get("twin/state")) == h["counters"]["batches"] == 150
+    assert h["counters"]["dropped_overload"] == 0
+
+
+# ------------------------------------------------------ share and queue
+def test_commands_take_a_bounded_share_of_sensor_work(broker: Any, tmp_path: Path) -> None:
+    """40 sensor batches and 30 commands arrive through the broker while the worker is held; then
+    it runs: 20 commands queued (10 dropped, counted), and with batches waiting at most one command
+    per batches_per_command = 4 batches. Before: every command ran before any batch."""
+    cfg = _config(broker, tmp_path, commands={"enabled": ["status"], "rate": 1e6, "burst": 1000,
+                                              "queue_size": 20, "batches_per_command": 4})
+    src = MessageSource(Trajectory(load_mechanism(MECH), RigConfig()), 1000.0)
+    msgs = [encode(src.message(i)) for i in range(40)]
+    order: list[str] = []  # B: a sensor batch taken by the worker, R: a command answered
+    svc = TwinService(cfg)
+    worker, svc.worker = svc.worker, threading.Thread(target=lambda: None)  # held back
+    process, run_command = svc._process, svc._run_command
+    svc._process = lambda *a: (order.append("B"), process(*a))[1]  # type: ignore[method-assign]
+    svc._run_command = lambda *a: (order.append("R"), run_command(*a))[1]  # type: ignore[method-assign]
+    col = Collector(broker.url, broker.mqtt5)
+    try:
+        svc.start()
+        assert _wait(svc.connected.is_set, 5)
+        for m in msgs:
+            col.c.publish(f"{BASE}/meas/sensors", m, qos=1)
+        for i in range(30):
+            col.c.publish(f"{BASE}/twin/cmd/status", encode({"id": i}), qos=1)
+        assert _wait(lambda: svc.commands.counts["received"] == 30 and len(svc.batches) >= 40, 10)
+        svc.worker = worker
+        worker.start()
+        assert _wait(lambda: order.count("R") == 20 and not svc.batches, 20)
+        replies = len(col.get("twin/reply"))
+    finally:
+        svc.stop()
+        col.close()
+    seq = "".join(order)
+    print(seq, dict(svc.commands.counts))
+    assert svc.commands.counts["dropped"] == 10 and seq.count("R") == 20 and replies == 20
+    runs = seq[:seq.rindex("B")].split("R")[1:-1]  # batches between consecutive commands while batches waited
+    assert seq.startswith("R") and len(runs) >= 8 and all(len(r) >= 4 for r in runs), seq
+
+
+# --------------------------------------------------------------- the ACL
+def _passwords(folder: Path) -> Path:
+    lines = [password_file(folder / f"pw-{u}", u, p).read_text().strip() for u, p in USERS.items()]
+    (folder / "passwd").write_text("\n".join(lines) + "\n")
+    return folder / "passwd"
+
+
+@pytest.fixture
+def acl_broker(tmp_path: Path) -> Any:
+    """services/mosquitto-secure.conf with services/mosquitto.acl as shipped; only its file paths and
+    port are replaced (persistence off). The fixture's first listener (plain, loopback) is under the
+    same global password file and ACL."""
+    if MOSQUITTO is None or shutil.which("openssl") is None:
+        pytest.skip("needs mosquitto and the openssl command")
+    ca = make_ca(tmp_path, "test-ca")
+    crt, key = make_server_cert(tmp_path, ca)
+    tls = free_port()
+    conf = (ROOT / "services" / "mosquitto-secure.conf").read_text()
+    for old, new in (("/etc/mosquitto/passwd", _passwords(tmp_path)), ("/etc/mosquitto/acl", ROOT / "services" /
+                     "mosquitto.acl"), ("/etc/mosquitto/certs/ca.crt", ca[0]), ("/etc/mosquitto/certs/server.crt", crt),
+                     ("/etc/mosquitto/certs/server.key", key), ("listener 8883", f"listener {tls} 127.0.0.1")):
+        assert old in conf
+        conf = conf.replace(old, str(new))
+    conf = "\n".join(ln for ln in conf.splitlines() if not ln.startswith("persistence")) + "\n"
+    b = Broker(tmp_path, conf=conf)
+    b.tls_url, b.ca = f"mqtts://127.0.0.1:{tls}", ca[0]  # type: ignore[attr-defined]
+    b.start()
+    yield b
+    b.stop()
+
+
+@pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto is not installed")
+def test_acl_only_the_operator_commands_the_twin(acl_broker: Any, traj: Trajectory) -> None:
+    """With the shipped ACL: cmd/pause from a user without rules, from the rig, the viewer and the
+    twin's own login never reaches the twin (it keeps producing states, not paused, no command
+    received) and nobody else reads commands; the operator's pause (over TLS) pauses it."""
+    b = acl_broker
+    cfg = load_config(None, env={}, overrides={
+        "broker": {"url": b.tls_url, "tls_ca": str(b.ca), "username": "twin", "password": USERS["twin"]},
+        "service": {"mechanism": MECH}, "commands": {"enabled": ["status", "pause", "resume"]}})
+    with TwinService(cfg) as svc:
+        assert _wait(svc.connected.is_set, 5), svc.last_error
+        operator = Client(b.tls_url, "operator", b.ca, subscribe=f"{BASE}/#")
+        others = {u: Client(b.url, u, subscribe=f"{BASE}/twin/cmd/#") for u in ("mallory", "rig", "viewer")}
+        others["twin"] = Client(b.url, "twin")  # the twin's own login (it reads cmd: not subscribed here)
+        rig_client = Client(b.url, "rig")
+        rig = Rig(svc.mech, RigConfig(), b.url, traj=traj)
+        th = threading.Thread(target=rig.run, args=(4.0,), kwargs={"client": rig_client.c})
+        th.start()
+        assert _wait(lambda: len(operator.got(f"{BASE}/twin/state")) >= 20, 5)
+        for c in others.values():
+            c.publish(f"{BASE}/twin/cmd/pause", b"{}")
+        time.sleep(1.0)
+        n0 = len(operator.got(f"{BASE}/twin/state"))
+        time.sleep(0.5)
+        n1 = len(operator.got(f"{BASE}/twin/state"))
+        before = (svc.core.paused, svc.commands.counts["received"])
+        operator.c.publish(f"{BASE}/twin/cmd/pause", b"{}", qos=1, properties=_props(f"{BASE}/twin/reply/operator"))
+        assert _wait(lambda: operator.got(f"{BASE}/twin/reply/operator"), 5)
+        paused = svc.core.paused
+        time.sleep(0.3)
+        n2 = len(operator.got(f"{BASE}/twin/state"))
+        time.sleep(0.7)
+        n3 = len(operator.got(f"{BASE}/twin/state"))
+        th.join()
+        for c in [operator, rig_client, *others.values()]:
+            c.close()
+    reply = operator.got(f"{BASE}/twin/reply/operator")[0]
+    print(f"states {n0} -> {n1} (others' pause), {n2} -> {n3} (operator's); acks of the others' publishes "
+          f"{ {u: c.acks for u, c in others.items()} }; reply {reply}")
+    assert before == (False, 0) and n1 - n0 >= 10  # 50 batches/s: still producing
+    assert reply["ok"] and reply["cmd"] == "pause" and paused and n3 == n2
+    assert all(not [t for t, _ in c.msgs if "/cmd/" in t] for c in others.values())  # nobody else reads cmd
+    assert all(c.acks == [135] for c in others.values())  # mosquitto answers "Not authorized" (MQTT 5)
+    assert svc.commands.counts["received"] == 1 and svc.commands.counts["run"] == 1
+
+
+def test_acl_file_grants_the_twin_no_cmd_write() -> None:
+    """The shipped ACL as text: the twin's write rules stay one level under twin/ (and reply/#), so
+    they never match twin/cmd/<name>; only the operator writes cmd."""
+    rules: dict[str, list[str]] = {}
+    user = ""
+    for ln in (ROOT / "services" / "mosquitto.acl").read_text().splitlines():
+        if ln.startswith("user "):
+            user = ln.split()[1]
+        elif ln.startswith("topic "):
+            rules.setdefault(user, []).append(ln)
+    writers = [u for u, rs in rules.items() if any(r.split()[1] in ("write", "readwrite") and "/cmd/" in r
+                                                   for r in rs)]
+    assert writers == ["operator"] and "" not in rules
+    assert f"topic write {BASE}/twin/+" in rules["twin"] and f"topic read {BASE}/twin/cmd/+" in rules["twin"]
