@@ -109,6 +109,8 @@ def test_commands_config_checked(tmp_path: Path) -> None:
         load_config(str(toml), env={})
     cfg = load_config(None, env={})
     assert cfg.commands.enabled == ("status",) and cfg.commands.max_bytes == 4096
+    shipped = load_config(str(ROOT / "services" / "twin.toml"), env={})
+    assert shipped.commands == cfg.commands  # the example writes the defaults out
 
 
 def test_token_bucket() -> None:
@@ -339,6 +341,11 @@ def test_acl_only_the_operator_commands_the_twin(acl_broker: Any, traj: Trajecto
         others = {u: Client(b.url, u, subscribe=f"{BASE}/twin/cmd/#") for u in ("mallory", "rig", "viewer")}
         others["twin"] = Client(b.url, "twin")  # the twin's own login (it reads cmd: not subscribed here)
         rig_client = Client(b.url, "rig")
+        anon = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+        anon.connect("127.0.0.1", b.port)
+        anon.loop_start()
+        anonymous_connected = _wait(anon.is_connected, 1.5)
+        anon.loop_stop()
         rig = Rig(svc.mech, RigConfig(), b.url, traj=traj)
         th = threading.Thread(target=rig.run, args=(4.0,), kwargs={"client": rig_client.c})
         th.start()
@@ -363,6 +370,7 @@ def test_acl_only_the_operator_commands_the_twin(acl_broker: Any, traj: Trajecto
     reply = operator.got(f"{BASE}/twin/reply/operator")[0]
     print(f"states {n0} -> {n1} (others' pause), {n2} -> {n3} (operator's); acks of the others' publishes "
           f"{ {u: c.acks for u, c in others.items()} }; reply {reply}")
+    assert not anonymous_connected
     assert before == (False, 0) and n1 - n0 >= 10  # 50 batches/s: still producing
     assert reply["ok"] and reply["cmd"] == "pause" and paused and n3 == n2
     assert all(not [t for t, _ in c.msgs if "/cmd/" in t] for c in others.values())  # nobody else reads cmd
