@@ -263,7 +263,8 @@ def test_commands_take_a_bounded_share_of_sensor_work(broker: Any, tmp_path: Pat
     it runs: 20 commands queued (10 dropped, counted), and with batches waiting at most one command
     per batches_per_command = 4 batches. Before: every command ran before any batch."""
     cfg = _config(broker, tmp_path, commands={"enabled": ["status"], "rate": 1e6, "burst": 1000,
-                                              "queue_size": 20, "batches_per_command": 4})
+                                              "queue_size": 20, "batches_per_command": 4},
+                  service={"queue_size": 100, "max_lag": 30.0})  # the held-back batches are neither dropped nor merged
     src = MessageSource(Trajectory(load_mechanism(MECH), RigConfig()), 1000.0)
     msgs = [encode(src.message(i)) for i in range(40)]
     order: list[str] = []  # B: a sensor batch taken by the worker, R: a command answered
