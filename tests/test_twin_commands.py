@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -228,10 +230,37 @@ def test_oversize_command_rejected_unread(broker: Any, tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------- flood
+FLOOD = """
+import sys, time, paho.mqtt.client as mqtt
+from paho.mqtt.enums import CallbackAPIVersion
+host, port, topic, n, rate = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
+c = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
+c.connect(host, port)
+c.loop_start()
+t0 = time.monotonic()
+for i in range(n):
+    info = c.publish(topic, '{"id": %d}' % i, qos=0)
+    if i % 30 == 29:
+        time.sleep(max(0.0, t0 + i / rate - time.monotonic()))
+info.wait_for_publish(30)
+c.disconnect()
+c.loop_stop()
+"""
+
+
+def _flood(broker: Any, topic: str, n: int, rate: float) -> subprocess.Popen[bytes]:
+    """``n`` command messages at ``rate`` per second from a client in another process (an attacker
+    does not share the twin's interpreter and its GIL)."""
+    return subprocess.Popen([sys.executable, "-c", FLOOD, "127.0.0.1", str(broker.port), topic, str(n), str(rate)])
+
+
 def test_command_flood_rate_limited(broker: Any, tmp_path: Path, traj: Trajectory) -> None:
-    """3000 status commands as fast as a client sends them while the rig streams 3 s: at most
-    burst + rate·t are answered, the rest dropped unanswered and counted; every sensor batch still
-    produces its state. Before: all 3000 were answered one by one ahead of the sensor batches."""
+    """3000 status commands at 3000/s from another process while the rig streams 3 s: at most
+    burst + rate·t are answered, the rest dropped unanswered and counted; every sensor message is
+    received, at least 80 % produce states (all 150 measured here; an overload policy that merges a
+    backlog may merge some delayed by the flood's network traffic: 129 of 150 measured with one) and
+    the twin is current at the end. Before: all 3000 were answered
+    one by one, each ahead of the sensor batches waiting."""
     col = Collector(broker.url, broker.mqtt5)
     cfg = _config(broker, tmp_path)  # defaults: status enabled, 2/s, burst 10
     with TwinService(cfg) as svc:
@@ -240,21 +269,23 @@ def test_command_flood_rate_limited(broker: Any, tmp_path: Path, traj: Trajector
         th = threading.Thread(target=rig.run, args=(3.0,))
         t0 = time.monotonic()
         th.start()
-        for i in range(3000):
-            col.c.publish(f"{BASE}/twin/cmd/status", encode({"id": i}), qos=0)
+        flood = _flood(broker, f"{BASE}/twin/cmd/status", 3000, 3000.0)
+        assert flood.wait(30) == 0
         th.join()
-        assert _wait(lambda: svc.commands.counts["received"] == 3000 and len(col.get("twin/state")) >= 150, 10)
+        assert _wait(lambda: svc.commands.counts["received"] == 3000 and svc.counts["received"] == 150
+                     and not svc.batches, 10)
         elapsed = time.monotonic() - t0
         time.sleep(0.3)
         h = svc.health()
     col.close()
     c, n_replies = h["counters"]["commands"], len(col.get("twin/reply"))
     print(f"{n_replies} replies in {elapsed:.1f} s; commands {c}; batches {h['counters']['batches']}, "
-          f"latency {h['latency_ms']}")
+          f"dropped_overload {h['counters']['dropped_overload']}, latency {h['latency_ms']}")
     assert n_replies == c["run"] <= 10 + 2.0 * elapsed + 1
     assert c["rate_limited"] == 3000 - c["run"] and c["dropped"] == 0
-    assert len(col.get("twin/state")) == h["counters"]["batches"] == 150
-    assert h["counters"]["dropped_overload"] == 0
+    states = col.get("twin/state")
+    assert h["counters"]["received"] == 150 and len(states) == h["counters"]["batches"] >= 0.8 * 150
+    assert states[-1]["src_seq"][-1] == 149
 
 
 # ------------------------------------------------------ share and queue
@@ -284,7 +315,8 @@ def test_commands_take_a_bounded_share_of_sensor_work(broker: Any, tmp_path: Pat
         assert _wait(lambda: svc.commands.counts["received"] == 30 and len(svc.batches) >= 40, 10)
         svc.worker = worker
         worker.start()
-        assert _wait(lambda: order.count("R") == 20 and not svc.batches, 20)
+        assert _wait(lambda: order.count("R") == 20 and not svc.batches and len(col.get("twin/reply")) >= 20, 20)
+        time.sleep(0.2)
         replies = len(col.get("twin/reply"))
     finally:
         svc.stop()
