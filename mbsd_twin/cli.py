@@ -101,8 +101,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     mech = load_mechanism(args.file)
     sets = parse_assignments(args.set, "--set")
-    opts = SolverOptions(method=args.method, rtol=args.rtol, drift=args.drift,
-                         error_norm=args.error_norm, energy_error_control=args.energy_error_control)
+    opts = SolverOptions(method=args.method, rtol=args.rtol, drift=args.drift, error_norm=args.error_norm,
+                         energy_error_control=args.energy_error_control, initial_velocity=args.initial_velocity)
     res = simulate(mech, args.t_end, args.output_interval, inputs=sets, options=opts,
                    progress=Progress("simulate"))
     res.to_csv(args.output)
@@ -130,6 +130,10 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--energy-error-control", action="store_true",
                    help="keep the energy integrals in the step-size control: about 3x the steps, "
                         "energy.balance_error about 1e4x smaller (see docs/simulator.md)")
+    p.add_argument("--initial-velocity", default="project", choices=["project", "check"],
+                   help="initial velocities that violate the joints' or drivers' velocity constraints: "
+                        "project (default: the nearest consistent ones, least change, reported) or check "
+                        "(fail naming the joints)")
     p.set_defaults(func=_cmd_simulate)
 
 

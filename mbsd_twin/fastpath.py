@@ -233,15 +233,18 @@ class CompiledStepper:
         self._u[:] = u
         self._changed, self._changed_before, self.inputs = changed, changed_before, dict(inputs)
 
-    def reset_state(self, t: float, y: F, inputs: dict[str, float] | None = None) -> None:
+    def reset_state(self, t: float, y: F, inputs: dict[str, float] | None = None, streaming: bool = False) -> None:
         """Restart from (t, y) with a fresh initial step (the model stays packed), with new
-        ``inputs`` if given."""
+        ``inputs`` if given. With ``streaming`` the restart keeps the record that the inputs have
+        been changing (a re-initialisation amid streamed inputs: the next call with new inputs
+        again ends its steps at the communication point), else the inputs count as settled."""
         if inputs is not None and inputs != self.inputs:
             self.inputs = dict(inputs)
             self._u[:] = self._input_array()
         ns.start(self._S, float(t), np.ascontiguousarray(y, dtype=float), self._u, self._ib, self._fb, self._wb,
                  self._ob)
-        self._changed = self._changed_before = False
+        self._changed_before = streaming and (self._changed or self._changed_before)
+        self._changed = False
 
 
 def warm() -> float:

@@ -81,7 +81,7 @@ def simulate(mech: Mechanism, t_end: float, output_interval: float,
             break
         if progress is not None:
             progress(float(t_next) / t_end)
-    warns = []
+    warns = [note for note in (sim.initial_velocity_report.summary(),) if note]
     if sim.redundant_constraints:
         warns.append(f"redundant constraints dropped for the dynamics: {', '.join(sim.redundant_constraints)}")
     return Result(specs, np.array(rows), "simulation", mech.source, warns, status, message)

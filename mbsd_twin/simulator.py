@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 from .dynamics import Dynamics, SolverOptions, Stepper
 from .errors import AssemblyError, MechanismError, PortError, Problem
 from .fastpath import Buffers, CompiledStepper
+from .initial_velocity import InitialVelocityReport, VelocityChange
 from .live_parameters import Slot, live_slot
 from .model import Mechanism
 from .outputs import OutputSpec, evaluated_outputs
@@ -97,7 +98,7 @@ class Simulator:
     def _restart_at(self, t: float, q: F, v: F) -> None:
         """Continue from time t [s], positions q and velocities v with the current inputs: a fresh
         integrator start, the energy integrals at zero and the balance counted from here."""
-        self._stepper.reset_state(t, np.concatenate([q, v, np.zeros(3)]), self._inputs)
+        self._stepper.reset_state(t, np.concatenate([q, v, np.zeros(3)]), self._inputs, streaming=True)
         self._set_baseline()
 
     @property
@@ -128,6 +129,23 @@ class Simulator:
     @property
     def redundant_constraints(self) -> list[str]:
         return list(self._dyn.redundant)
+
+    @property
+    def initial_velocity_changes(self) -> list[VelocityChange]:
+        """The initial velocities ``initial_velocity="project"`` moved onto the constraints (name,
+        unit, given, value); empty when the mechanism's were consistent. The violated joints and
+        drivers: ``initial_velocity_report.violations``."""
+        return list(self._dyn.initial_report.changes)
+
+    @property
+    def initial_velocity_report(self) -> InitialVelocityReport:
+        """The velocities changed and the constraint rows (joints, drivers) the given ones violated."""
+        return self._dyn.initial_report
+
+    @property
+    def backend(self) -> str:
+        """"compiled" (the numba path) or "numpy": where this Simulator runs (``SolverOptions.backend``)."""
+        return "compiled" if isinstance(self._stepper, CompiledStepper) else "numpy"
 
     # ------------------------------------------------------------ inputs
     def set_input(self, name: str, value: float) -> None:

@@ -158,3 +158,15 @@ def test_the_kalman_update_is_the_textbook_formula() -> None:
     np.testing.assert_allclose(got[4], np.sqrt(np.diag(K @ S @ K.T)), rtol=1e-12)
     F, Q = np.eye(6) + 0.01 * A, 0.001 * np.eye(6)
     np.testing.assert_allclose(nb_kalman.propagate(F, P, Q, Q), F @ P @ F.T + 2 * Q, rtol=1e-13)
+
+
+def test_mean_step_keeps_the_impulse() -> None:
+    """The Jacobians' single step: the first-order-hold halves of samples 3 and 2.3 over 1 ms become
+    one step at their mean 2.65 (the line's impulse / dt); uneven steps are weighted by duration."""
+    from mbsd_twin.estimation.holds import mean_step
+
+    (t, values), = mean_step(0.0, interval_steps(0.0, 1e-3, {"m": 3.0}, {"m": 2.3}))
+    assert t == 1e-3 and values["m"] == pytest.approx(2.65, abs=1e-14)
+    (t, values), = mean_step(1.0, [(1.25, {"m": 4.0}), (2.0, {"m": 0.0})])
+    assert t == 2.0 and values["m"] == pytest.approx(1.0, abs=1e-15)
+    assert mean_step(0.0, [(1.0, {"m": 5.0})]) == [(1.0, {"m": 5.0})]

@@ -32,7 +32,7 @@ from numpy.typing import NDArray
 
 from ..simulator import Simulator, Snapshot
 from . import fused, nb_kalman
-from .holds import Step
+from .holds import Step, mean_step
 from .records import PARAM_WRITE, Innovation, Linearisation, Prediction
 
 __all__ = ["PARAM_WRITE", "Augment", "FilterConfig", "Innovation", "StateEstimator", "speed_of", "wrap"]
@@ -202,6 +202,8 @@ class StateEstimator:
                 if self.applied[name] != self.x[i]:
                     self.applied[name] = float(self.x[i])
                     self.sim.set_parameter(name, float(self.x[i]), keep_state=True)
+        self.inputs = dict(inputs)
+        self._set_inputs(self.inputs)  # before the re-initialisation, which then starts with them
         self.sim.set_configuration(positions, velocities, time=t)
         self.x[:2 * self.d] = self._read()
         sig = self.cfg.measurements
@@ -209,8 +211,6 @@ class StateEstimator:
         sd = [sig.get(c, s_pos) for c in self.coords] + [sig.get(v, s_vel) for v in self.speeds]
         sd += [a.sigma for a in self.aug]
         self.P = np.diag(np.square(sd))
-        self.inputs = dict(inputs)
-        self._set_inputs(self.inputs)
         self.step = self.lin = None
 
     def _deltas(self) -> F64:
@@ -231,7 +231,7 @@ class StateEstimator:
         base = self._run(steps, at_next, None)
         if start is not None:
             nominal = sim.snapshot()
-            lin = self._linearise(start, base, h, steps, at_next)
+            lin = self._linearise(start, h, steps, at_next)
             sim.restore(nominal)
             self.lin, self.age = lin, 0
         else:
@@ -269,11 +269,15 @@ class StateEstimator:
         return out + [(2, port, max(sig, 1e-9)) for port, sig in self.cfg.input_noise.items()
                       if port not in self.bias]
 
-    def _linearise(self, start: Snapshot, base: F64, h: float, steps: Sequence[Step],
+    def _linearise(self, start: Snapshot, h: float, steps: Sequence[Step],
                    at_next: Mapping[str, float]) -> Linearisation:
         """F, H and the input part of Q of the prediction from the snapshot ``start`` by finite
-        differences (what :func:`.nb_filter.linearise` does in one compiled call)."""
+        differences over the interval as one step with the inputs' means (:func:`.holds.mean_step`;
+        what :func:`.nb_filter.linearise` does in one compiled call)."""
         sim, perts, D = self.sim, self._perturbations(), []
+        one = mean_step(start.time, list(steps))
+        sim.restore(start)
+        base = self._run(one, at_next, None)
         for kind, target, dv in perts:
             sim.restore(start)
             if kind == 0:
@@ -282,7 +286,7 @@ class StateEstimator:
                 self._write(x, params=False)  # the parameters as in the nominal step
             elif kind == 1:
                 sim.set_parameter(target, self.applied[target] + dv, keep_state=True)
-            D.append(self._run(steps, at_next, (target, dv) if kind == 2 else None) - base)
+            D.append(self._run(one, at_next, (target, dv) if kind == 2 else None) - base)
         return self.assembled(h, len(steps), np.array(D), perts)
 
     def assembled(self, h: float, n_steps: int, D: F64, perts: list[tuple[int, Any, float]]) -> Linearisation:
@@ -311,19 +315,18 @@ class StateEstimator:
         applies them one after the other: biases and ``delta`` added, a port a step leaves out
         keeps its value (a biased one: 0 + bias)."""
         sim, col = self.sim, self.col
-        U = np.empty((len(steps), len(self.ports)))
         row = [sim.get_input(p) for p in self.ports]
-        for k, (_, values) in enumerate(steps):
+        bias = [(col[port], port, float(self.x[i])) for port, i in self.bias.items()]
+        rows = []
+        for _, values in steps:
             for port, v in values.items():
                 row[col[port]] = v
-            for port, i in self.bias.items():
-                row[col[port]] = values.get(port, 0.0) + self.x[i]
+            for c, port, b in bias:
+                row[c] = values.get(port, 0.0) + b
+            rows.append(row.copy())
             if delta is not None:
-                row[col[delta[0]]] += delta[1]
-            U[k] = row
-            if delta is not None:
-                row[col[delta[0]]] -= delta[1]
-        return np.array([t for t, _ in steps]), U
+                rows[-1][col[delta[0]]] += delta[1]
+        return np.array([t for t, _ in steps]), np.array(rows, dtype=float).reshape(len(steps), len(self.ports))
 
     def _run(self, steps: Sequence[Step], at_next: Mapping[str, float], delta: tuple[str, float] | None) -> F64:
         """[z, ż, y] after ``steps`` from the Simulator's current state."""
@@ -364,9 +367,10 @@ class StateEstimator:
         return Innovation([self.meas[i] for i in rows], nu, sd, float(nis), dx, dx_sd)
 
     def _corrected(self) -> None:
-        """The corrected estimate into the Simulator; its coordinates and speeds read back."""
-        self._write(self.x)
+        """The corrected estimate into the Simulator (the inputs with the corrected biases first, so
+        that the re-initialisation starts with them); its coordinates and speeds read back."""
         self._set_inputs(self.inputs)
+        self._write(self.x)
         self.x[:2 * self.d] = self._read()
 
     def sample(self, steps: Sequence[Step], at_next: Mapping[str, float], measured: Mapping[str, float],

@@ -12,7 +12,7 @@ from ..dynamics import SolverFailure
 from ..errors import AssemblyError
 from ..fastpath import Buffers, failure_text
 from . import nb_filter
-from .holds import Step
+from .holds import Step, mean_step
 from .records import PARAM_WRITE, Innovation, Linearisation, Prediction
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ class Plan:
         self.fb_index = fb_index
         self.param_fb = np.array([fb_index[name] for name in est.param], dtype=np.int64)
         self.out = np.zeros(len(est.meas) * 3 + 2 * est.n + 3)
+        self.all_rows = np.arange(len(est.meas), dtype=np.int64)
 
 
 def plan(est: StateEstimator) -> Plan | None:
@@ -95,9 +96,10 @@ def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping
     times, U, u_base = _held(est, steps, at_next)
     h = steps[-1][0] - est.sim.time
     if est._stale(h, len(steps)):
+        lt, lU, _ = _held(est, mean_step(est.sim.time, list(steps)), at_next)
         buf = est.sim.buffers()
         assert buf is not None
-        est.lin, est.age = linearise(est, p, buf, times, U, u_base, len(steps), h), 0
+        est.lin, est.age = linearise(est, p, buf, lt, lU, u_base, len(steps), h), 0
     else:
         est.age += 1
     lin = est.lin
@@ -108,16 +110,18 @@ def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping
     applied = np.array([est.applied[name] for name in est.param])
     status = nb_filter.sample(*b, times, U, u_base, p.bias_cols, p.bias_idx, p.i_run, p.qi, p.vi, est.x, est.P,
                               lin.F, lin.Q, est._q_acc(lin, accel_noise), lin.H, est.r, y,
-                              np.array(rows, dtype=np.int64), est.angular, est.low, est.high, p.param_idx,
-                              p.param_fb, applied, PARAM_WRITE, p.out)
-    written = {name: float(v) for name, v in zip(est.param, applied.tolist(), strict=True) if v != est.applied[name]}
+                              p.all_rows if len(rows) == len(est.meas) else np.array(rows, dtype=np.int64),
+                              est.angular, est.low, est.high, p.param_idx, p.param_fb, applied, PARAM_WRITE, p.out)
+    written = {name: float(v) for name, v in zip(est.param, applied.tolist(), strict=True)
+               if v != est.applied[name]} if est.param else {}
     est.applied.update(written)
-    est.sim.buffers_done(b, float(p.out[-2]) if status == nb_filter.OK else None, written)
+    out = p.out.copy()  # the records below are views of this copy
+    est.sim.buffers_done(b, float(out[-2]) if status == nb_filter.OK else None, written)
     est.inputs = dict(at_next)
-    m, k, n, out = len(rows), len(est.meas), est.n, p.out
+    m, k, n = len(rows), len(est.meas), est.n
     if status >= 0:
-        est.step = Prediction(lin.H, out[:k].copy())
+        est.step = Prediction(lin.H, out[:k])
     _failed(est, status)
     est.clamped += int(out[-1])
-    return Innovation([est.meas[i] for i in rows], out[k:k + m].copy(), out[k + m:k + 2 * m].copy(), float(out[-3]),
-                      out[k + 2 * m:k + 2 * m + n].copy(), out[k + 2 * m + n:k + 2 * m + 2 * n].copy())
+    return Innovation([est.meas[i] for i in rows], out[k:k + m], out[k + m:k + 2 * m], float(out[-3]),
+                      out[k + 2 * m:k + 2 * m + n], out[k + 2 * m + n:k + 2 * m + 2 * n])

@@ -60,14 +60,15 @@ def _output_state(S):  # noqa: ANN001
 
 @njit(cache=True)
 def _reinit(S, u, ib, fb, wb, ob, flags, react_idx, effort_rows, i_energy, q, v):  # noqa: ANN001
-    """Restart at (q, v) with the energy integrals at zero (``Simulator._restart_at``); the new
-    energy baseline [J]."""
+    """Restart at (q, v) with the energy integrals at zero (``Simulator._restart_at``: the record of
+    streamed inputs kept); the new energy baseline [J]."""
     y_out = _output_state(S)
     nq = q.shape[0]
     y0 = np.zeros(y_out.shape[0])
     y0[:nq], y0[nq:2 * nq] = q, v
     ns.start(S, S[0], y0, u, ib, fb, wb, ob)
-    flags[0] = flags[1] = 0
+    flags[1] = 1 if flags[0] == 1 or flags[1] == 1 else 0  # CompiledStepper.reset_state(streaming=True)
+    flags[0] = 0
     return ns.outputs(S, u, ib, fb, wb, react_idx, effort_rows, 0.0)[i_energy]
 
 
@@ -172,10 +173,10 @@ def sample(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0
     q, v, left = _imposed(S, ib, fb, x, qi, vi)
     if left > LEFT:
         return FAIL_ASSEMBLY
-    out[-2] = _reinit(S, u, ib, fb, wb, ob, flags, react_idx, effort_rows, i_energy, q, v)
-    for k in range(bias_cols.shape[0]):
+    for k in range(bias_cols.shape[0]):  # the corrected biases take effect with the restart
         row[bias_cols[k]] = u_base[bias_cols[k]] + x[bias_idx[k]]
-    _inputs(S, u, ib, fb, wb, cb, flags, row)
+    u[:] = row
+    out[-2] = _reinit(S, u, ib, fb, wb, ob, flags, react_idx, effort_rows, i_energy, q, v)
     for i in range(d):
         x[i], x[d + i] = q[qi[i]], v[vi[i]]
     return OK
