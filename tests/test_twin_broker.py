@@ -264,7 +264,7 @@ def _rss_mb() -> float:
 def test_command_round_trip_and_replay(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
     rec = str(tmp_path / "rec.jsonl")
     col = Collector(broker.url, broker.mqtt5)
-    with TwinService(_config(broker, tmp_path, record={"path": rec})) as svc:
+    with TwinService(_config(broker, tmp_path, record={"path": rec}, commands={"enabled": ["reset"]})) as svc:
         assert _wait(svc.connected.is_set, 5)
         rig = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory, protocol=broker.protocol)
         th = threading.Thread(target=rig.run, args=(3.0,))

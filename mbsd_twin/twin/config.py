@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from .config_checks import check_broker, check_core, check_service, shown
+from .config_checks import check_broker, check_commands, check_core, check_service, shown
 
 ENV = {  # environment variable → (section, key)
     "MBSD_TWIN_BROKER": ("broker", "url"),
@@ -182,6 +182,19 @@ class ServiceConfig:
 
 
 @dataclass(frozen=True)
+class CommandsConfig:
+    """Commands on ``{p}/{a}/twin/cmd/<name>`` (docs/mqtt-contract.md, "Commands"). Off by default
+    except the read-only ``status``; who may send them is the broker's ACL (services/mosquitto.acl)."""
+
+    enabled: tuple[str, ...] = ("status",)  # of status, reset, set_param, pause, resume
+    max_bytes: int = 4096  # a whole command message (topic, body, response topic, correlation data)
+    rate: float = 2.0  # commands per second, sustained (token bucket); beyond: dropped, no reply
+    burst: int = 10  # commands accepted back to back
+    queue_size: int = 20  # commands waiting for the worker; beyond: dropped
+    batches_per_command: int = 5  # while sensor batches wait: at most one command per this many batches
+
+
+@dataclass(frozen=True)
 class RecordConfig:
     path: str = ""  # empty: no recording
     max_bytes: int = 256 * 1024 * 1024  # per segment
@@ -201,18 +214,21 @@ class TwinConfig:
     broker: BrokerConfig = BrokerConfig()
     core: CoreConfig = CoreConfig()
     service: ServiceConfig = ServiceConfig()
+    commands: CommandsConfig = CommandsConfig()
     record: RecordConfig = RecordConfig()
     metrics: MetricsConfig = MetricsConfig()
+    source: str = field(default="", compare=False)  # the TOML file read ("" none): named in messages
 
     def config_hash(self) -> str:
-        """Hash of everything except secrets."""
+        """Hash of everything except secrets (and the file name)."""
         d = dataclasses.asdict(self)
         d["broker"].pop("password", None)
+        d.pop("source", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-_SECTIONS = {"broker": BrokerConfig, "core": CoreConfig, "service": ServiceConfig, "record": RecordConfig,
-             "metrics": MetricsConfig}
+_SECTIONS = {"broker": BrokerConfig, "core": CoreConfig, "service": ServiceConfig, "commands": CommandsConfig,
+             "record": RecordConfig, "metrics": MetricsConfig}
 
 
 def _coerce(value: Any, default: Any) -> tuple[bool, Any]:
@@ -319,12 +335,13 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
             problems.append(f"unknown section [{sec}]; known: {', '.join(_SECTIONS)}")
             continue
         parts[sec] = _section(_SECTIONS[sec], table, sec, problems, origins)
-    cfg = TwinConfig(**parts)
+    cfg = TwinConfig(**parts, source=path or "")
     check_broker(cfg.broker, problems)
     check_core(cfg.core, problems)
     check_service(cfg.service, cfg.metrics, problems)
     if not 0 < cfg.record.retry_min <= cfg.record.retry_max:
         problems.append("[record] need 0 < retry_min <= retry_max")
+    check_commands(cfg.commands, problems)
     if problems:
         raise ConfigError(problems, path or "<defaults>")
     return cfg

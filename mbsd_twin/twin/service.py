@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 import paho.mqtt.client as mqtt
-from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from ..loader import loads_mechanism
 from . import link
+from .commands import CommandGate, Pending, status_reply
 from .config import TwinConfig
 from .core import Out, TwinCore
 from .ingest import RIG_RESTART, Intake
@@ -86,7 +86,7 @@ class TwinService:
         self.core = TwinCore(cfg.core, self.mech, self.recorder)
         self.metrics = Metrics()
         self.lock = threading.Condition()
-        self.cmds: deque[tuple[str, dict[str, Any] | None, str, bytes | None]] = deque()
+        self.commands = CommandGate(cfg.commands, self.topics, cfg.source)  # policy: commands.py
         self.counts: Counter[str] = Counter()
         self.invalid: Counter[str] = Counter()
         self.intake = Intake(cfg.service, cfg.core.asset, self.lock, self.counts, self.invalid, self.metrics,
@@ -148,7 +148,11 @@ class TwinService:
         if self.t_disconnect is not None:
             self.outages.append(time.monotonic() - self.t_disconnect)
             self.t_disconnect = None
-        client.subscribe([(self.topics.sensors, 1), (self.topics.rig_status, 1), (self.topics.cmd_filter, 1)])
+        subs = [self.topics.sensors, self.topics.rig_status, self.topics.cmd_filter]
+        if self.cfg.broker.protocol == 5:  # commands retain-as-published: a retained one is ignored (commands.py)
+            client.subscribe([(t, mqtt.SubscribeOptions(qos=1, retainAsPublished=t == subs[2])) for t in subs])
+        else:
+            client.subscribe([(t, 1) for t in subs])
         client.publish(self.topics.twin("status"), self._birth(), qos=1, retain=True)
         self.connected.set()
         self.metrics.connected.set(1)
@@ -198,29 +202,29 @@ class TwinService:
         self.counts[f"rig_{state if state in RIG_STATES else 'other'}"] += 1  # bounded: no key per string
 
     def _command_in(self, msg: mqtt.MQTTMessage) -> None:
-        name = msg.topic.rsplit("/", 1)[1]
-        props = getattr(msg, "properties", None)
-        resp = getattr(props, "ResponseTopic", "") or ""
-        corr = getattr(props, "CorrelationData", None)
-        with self.lock:
-            self.cmds.append((name, parse_command(bytes(msg.payload)), resp, corr))
-            self.lock.notify()
+        pending = self.commands.admit(msg)  # None: ignored (retained, rate-limited), counted
+        if pending is not None:
+            with self.lock:
+                if self.commands.push(pending):
+                    self.lock.notify()
 
     # --------------------------------------------------------------- worker
     def _work(self) -> None:
         next_health = time.monotonic()
         while not self.stopping.is_set():
             with self.lock:
-                if not self.batches and not self.cmds:
+                if not self.batches and not self.commands.queue:
                     self.lock.wait(0.05)
-                cmd = self.cmds.popleft() if self.cmds else None
                 now = time.monotonic()
                 self.intake.flush(now)
+                cmd = self.commands.next(len(self.batches))  # bounded share: commands.py
                 item = self.intake.take(now) if cmd is None else None
+                if item is not None:
+                    self.commands.batch_taken()
                 depth = len(self.batches)
             try:
                 if cmd is not None:
-                    self._run_command(*cmd)
+                    self._run_command(cmd)
                 if item is not None:
                     self._process(*item, depth)
             except Exception:
@@ -282,21 +286,15 @@ class TwinService:
         m.dropped.set(self.counts["dropped_overload"])
         self.intake.cost(time.monotonic() - t_start)
 
-    def _run_command(self, name: str, args: dict[str, Any] | None, resp: str, corr: bytes | None) -> None:
-        reply = self.core.command(name, args) if args is not None else \
-            {"cmd": name, "ok": False, "detail": "the command body must be a JSON object"}
-        if isinstance(args, dict) and "id" in args:
-            reply["id"] = args["id"]
-        props = None
-        topic = self.topics.twin("reply")
-        if resp and self.topics.owns(resp) and self.cfg.broker.protocol == 5:
-            topic = resp
-            props = Properties(PacketTypes.PUBLISH)
-            if corr is not None:
-                props.CorrelationData = corr
-        elif resp:
-            reply["note"] = "response topic outside the twin's prefix; answered on twin/reply"
-        self.publish(Out(topic, encode(reply), qos=1), props)
+    def _run_command(self, p: Pending) -> None:
+        if p.reject is not None:
+            reply = p.reject
+        elif p.name == "status":
+            reply = status_reply(self.health())
+        else:
+            reply = self.core.command(p.name, p.args or {})
+        topic, payload, props = self.commands.reply(p, reply, self.cfg.broker.protocol == 5)
+        self.publish(Out(topic, payload, qos=1), props)
 
     def publish(self, out: Out, props: Properties | None = None) -> None:
         if not self.topics.owns(out.topic):  # the service only publishes under its own prefix
@@ -327,7 +325,8 @@ class TwinService:
                              "batches": st["batches"], "samples": st["samples"],
                              "missing_channels": st["missing_channels"], "gap_predicted": st["gap_predicted"],
                              "alarm_suppressed": self.core.alarms.suppressed
-                             + (self.core.changes.suppressed if self.core.changes else 0)},
+                             + (self.core.changes.suppressed if self.core.changes else 0),
+                             "commands": dict(self.commands.counts)},
                 "solver_ms_per_batch": {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99))},
                 "sinks": {"recording": self.recorder.status()} if self.recorder else {},
                 "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99))},
