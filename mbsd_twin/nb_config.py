@@ -78,11 +78,28 @@ def _min_norm_step(A, r, free, x):  # noqa: ANN001
     else by SVD (LAPACK gelsd, numpy's cut-off)."""
     if free.shape[0] == 0 or A.shape[0] == 0:
         return
+    m, nf = A.shape[0], free.shape[0]
     Af = np.ascontiguousarray(A[:, free])
-    w = _cholesky_solve(Af @ Af.T, r) if A.shape[0] <= free.shape[0] else np.zeros(0)
-    d = Af.T @ w if w.shape[0] else np.linalg.lstsq(Af, r, EPS * max(A.shape[0], free.shape[0]))[0]
-    for k in range(free.shape[0]):
-        x[free[k]] -= d[k]
+    w = np.zeros(0)
+    if m <= nf:  # Af·Afᵀ and Afᵀ·w as loops: BLAS calls cost more than these few products
+        G = np.zeros((m, m))
+        for i in range(m):
+            for j in range(i + 1):
+                s = 0.0
+                for k in range(nf):
+                    s += Af[i, k] * Af[j, k]
+                G[i, j] = G[j, i] = s
+        w = _cholesky_solve(G, r)
+    if w.shape[0]:
+        for k in range(nf):
+            s = 0.0
+            for i in range(m):
+                s += Af[i, k] * w[i]
+            x[free[k]] -= s
+    else:
+        d = np.linalg.lstsq(Af, r, EPS * max(m, nf))[0]
+        for k in range(nf):
+            x[free[k]] -= d[k]
 
 
 @njit(cache=True)
@@ -111,7 +128,17 @@ def constrained_state(t, q, v, fixed_q, fixed_v, tol, ib, fb):  # noqa: ANN001
             break
         _min_norm_step(A, c, free_q, q)
     _evaluate(t, q, rows, model, ws, A, c, ct)
-    _min_norm_step(A, A @ v + ct, free_v, v)
+    _min_norm_step(A, _velocity_residual(A, v, ct), free_v, v)
     if m == 0:
         return 0.0
-    return max(np.abs(c).max(), np.abs(A @ v + ct).max())
+    return max(np.abs(c).max(), np.abs(_velocity_residual(A, v, ct)).max())
+
+
+@njit(cache=True)
+def _velocity_residual(A, v, ct):  # noqa: ANN001
+    """Cq·v + Ct over the active rows (a loop: the matrix is a few rows of a few columns)."""
+    out = ct.copy()
+    for i in range(A.shape[0]):
+        for k in range(A.shape[1]):
+            out[i] += A[i, k] * v[k]
+    return out
