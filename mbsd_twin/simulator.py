@@ -14,10 +14,9 @@ process); ``reset`` returns to the initial state.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ from numpy.typing import NDArray
 
 from .dynamics import Dynamics, SolverOptions, Stepper
 from .errors import AssemblyError, MechanismError, PortError, Problem
-from .fastpath import Buffers, CompiledStepper
+from .fastpath import CompiledStepper
 from .initial_velocity import InitialVelocityReport, VelocityChange
 from .live_parameters import Slot, live_slot
 from .model import Mechanism
@@ -40,15 +39,15 @@ from .ports import (
     output_specs,
     solver_parameters,
 )
-from .snapshot import Snapshot
+from .simulator_compiled import CompiledAccess
+from .simulator_state import StateAccess
 from .system import compile_mechanism
 from .validation import item_problems
 
 F = NDArray[Any]
-STATE_FORMAT = "mbsd-twin-state/2"
 
 
-class Simulator:
+class Simulator(CompiledAccess, StateAccess):
     """A mechanism ready to be stepped. Build → (set parameters) → run."""
 
     def __init__(self, mech: Mechanism, options: SolverOptions | None = None, t0: float = 0.0) -> None:
@@ -261,74 +260,6 @@ class Simulator:
         self._stepper.advance_to(float(t))
         self._cache = None
 
-    def advance_held(self, times: F, inputs: F) -> None:
-        """Integrate through the end times ``times`` [s] (increasing), the inputs of row k of
-        ``inputs`` (one column per input port, in ``input_ports`` order) held until ``times[k]``:
-        the same as ``set_input`` for each port and ``advance_to(times[k])`` row by row, bit for
-        bit, in one compiled call (a sampled input reproduced by held pieces, a twin's prediction).
-        :class:`PortError` for a wrong shape or a non-finite input; on a numerical failure
-        :class:`~mbsd_twin.dynamics.SolverFailure` as from :meth:`advance_to`."""
-        names = list(self._inputs)
-        times = np.ascontiguousarray(times, dtype=np.float64).reshape(-1)
-        U = np.ascontiguousarray(inputs, dtype=np.float64).reshape(times.shape[0], -1)
-        if U.shape[1] != len(names):
-            raise PortError(f"advance_held: {U.shape[1]} input columns for {len(names)} input ports "
-                            f"({', '.join(names) or 'none'})", name="inputs")
-        if not np.isfinite(U).all() or not np.isfinite(times).all():
-            raise PortError("advance_held: the inputs and times must be finite", name="inputs")
-        self._cache = None
-        if isinstance(self._stepper, CompiledStepper):
-            self._stepper.advance_held(times, U if names else np.zeros((times.shape[0], 1)))
-            self._inputs.update(self._stepper.inputs)
-            return
-        for t, row in zip(times.tolist(), U.tolist(), strict=True):
-            self._inputs.update(zip(names, row, strict=True))
-            self._stepper.set_inputs(self._inputs)
-            self._stepper.advance_to(t)
-
-    def buffers(self) -> Buffers | None:
-        """The compiled model and integrator state as arrays (:class:`~mbsd_twin.fastpath.Buffers`)
-        for compiled code that steps and re-initialises this Simulator in one call, as the
-        estimator does per sample; None on the numpy path. Hand them back with
-        :meth:`buffers_done` before any other call."""
-        if not isinstance(self._stepper, CompiledStepper):
-            return None
-        self._stepper.set_inputs(self._inputs)  # inputs set since the last step take effect, as in advance_to
-        return self._stepper.buffers(self._react_idx, self._effort_rows, self._index["energy.total"], self._e0)
-
-    def buffers_done(self, b: Buffers, e0: float | None = None, parameters: Mapping[str, float] | None = None) -> None:
-        """After compiled code changed the arrays of :meth:`buffers`: take up its inputs and flags;
-        when it re-initialised the state (``e0``: the energy there [J]), the new baseline of
-        ``energy.balance_error``; the live ``parameters`` it wrote at :meth:`parameter_index` (the
-        rest of the model takes them up, as from :meth:`set_parameter`, without a restart)."""
-        assert isinstance(self._stepper, CompiledStepper)
-        for name, v in (parameters or {}).items():
-            self._set_live(name, v)
-        self._stepper.buffers_done(b)
-        self._inputs.update(self._stepper.inputs)
-        if e0 is not None:
-            self._e0 = e0
-        self._cache = None
-
-    def parameter_index(self, name: str) -> int | None:
-        """Where the value of a live physical parameter (``piston.mass``) sits in the packed model
-        ``fb`` of :meth:`buffers` (compiled code may change it there for a moment and must put it
-        back); None when it is not live or the path is not compiled."""
-        if not isinstance(self._stepper, CompiledStepper) or name not in self._table:
-            return None
-        if name not in self._slots:
-            self._slots[name] = live_slot(self.system, name)
-        slot = self._slots[name]
-        return None if slot is None else self._stepper.model_index(slot.packed, slot.row, slot.col)
-
-    def state_index(self, name: str) -> int:
-        """Where a coordinate output (``crank.theta``) sits in the positions q, or a velocity output
-        (``crank.omega``) in the velocities v, of the state: for compiled code on :meth:`buffers`."""
-        idx = self._state_only.get(name)
-        if idx is None:
-            raise PortError(f"{name!r} is not a coordinate or velocity output", name=name)
-        return idx % self.system.n_coord
-
     def step(self, h: float) -> None:
         self.advance_to(self.time + float(h))
 
@@ -382,69 +313,10 @@ class Simulator:
         return float(self.output_vector()[self._index[name]])
 
     # --------------------------------------------------------------- state
-    def get_state(self) -> bytes:
-        """Everything needed to continue bit-identically, as UTF-8 JSON bytes."""
-        data = {"format": STATE_FORMAT, "model": self._model_id, "overrides": self._overrides,
-                "options": {k: v for k, v in asdict(self._options).items()},
-                "e0": self._e0, "inputs": self._inputs, "stepper": self._stepper.export()}
-        return json.dumps(data).encode()
-
     def __reduce__(self) -> tuple[Any, ...]:
         """Copies (copy.deepcopy, pickle) go through :meth:`get_state`: a new Simulator of the same
         mechanism continues bit-identically, with integrator objects of its own."""
         return _from_state, (self._base, self._options, self.get_state())
-
-    def set_state(self, blob: bytes) -> None:
-        try:
-            data = json.loads(blob.decode())
-            ok = data.get("format") == STATE_FORMAT
-        except (UnicodeDecodeError, ValueError, AttributeError):
-            ok = False
-        if not ok:
-            raise ValueError(f"not a {STATE_FORMAT} state")
-        if data["model"] != self._model_id:
-            raise ValueError("the state belongs to a different mechanism")
-        self._apply_settings(SolverOptions(**data["options"]), dict(data["overrides"]))
-        self._e0 = float(data["e0"])
-        self._inputs = dict(data["inputs"])
-        self._stepper.restore(data["stepper"])
-        self._cache = None
-
-    def snapshot(self) -> Snapshot:
-        """An in-memory copy of the state — what :meth:`get_state` holds: time, integrator state,
-        inputs, energy baseline, solver options and parameters — for :meth:`restore`. A few µs
-        on the compiled path (no serialisation)."""
-        return Snapshot(self._model_id, self.time, self._options, tuple(self._overrides.items()),
-                        tuple(self._inputs.items()), self._e0, self._stepper.snapshot())
-
-    def restore(self, snap: Snapshot) -> None:
-        """Return to the state of ``snap`` (made by this Simulator or another of the same
-        mechanism): the integration continues bit-identically from there. Parameters changed
-        since are set back (in place when live, else by a rebuild); ``ValueError`` for a snapshot
-        of another mechanism."""
-        if not isinstance(snap, Snapshot) or snap.model != self._model_id:
-            raise ValueError("the snapshot belongs to a different mechanism")
-        self._apply_settings(snap.options, dict(snap.overrides))
-        self._e0 = snap.e0
-        self._inputs = dict(snap.inputs)
-        self._stepper.restore_snapshot(snap.stepper)
-        self._cache = None
-
-    def _apply_settings(self, options: SolverOptions, overrides: dict[str, float]) -> None:
-        """Make the solver options and parameter overrides these: live parameters in place, any
-        other difference by a rebuild (which also resets the state)."""
-        if options is not self._options and options != self._options:
-            self._options, self._overrides = options, overrides
-            self._build()
-            return
-        if overrides == self._overrides:
-            return
-        changed = [k for k in set(overrides) | set(self._overrides) if overrides.get(k) != self._overrides.get(k)]
-        live = all(k in self._table and self._set_live(k, overrides.get(k, self._table[k][0].value))
-                   for k in changed)
-        self._overrides = overrides
-        if not live:
-            self._build()
 
     def set_configuration(self, positions: Mapping[str, float] | None = None,
                           velocities: Mapping[str, float] | None = None, time: float | None = None) -> None:
