@@ -35,7 +35,7 @@ TYPICAL: dict[str, tuple[float, float, str]] = {
     "force": (0.0, 1e6, "N or N·m"),
     "stiffness": (0.0, 1e9, "N/m or N·m/rad"),
     "damping": (0.0, 1e6, "N·s/m or N·m·s/rad"),
-    "frequency": (0.0, 1e4, "rad/s"),
+    "frequency": (0.0, 1e4, "Hz"),
     "number": (0.0, 0.0, ""),  # only the subnormal check
 }
 Item = tuple[str, str, object]  # (location, quantity, value: a number or a 2-vector)
