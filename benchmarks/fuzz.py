@@ -5,7 +5,8 @@
 Mechanism files are the shipped ones (examples/mechanisms, the bundled slider crank) with random
 mutations (tests/fuzz_cases.py): each is loaded, checked and simulated for 20 ms (at most 2,000
 internal steps and 2 s per output interval). Counted: ok, located MechanismError, unlocated
-MechanismError, other package errors (assembly, DOF, consistency), crashes (any other exception)
+MechanismError, other package errors (assembly, DOF, consistency), simulations stopped with a
+message (solver failure, step or wall-clock budget), crashes (any other exception)
 and hangs (over the per-case budget). Messages go through ``parse_sensor`` (rejected by reason, or
 accepted and run through a TwinCore); one case in four is instead a hostile command on the same
 core, which must always answer a reply dict; every 25 cases a valid batch must still produce
@@ -129,7 +130,8 @@ def main() -> int:
     t0 = time.perf_counter()
     files = fuzz_files(args.files, args.seed, args.file_budget, args.save) if args.files else Counter()
     msgs = fuzz_messages(args.messages, args.seed, args.message_budget) if args.messages else Counter()
-    print(f"\nmechanism files: total {args.files}, ok {files['ok']}, located MechanismError {files['located']}, "
+    print(f"\nmechanism files: total {args.files}, ok {files['ok']}, simulation stopped with a message "
+          f"{files['stopped']}, located MechanismError {files['located']}, "
           f"unlocated MechanismError {files['unlocated']}, other package errors {files['model']}, "
           f"crashes {files['crash']}, hangs {files['hang']}")
     rejected = {k.split(".", 1)[1]: v for k, v in sorted(msgs.items()) if k.startswith("rejected.")}

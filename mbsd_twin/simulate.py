@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .dynamics import SolverFailure, SolverOptions
+from .dynamics import WALL_CLOCK, SolverFailure, SolverOptions, wall_clock_limit
 from .model import Mechanism
 from .profiles import Profile
 from .results import TIME_SPEC, Result
@@ -49,8 +49,9 @@ def simulate(mech: Mechanism, t_end: float, output_interval: float,
     ``inputs`` maps input ports to a constant, a profile or a callable of time; each is sampled at
     the start of every output interval and held over it. On numerical failure the result holds the
     points reached, with ``status`` −1 and the reason in ``message``; an event sets ``status`` 1.
-    ``time_limit`` [s of wall-clock time] ends the run the same way (status −1) at the first output
-    point past it; one output interval is itself bounded by ``options.max_steps`` internal steps.
+    ``time_limit`` [s of wall-clock time] ends the run the same way (status −1): on the numpy path
+    within one right-hand-side evaluation, on the compiled path at the first output point past it
+    (one output interval is itself bounded by ``options.max_steps`` internal steps).
     """
     if not (output_interval > 0 and t_end > 0):
         raise ValueError(f"t_end and output_interval must be positive, got {t_end!r} and {output_interval!r}")
@@ -82,9 +83,11 @@ def simulate(mech: Mechanism, t_end: float, output_interval: float,
         for name, src in (inputs or {}).items():
             sim.set_input(name, _input_value(src, float(times[k])))
         try:
-            sim.advance_to(float(t_next))
+            with wall_clock_limit(None if time_limit is None else time_limit - (time.perf_counter() - started)):
+                sim.advance_to(float(t_next))
         except SolverFailure as exc:
-            status, message = -1, str(exc)
+            over = time_limit is not None and WALL_CLOCK in str(exc)
+            status, message = -1, _over_time(time_limit or 0.0, sim.time, t_end) if over else str(exc)
             break
         hit = record()
         if hit is not None:

@@ -3,10 +3,11 @@
 a ``random.Random`` (hypothesis supplies one in the tests, a seeded one in the benchmark), and the
 runners that classify what the code under test did with them.
 
-Outcomes of a mechanism file: ``ok`` (loaded, checked and simulated, or stopped by a solver
-failure with its message), ``located`` (a MechanismError whose every problem names the file and a
-place in it), ``unlocated`` (a MechanismError with a problem that does not), ``model`` (another
-deliberate package error: assembly, degrees of freedom, consistency), ``crash`` (any other
+Outcomes of a mechanism file: ``ok`` (loaded, checked and simulated), ``stopped`` (the
+simulation ended early with a message: a solver failure, the step or the wall-clock budget),
+``located`` (a MechanismError whose every problem names the file and a place in it),
+``unlocated`` (a MechanismError with a problem that does not), ``model`` (another deliberate
+package error: assembly, degrees of freedom, consistency), ``crash`` (any other
 exception) and ``hang`` (over the per-case time budget).
 """
 
@@ -180,14 +181,14 @@ def run_mechanism(text: str, source: str = "fuzz.toml", t_end: float = 0.02, max
             mech = loads_mechanism(text, source)
             check(mech)
             opts = SolverOptions(max_steps=max_steps, initial_velocity="project")
-            simulate(mech, t_end, t_end / 2, options=opts, time_limit=time_limit)
+            res = simulate(mech, t_end, t_end / 2, options=opts, time_limit=time_limit)
     except MechanismError as exc:
         return ("located" if _located(exc, source) else "unlocated"), str(exc)[:400]
     except MbsdError as exc:
         return "model", f"{type(exc).__name__}: {str(exc)[:200]}"
     except Exception as exc:  # noqa: BLE001 - a crash is what the fuzz run counts
         return "crash", f"{type(exc).__name__}: {str(exc)[:300]}"
-    return "ok", ""
+    return ("stopped", res.message) if res.status < 0 else ("ok", "")
 
 
 def timed(fn: Any, *args: Any, budget: float) -> tuple[str, str, float]:
