@@ -181,6 +181,7 @@ def profile(url: str, traj: Trajectory, args: argparse.Namespace) -> None:
     from mbsd_twin.twin.core import TwinCore
     from mbsd_twin.twin.protocol import encode, parse_sensor
     from mbsd_twin.twin.rig import MessageSource
+    from mbsd_twin.twin.tracking import EkfTracker
 
     msgs = [encode(MessageSource(traj, 1000.0).message(i)).encode() for i in range(int(5 * args.rate / args.batch))]
     pub = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
@@ -188,11 +189,12 @@ def profile(url: str, traj: Trajectory, args: argparse.Namespace) -> None:
     pub.connect(host, int(port))
     pub.loop_start()
     for hold in (1, 5, 20):
-        core = TwinCore(CoreConfig(resync_bounds={"theta": 0.01}), load_mechanism(MECH))
-        timers = {k: 0.0 for k in ("parse", "step", "advance", "estimate", "encode", "publish")}
-
-        core.runner.advance = timed(timers, "advance", core.runner.advance)  # type: ignore[method-assign]
-        core._estimate = timed(timers, "estimate", core._estimate)  # type: ignore[method-assign]
+        core = TwinCore(CoreConfig(), load_mechanism(MECH))
+        timers = {k: 0.0 for k in ("parse", "step", "filter", "row", "encode", "publish")}
+        tracker = core.tracker
+        assert isinstance(tracker, EkfTracker)
+        tracker.est.sample = timed(timers, "filter", tracker.est.sample)  # type: ignore[method-assign]
+        tracker.row = timed(timers, "row", tracker.row)  # type: ignore[method-assign]
         core._messages = timed(timers, "encode", core._messages)  # type: ignore[method-assign]
         n = 0
         for k, m in enumerate(msgs):
@@ -212,11 +214,12 @@ def profile(url: str, traj: Trajectory, args: argparse.Namespace) -> None:
             timers["publish"] += t3 - t2
             n += 1
         ms = {k: 1e3 * v / n for k, v in timers.items()}
-        rest = ms["step"] - ms["advance"] - ms["estimate"] - ms["encode"]
+        rest = ms["step"] - ms["filter"] - ms["row"] - ms["encode"]
+        per = 1e3 * ms["filter"] / (args.batch // hold)
         print(f"hold {hold:>2}: per batch of {args.batch}: validation {ms['parse']:.2f} ms | core step "
-              f"{ms['step']:.2f} ms = model stepping {ms['advance']:.2f} + torque estimate {ms['estimate']:.2f} "
-              f"+ messages/JSON {ms['encode']:.2f} + compare/alarms {rest:.2f} | publish {ms['publish']:.2f} ms",
-              flush=True)
+              f"{ms['step']:.2f} ms = filter {ms['filter']:.2f} ({per:.0f} µs per correction) + output rows "
+              f"{ms['row']:.2f} + messages/JSON {ms['encode']:.2f} + inputs/alarms/checkpoint {rest:.2f} | "
+              f"publish {ms['publish']:.2f} ms", flush=True)
     pub.disconnect()
     pub.loop_stop()
 

@@ -27,7 +27,8 @@ import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from .error_norm import ERROR_NORMS, EXPLICIT, explicit_method
-from .errors import ConsistencyError, MbsdError
+from .errors import MbsdError
+from .initial_velocity import InitialVelocityReport, changes, inconsistent, violations
 from .kinematics import KinematicsOptions, assemble, rank_info
 from .loads import LoadTotals
 from .system import System
@@ -60,8 +61,10 @@ class SolverOptions:
     "baumgarte" (γ − 2α·Ċ − β²·C), or "none".
     baumgarte_alpha, baumgarte_beta [1/s]: Baumgarte parameters.
     projection_tol: position residual the projection drives max|C| below [m or rad].
-    initial_velocity: "check" (error if Cq·v0 + Ct ≠ 0 beyond velocity_tol) or "project"
-    (replace v0 by the nearest consistent velocity).
+    initial_velocity: "project" (default: v0 replaced by the nearest consistent velocity, least
+    squares, when Cq·v0 + Ct ≠ 0 beyond velocity_tol; ``Simulator.initial_velocity_changes`` lists
+    what changed) or "check" (``ConsistencyError`` naming the violated joints and drivers); see
+    ``initial_velocity.py``.
     max_steps: most internal steps one ``advance_to`` may take before it fails (a runaway or
     very stiff motion fails with a message instead of hanging).
     backend: "auto" (default: the compiled numba path when the mechanism and options allow it —
@@ -79,7 +82,7 @@ class SolverOptions:
     baumgarte_alpha: float = 10.0
     baumgarte_beta: float = 10.0
     projection_tol: float = 1e-12
-    initial_velocity: str = "check"
+    initial_velocity: str = "project"
     velocity_tol: float = 1e-8
     backend: str = "auto"
     max_steps: int = 200_000
@@ -171,6 +174,7 @@ class Dynamics:
         info = rank_info(system, q0, 0.0)
         self.rows = np.array(sorted(set(range(system.n_constraints)) - set(info.redundant_rows)), dtype=np.intp)
         self.redundant = [system.constraint_names[r] for r in info.redundant_rows]
+        self.initial_report = InitialVelocityReport()  # set by initial_state
 
     def evaluate(self, t: float, q: F, v: F, inputs: dict[str, float]) -> Evaluation:
         s, n, rows = self.system, self.n, self.rows
@@ -256,20 +260,22 @@ class Dynamics:
         return Stepper(self, t0, y0, inputs)
 
     def initial_state(self, t0: float = 0.0) -> F:
-        """Assembled q0, checked (or projected) v0, zero energy integrals."""
-        s = self.system
+        """Assembled q0, v0 checked (or projected, see ``initial_velocity.py``; what changed is in
+        ``initial_report``), zero energy integrals."""
+        s, tol = self.system, self.opts.velocity_tol
         q = assemble(s, None, t0)
-        v = s.v0.copy()
-        _, Cq, Ct = s.evaluate_batch(q[None, :], np.array([t0]))
-        viol = float(np.abs(Cq[0] @ v + Ct[0]).max(initial=0.0))  # type: ignore[index]
-        if viol > self.opts.velocity_tol:
-            if self.opts.initial_velocity != "project":
-                raise ConsistencyError(
-                    f"{s.mechanism.source}: the initial velocities violate the velocity constraints "
-                    f"(max |Cq·v0 + Ct| = {viol:.3g}); give consistent body 'velocity'/'omega' values "
-                    "or set initial_velocity='project' to use the nearest consistent velocities",
-                    residual=viol)
-            q, v = self.project(t0, q, v)
+        v0 = s.v0.copy()
+        found = violations(s, q, v0, t0, tol)
+        self.initial_report = InitialVelocityReport()
+        if not found:
+            return np.concatenate([q, v0, np.zeros(3)])
+        if self.opts.initial_velocity != "project":
+            raise inconsistent(s, found)
+        q, v = self.project(t0, q, v0)
+        left = violations(s, q, v, t0, tol)
+        if left:
+            raise inconsistent(s, left, projected=True)
+        self.initial_report = InitialVelocityReport(tuple(changes(s, v0, v)), tuple(found))
         return np.concatenate([q, v, np.zeros(3)])
 
 
@@ -344,8 +350,9 @@ class Stepper:
                 s.y = np.concatenate([q, v, s.y[2 * n:]])
                 self._refresh()
 
-    def reset_state(self, t: float, y: F, inputs: dict[str, float] | None = None) -> None:
-        """Restart the integrator from (t, y), with new ``inputs`` if given."""
+    def reset_state(self, t: float, y: F, inputs: dict[str, float] | None = None, streaming: bool = False) -> None:
+        """Restart the integrator from (t, y), with new ``inputs`` if given (``streaming``: see the
+        compiled stepper; this stepper ends its steps at every communication point anyway)."""
         if inputs is not None:
             self.inputs = dict(inputs)
         self._start(t, y)

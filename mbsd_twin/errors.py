@@ -64,10 +64,17 @@ class DOFError(MbsdError, ValueError):
 
 
 class ConsistencyError(MbsdError, ValueError):
-    """Initial velocities violate the velocity constraints (and projection was not asked for)."""
+    """Initial velocities violate the velocity constraints (with ``initial_velocity='check'``).
 
-    def __init__(self, message: str, *, residual: float) -> None:
+    ``residual`` is the largest |Cq·v0 + Ct|, ``worst`` the (constraint row, residual) pairs
+    largest first, ``joints`` the joints and drivers owning them.
+    """
+
+    def __init__(self, message: str, *, residual: float, worst: Sequence[tuple[str, float]] = (),
+                 joints: Sequence[str] = ()) -> None:
         self.residual = residual
+        self.worst = list(worst)
+        self.joints = list(joints)
         super().__init__(message)
 
 

@@ -14,7 +14,7 @@ steps, bit for bit, for 1 ms and 0.1 s points. The whole integrator state is one
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -33,6 +33,11 @@ _FAILURES = {nd.FAIL_STEP: "required step size became too small",
              nd.FAIL_MAX_STEPS: "too many internal steps in one call (a runaway or very stiff motion)"}
 
 
+def failure_text(status: int) -> str:
+    """What a compiled integration's FAIL_* status means."""
+    return _FAILURES.get(status, f"status {status}")
+
+
 def _entry(dispatcher: Any, args: tuple[Any, ...]) -> Any:
     """The compiled function behind a numba ``dispatcher`` for the types of ``args``, to be called
     directly: it skips the dispatcher's type resolution on every call (0.13 of the 0.40 µs that
@@ -44,6 +49,28 @@ def _entry(dispatcher: Any, args: tuple[Any, ...]) -> Any:
         return dispatcher.overloads[sig].entry_point
     except (AttributeError, KeyError, TypeError):  # another numba's internals: dispatch per call
         return dispatcher
+
+
+class Buffers(NamedTuple):
+    """A compiled Simulator's live arrays, for compiled code that steps and re-initialises it in
+    one call (``estimation.nb_filter``): the integrator state ``S``, the inputs ``u`` (input port
+    order) the context ``cb`` is bound to, the packed model ``ib``/``fb``, scratch ``wb``, options
+    ``ob``, the input-change flags (int64: this call, the previous one), the output vector's
+    reaction and effort rows, the index of ``energy.total`` in it and the energy baseline. Hand them back with
+    ``Simulator.buffers_done``."""
+
+    S: F
+    u: F
+    ib: F
+    fb: F
+    wb: F
+    ob: F
+    cb: F
+    flags: NDArray[np.int64]
+    react_idx: NDArray[np.int64]
+    effort_rows: NDArray[np.int64]
+    i_energy: int
+    e0: float  # the energy baseline [J] of energy.balance_error
 
 
 class CompiledStepper:
@@ -81,9 +108,12 @@ class CompiledStepper:
         ns.bind(self._cb, self._u, self._ib, self._fb, self._wb)
         self._advance = _entry(ns.advance, (self._S, 0.0, self._u, False, self._ib, self._fb, self._wb, self._ob,
                                             self._cb))
+        self._advance_held = _entry(ns.advance_held, (self._S, np.zeros(1), np.zeros((1, self._u.shape[0])), self._u,
+                                                      self._ib, self._fb, self._wb, self._ob, self._cb,
+                                                      np.zeros(2, dtype=np.int64)))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_advance", "y")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_advance", "_advance_held", "y")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """A copy (copy.deepcopy, pickle) gets its own arrays: its views and context must point at
@@ -121,6 +151,34 @@ class CompiledStepper:
 
             raise SolverFailure(f"integration failed at t={self.t:.9g} s: {_FAILURES[status]}", time=self.t)
 
+    def advance_held(self, times: F, U: F) -> None:
+        """:meth:`set_inputs` + :meth:`advance_to` for each row of ``U`` (inputs in ``names`` order,
+        one column of zeros without inputs) and end time in ``times``, in one compiled call: the
+        same steps, bit for bit."""
+        flags = np.array([self._changed, self._changed_before], dtype=np.int64)
+        status, done = self._advance_held(self._S, times, U, self._u, self._ib, self._fb, self._wb, self._ob,
+                                          self._cb, flags)
+        self._changed, self._changed_before = bool(flags[0]), bool(flags[1])
+        if self.names:
+            self.inputs = dict(zip(self.names, self._u.tolist(), strict=True))
+        if status != nd.OK:
+            from .dynamics import SolverFailure
+
+            raise SolverFailure(f"integration failed at t={self.t:.9g} s (input row {done}): {_FAILURES[status]}",
+                                time=self.t)
+
+    def buffers(self, react_idx: NDArray[np.int64], effort_rows: NDArray[np.int64], i_energy: int,
+                e0: float) -> Buffers:
+        flags = np.array([self._changed, self._changed_before], dtype=np.int64)
+        return Buffers(self._S, self._u, self._ib, self._fb, self._wb, self._ob, self._cb, flags, react_idx,
+                       effort_rows, i_energy, e0)
+
+    def buffers_done(self, b: Buffers) -> None:
+        """Take up what compiled code did to the arrays of :meth:`buffers`: flags and inputs."""
+        self._changed, self._changed_before = bool(b.flags[0]), bool(b.flags[1])
+        if self.names:
+            self.inputs = dict(zip(self.names, self._u.tolist(), strict=True))
+
     def output_vector(self, react_idx: NDArray[np.int64], effort_rows: NDArray[np.int64], e0: float) -> F:
         """Every Simulator output at the current point, in port order (see nb_solve.output_vector):
         ``react_idx`` (joint, component) pairs and ``effort_rows``, int64 arrays."""
@@ -138,16 +196,20 @@ class CompiledStepper:
         self.inputs = dict(data["inputs"])
         self._u[:] = self._input_array()
 
+    def model_index(self, array: str, row: int, col: int) -> int:
+        """Where row ``row``, column ``col`` of the packed float array ``array`` sits in ``fb``."""
+        e = HEAD + 3 * (N_INT + FLOAT_ARRAYS.index(array))
+        return int(self._ib[e]) + row * int(self._ib[e + 2]) + col
+
     def set_model_value(self, array: str, row: int, col: int, value: float) -> None:
         """Overwrite one number of the packed model in place: row ``row``, column ``col`` of the
         float array ``array`` (a name of ``compiled_model.FLOAT_ARRAYS``; a 1-D array has one
         column), in the buffer the kernels read and in ``model``. The integrator state is left as
         it is: restart it (:meth:`reset_state`) before stepping on."""
         k = FLOAT_ARRAYS.index(array)
-        e = HEAD + 3 * (N_INT + k)
-        start, cols = int(self._ib[e]), int(self._ib[e + 2])
-        self._fb[start + row * cols + col] = value
-        self._floats[k].reshape(-1)[row * cols + col] = value
+        i = self.model_index(array, row, col)
+        self._fb[i] = value
+        self._floats[k].reshape(-1)[i - int(self._ib[HEAD + 3 * (N_INT + k)])] = value
 
     def constrained_state(self, t: float, q: F, v: F, fixed_q: NDArray[np.int64], fixed_v: NDArray[np.int64],
                           tol: float = 1e-12) -> tuple[F, F, float]:
@@ -171,15 +233,18 @@ class CompiledStepper:
         self._u[:] = u
         self._changed, self._changed_before, self.inputs = changed, changed_before, dict(inputs)
 
-    def reset_state(self, t: float, y: F, inputs: dict[str, float] | None = None) -> None:
+    def reset_state(self, t: float, y: F, inputs: dict[str, float] | None = None, streaming: bool = False) -> None:
         """Restart from (t, y) with a fresh initial step (the model stays packed), with new
-        ``inputs`` if given."""
+        ``inputs`` if given. With ``streaming`` the restart keeps the record that the inputs have
+        been changing (a re-initialisation amid streamed inputs: the next call with new inputs
+        again ends its steps at the communication point), else the inputs count as settled."""
         if inputs is not None and inputs != self.inputs:
             self.inputs = dict(inputs)
             self._u[:] = self._input_array()
         ns.start(self._S, float(t), np.ascontiguousarray(y, dtype=float), self._u, self._ib, self._fb, self._wb,
                  self._ob)
-        self._changed = self._changed_before = False
+        self._changed_before = streaming and (self._changed or self._changed_before)
+        self._changed = False
 
 
 def warm() -> float:
@@ -189,15 +254,21 @@ def warm() -> float:
     test session before any test starts a process of its own."""
     import time
 
-    from .estimation import nb_kalman
+    from .estimation.ekf import Augment, FilterConfig, StateEstimator
     from .loader import bundled_slider_crank, load_mechanism
     from .simulator import Simulator
 
     t0 = time.perf_counter()
-    sim = Simulator(load_mechanism(bundled_slider_crank()))
+    mech = load_mechanism(bundled_slider_crank())
+    sim = Simulator(mech)
     sim.set_input("motor_torque", 1.0)
     sim.advance_to(0.0105)
     sim.outputs()
     sim.set_configuration({"crank.theta": 0.1}, {"crank.omega": 1.0})  # nb_config, as the twin's filter uses
-    nb_kalman.update(np.eye(2), np.eye(1, 2), np.ones(1), np.zeros(1))
+    est = StateEstimator(Simulator(mech), FilterConfig(  # the filter's kernels (nb_filter, nb_kalman)
+        ("crank.theta",), {"crank.theta": 1e-3, "crank.omega": 0.01},
+        augment=(Augment("piston.mass", 0.1), Augment("motor_torque.bias", 0.1))))
+    est.initialize(0.0, {}, {}, {"motor_torque": 1.0})
+    for k in (1, 2):
+        est.sample([(k * 1e-3, {"motor_torque": 1.0})], {"motor_torque": 1.0}, {"crank.theta": 0.0})
     return time.perf_counter() - t0

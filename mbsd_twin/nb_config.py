@@ -3,7 +3,8 @@
 ``dynamics.Dynamics.constrained_state`` over the packed model.
 
 Positions: Newton on C(q, t) = 0 over the active constraint rows, each step the minimum-norm
-least-squares correction of the free coordinates (LAPACK gelsd through ``np.linalg.lstsq``, with
+least-squares correction of the free coordinates (through the normal equations of the rows by
+Cholesky while they are well conditioned; otherwise LAPACK gelsd through ``np.linalg.lstsq``, with
 numpy's default cut-off eps·max(rows, columns) for small singular values, so that rows that lose
 their free columns when coordinates are held do not stop it); velocities: the minimum-norm
 least-squares correction of the free velocities onto Cq·v + Ct = 0.
@@ -19,6 +20,7 @@ from .nb_kernels import constraint_rows, trig
 from .nb_solve import workspace
 
 EPS = 2.220446049250313e-16  # float64 machine epsilon
+PIVOT = 1e-10  # Cholesky of Af·Afᵀ only while its condition stays below ~1e10 (Af's below ~1e5)
 
 
 @njit(cache=True)
@@ -39,11 +41,46 @@ def _evaluate(t, q, rows, model, ws, A, c, ct):  # noqa: ANN001
 
 
 @njit(cache=True)
+def _cholesky_solve(G, r):  # noqa: ANN001
+    """w with G·w = r for a symmetric G by Cholesky, or an empty array when a pivot falls below
+    ``PIVOT`` of the largest diagonal (G singular or too ill-conditioned for it)."""
+    m = G.shape[0]
+    L = np.zeros((m, m))
+    top = max(np.abs(np.diag(G)).max(), 1e-300)
+    for j in range(m):
+        s = G[j, j]
+        for k in range(j):
+            s -= L[j, k] * L[j, k]
+        if s <= PIVOT * top:
+            return np.zeros(0)
+        L[j, j] = np.sqrt(s)
+        for i in range(j + 1, m):
+            s = G[i, j]
+            for k in range(j):
+                s -= L[i, k] * L[j, k]
+            L[i, j] = s / L[j, j]
+    w = r.copy()
+    for i in range(m):
+        for k in range(i):
+            w[i] -= L[i, k] * w[k]
+        w[i] /= L[i, i]
+    for i in range(m - 1, -1, -1):
+        for k in range(i + 1, m):
+            w[i] -= L[k, i] * w[k]
+        w[i] /= L[i, i]
+    return w
+
+
+@njit(cache=True)
 def _min_norm_step(A, r, free, x):  # noqa: ANN001
-    """x[free] −= the minimum-norm least-squares solution d of A[:, free]·d = r."""
+    """x[free] −= the minimum-norm least-squares solution d of A[:, free]·d = r: d = Afᵀ·(Af·Afᵀ)⁻¹·r
+    by Cholesky when Af has full row rank and is well conditioned (the usual case, a few µs),
+    else by SVD (LAPACK gelsd, numpy's cut-off)."""
     if free.shape[0] == 0 or A.shape[0] == 0:
         return
-    d = np.linalg.lstsq(np.ascontiguousarray(A[:, free]), r, EPS * max(A.shape[0], free.shape[0]))[0]
+    Af = np.ascontiguousarray(A[:, free])
+    w = _cholesky_solve(Af @ Af.T, r) if A.shape[0] <= free.shape[0] else np.zeros(0)
+    d = Af.T @ w if w.shape[0] else np.linalg.lstsq(Af, r, EPS * max(A.shape[0], free.shape[0]))[0]
     for k in range(free.shape[0]):
         x[free[k]] -= d[k]
 

@@ -280,3 +280,23 @@ def outputs(S, u, ib, fb, wb, react_idx, effort_rows, e0):  # noqa: ANN001
     model, joints = unflatten(ib, fb)
     _y_new, _f_new, _y_old, y_out, _F = _views(S)
     return output_vector(S[0], y_out, u, model, joints, react_idx, effort_rows, e0, workspace_in(wb, model))
+
+
+@njit(cache=True)
+def advance_held(S, times, U, u, ib, fb, wb, ob, cb, flags):  # noqa: ANN001
+    """Advance through ``times`` with the inputs of row k of ``U`` held until ``times[k]``: for each
+    row exactly what setting the inputs (a changed row restarts the integrator, see
+    :func:`restart`) and calling :func:`advance` does, in one call. ``u`` is the inputs array the
+    context ``cb`` was bound to (written in place); ``flags`` (int64: inputs changed for this call,
+    for the previous one) are read and updated as the caller's own bookkeeping would be. Returns
+    (status, rows done)."""
+    for k in range(times.shape[0]):
+        if not np.array_equal(U[k], u):
+            u[:] = U[k]
+            flags[0] = 1
+            restart(S, u, ib, fb, wb, cb)
+        status = advance(S, times[k], u, flags[0] == 1 and flags[1] == 1, ib, fb, wb, ob, cb)
+        flags[1], flags[0] = flags[0], 0
+        if status != OK:
+            return status, k
+    return OK, times.shape[0]

@@ -98,7 +98,7 @@ def simulate(mech: Mechanism, t_end: float, output_interval: float,
         if time_limit is not None and time.perf_counter() - started > time_limit and t_next < t_end:
             status, message = -1, _over_time(time_limit, sim.time, t_end)
             break
-    warns = []
+    warns = [note for note in (sim.initial_velocity_report.summary(),) if note]
     if sim.redundant_constraints:
         warns.append(f"redundant constraints dropped for the dynamics: {', '.join(sim.redundant_constraints)}")
     return Result(specs, np.array(rows), "simulation", mech.source, warns, status, message)

@@ -25,7 +25,8 @@ from numpy.typing import NDArray
 
 from .dynamics import Dynamics, SolverOptions, Stepper
 from .errors import AssemblyError, MechanismError, PortError, Problem
-from .fastpath import CompiledStepper
+from .fastpath import Buffers, CompiledStepper
+from .initial_velocity import InitialVelocityReport, VelocityChange
 from .live_parameters import Slot, live_slot
 from .model import Mechanism
 from .outputs import OutputSpec, evaluated_outputs
@@ -99,7 +100,7 @@ class Simulator:
     def _restart_at(self, t: float, q: F, v: F) -> None:
         """Continue from time t [s], positions q and velocities v with the current inputs: a fresh
         integrator start, the energy integrals at zero and the balance counted from here."""
-        self._stepper.reset_state(t, np.concatenate([q, v, np.zeros(3)]), self._inputs)
+        self._stepper.reset_state(t, np.concatenate([q, v, np.zeros(3)]), self._inputs, streaming=True)
         self._set_baseline()
 
     @property
@@ -130,6 +131,23 @@ class Simulator:
     @property
     def redundant_constraints(self) -> list[str]:
         return list(self._dyn.redundant)
+
+    @property
+    def initial_velocity_changes(self) -> list[VelocityChange]:
+        """The initial velocities ``initial_velocity="project"`` moved onto the constraints (name,
+        unit, given, value); empty when the mechanism's were consistent. The violated joints and
+        drivers: ``initial_velocity_report.violations``."""
+        return list(self._dyn.initial_report.changes)
+
+    @property
+    def initial_velocity_report(self) -> InitialVelocityReport:
+        """The velocities changed and the constraint rows (joints, drivers) the given ones violated."""
+        return self._dyn.initial_report
+
+    @property
+    def backend(self) -> str:
+        """"compiled" (the numba path) or "numpy": where this Simulator runs (``SolverOptions.backend``)."""
+        return "compiled" if isinstance(self._stepper, CompiledStepper) else "numpy"
 
     # ------------------------------------------------------------ inputs
     def set_input(self, name: str, value: float) -> None:
@@ -244,6 +262,74 @@ class Simulator:
         self._stepper.set_inputs(self._inputs)
         self._stepper.advance_to(float(t))
         self._cache = None
+
+    def advance_held(self, times: F, inputs: F) -> None:
+        """Integrate through the end times ``times`` [s] (increasing), the inputs of row k of
+        ``inputs`` (one column per input port, in ``input_ports`` order) held until ``times[k]``:
+        the same as ``set_input`` for each port and ``advance_to(times[k])`` row by row, bit for
+        bit, in one compiled call (a sampled input reproduced by held pieces, a twin's prediction).
+        :class:`PortError` for a wrong shape or a non-finite input; on a numerical failure
+        :class:`~mbsd_twin.dynamics.SolverFailure` as from :meth:`advance_to`."""
+        names = list(self._inputs)
+        times = np.ascontiguousarray(times, dtype=np.float64).reshape(-1)
+        U = np.ascontiguousarray(inputs, dtype=np.float64).reshape(times.shape[0], -1)
+        if U.shape[1] != len(names):
+            raise PortError(f"advance_held: {U.shape[1]} input columns for {len(names)} input ports "
+                            f"({', '.join(names) or 'none'})", name="inputs")
+        if not np.isfinite(U).all() or not np.isfinite(times).all():
+            raise PortError("advance_held: the inputs and times must be finite", name="inputs")
+        self._cache = None
+        if isinstance(self._stepper, CompiledStepper):
+            self._stepper.advance_held(times, U if names else np.zeros((times.shape[0], 1)))
+            self._inputs.update(self._stepper.inputs)
+            return
+        for t, row in zip(times.tolist(), U.tolist(), strict=True):
+            self._inputs.update(zip(names, row, strict=True))
+            self._stepper.set_inputs(self._inputs)
+            self._stepper.advance_to(t)
+
+    def buffers(self) -> Buffers | None:
+        """The compiled model and integrator state as arrays (:class:`~mbsd_twin.fastpath.Buffers`)
+        for compiled code that steps and re-initialises this Simulator in one call, as the
+        estimator does per sample; None on the numpy path. Hand them back with
+        :meth:`buffers_done` before any other call."""
+        if not isinstance(self._stepper, CompiledStepper):
+            return None
+        self._stepper.set_inputs(self._inputs)  # inputs set since the last step take effect, as in advance_to
+        return self._stepper.buffers(self._react_idx, self._effort_rows, self._index["energy.total"], self._e0)
+
+    def buffers_done(self, b: Buffers, e0: float | None = None, parameters: Mapping[str, float] | None = None) -> None:
+        """After compiled code changed the arrays of :meth:`buffers`: take up its inputs and flags;
+        when it re-initialised the state (``e0``: the energy there [J]), the new baseline of
+        ``energy.balance_error``; the live ``parameters`` it wrote at :meth:`parameter_index` (the
+        rest of the model takes them up, as from :meth:`set_parameter`, without a restart)."""
+        assert isinstance(self._stepper, CompiledStepper)
+        for name, v in (parameters or {}).items():
+            self._set_live(name, v)
+        self._stepper.buffers_done(b)
+        self._inputs.update(self._stepper.inputs)
+        if e0 is not None:
+            self._e0 = e0
+        self._cache = None
+
+    def parameter_index(self, name: str) -> int | None:
+        """Where the value of a live physical parameter (``piston.mass``) sits in the packed model
+        ``fb`` of :meth:`buffers` (compiled code may change it there for a moment and must put it
+        back); None when it is not live or the path is not compiled."""
+        if not isinstance(self._stepper, CompiledStepper) or name not in self._table:
+            return None
+        if name not in self._slots:
+            self._slots[name] = live_slot(self.system, name)
+        slot = self._slots[name]
+        return None if slot is None else self._stepper.model_index(slot.packed, slot.row, slot.col)
+
+    def state_index(self, name: str) -> int:
+        """Where a coordinate output (``crank.theta``) sits in the positions q, or a velocity output
+        (``crank.omega``) in the velocities v, of the state: for compiled code on :meth:`buffers`."""
+        idx = self._state_only.get(name)
+        if idx is None:
+            raise PortError(f"{name!r} is not a coordinate or velocity output", name=name)
+        return idx % self.system.n_coord
 
     def step(self, h: float) -> None:
         self.advance_to(self.time + float(h))

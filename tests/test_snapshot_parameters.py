@@ -100,8 +100,10 @@ def test_live_parameter_resets_like_a_model_built_with_that_value(backend: str, 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", ["piston.mass", "spring.stiffness", "guide.viscous_friction"])
 def test_keep_state_continues_like_a_new_model_started_at_that_state(backend: str, name: str) -> None:
-    """keep_state=True ≡ a Simulator built with the value and set to the same time, positions and
-    velocities with set_configuration: the same outputs, bit for bit, and a fresh energy balance."""
+    """keep_state=True ≡ a Simulator built with the value, driven the same way (so that its
+    integrator also knows the inputs are streaming: a re-initialisation keeps that record) and set
+    to the same time, positions and velocities with set_configuration: the same outputs, bit for
+    bit, and a fresh energy balance."""
     opts = mt.SolverOptions(backend=backend)
     sim = mt.Simulator(mechanism(), opts)
     drive(sim, 0.02)
@@ -114,6 +116,7 @@ def test_keep_state_continues_like_a_new_model_started_at_that_state(backend: st
     assert [after[k] for k in coords + rates] == [before[k] for k in coords + rates]
     assert after["energy.balance_error"] == 0.0 and after["energy.dissipated"] == 0.0
     built = mt.Simulator(apply_parameters(mechanism(), {name: LIVE[name]}), opts)
+    drive(built, 0.02)
     built.set_input("motor_torque", sim.get_input("motor_torque"))
     built.set_configuration({k: before[k] for k in coords}, {k: before[k] for k in rates}, time=t)
     np.testing.assert_array_equal(sim.output_vector(), built.output_vector())

@@ -92,7 +92,9 @@ def _config(broker: Any, tmp_path: Any, **over: dict[str, Any]) -> Any:
 
 def test_clean_stream(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
     col = Collector(broker.url, broker.mqtt5)
-    with TwinService(_config(broker, tmp_path)) as svc:
+    # no coalescing (max_lag): a stall of this process on a loaded machine must not skip batches, whose
+    # gaps would show in the residuals (overload has its own tests)
+    with TwinService(_config(broker, tmp_path, service={"max_lag": 10.0})) as svc:
         assert _wait(svc.connected.is_set, 5)
         manifest = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory, protocol=broker.protocol).run(10.0)
         _wait(lambda: not svc.batches, 10)
@@ -262,7 +264,7 @@ def _rss_mb() -> float:
 def test_command_round_trip_and_replay(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
     rec = str(tmp_path / "rec.jsonl")
     col = Collector(broker.url, broker.mqtt5)
-    with TwinService(_config(broker, tmp_path, record={"path": rec})) as svc:
+    with TwinService(_config(broker, tmp_path, record={"path": rec}, commands={"enabled": ["reset"]})) as svc:
         assert _wait(svc.connected.is_set, 5)
         rig = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory, protocol=broker.protocol)
         th = threading.Thread(target=rig.run, args=(3.0,))

@@ -215,7 +215,8 @@ def test_hostile_stream_through_the_broker(broker, tmp_path) -> None:
     pub.connect("127.0.0.1", broker.port)
     pub.loop_start()
     base = "dt/v1/sc-01"
-    with TwinService(_config(broker, tmp_path, service={"health_interval": 0.2})) as svc:
+    with TwinService(_config(broker, tmp_path, service={"health_interval": 0.2},
+                             commands={"enabled": ["set_param"]})) as svc:
         assert _wait(svc.connected.is_set, 5)
         for i in range(5):
             pub.publish(f"{base}/meas/sensors", encode(src.message(i)), qos=1).wait_for_publish(5)

@@ -25,17 +25,21 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..simulator import Simulator, Snapshot
-from . import nb_kalman
-from .holds import Step
+from . import fused, nb_kalman
+from .holds import Step, mean_step
+from .records import PARAM_WRITE, Innovation, Linearisation, Prediction
+
+__all__ = ["PARAM_WRITE", "Augment", "FilterConfig", "Innovation", "StateEstimator", "speed_of", "wrap"]
 
 F64 = NDArray[np.float64]
 SPEED = {"x": "vx", "y": "vy", "theta": "omega"}
-PARAM_WRITE = 0.05  # a parameter estimate is written into the Simulator once it moved this many σ
+H_CHANGE = 1e-3  # relative change of the prediction interval that calls for new Jacobians
 
 
 def speed_of(coordinate: str) -> str:
@@ -120,39 +124,6 @@ def _coord_problem(c: str, outs: set[str]) -> list[str]:
     return [] if c in outs and sp in outs else ["not an output of this mechanism"]
 
 
-@dataclass
-class Innovation:
-    """One update: measured − predicted per output, the predicted σ of that difference, NIS."""
-
-    names: list[str]
-    nu: F64
-    sd: F64
-    nis: float
-    dx: F64  # the correction K·ν of every state component
-    dx_sd: F64  # its σ while the filter is consistent: √diag(K·S·Kᵀ)
-
-    @property
-    def normalised(self) -> F64:
-        return self.nu / self.sd
-
-
-@dataclass
-class _Step:
-    H: F64  # measurement Jacobian at the predicted point
-    y: F64  # predicted measurements (all configured outputs)
-
-
-@dataclass
-class _Linear:
-    """The step's linearisation: length [s], transition F, measurement Jacobian H, process noise Q."""
-
-    h: float
-    n_steps: int
-    F: F64
-    H: F64
-    Q: F64  # the inputs' share of the process noise
-
-
 class StateEstimator:
     """The filter around one :class:`Simulator` (which it owns: the Simulator's state is the
     estimate's full configuration). ``initialize`` → (``predict`` → ``update``)…"""
@@ -186,10 +157,12 @@ class StateEstimator:
         self.i_state = np.array([where[c] for c in (*self.coords, *self.speeds)], dtype=np.intp)
         self.i_meas = np.array([where[m] for m in self.meas], dtype=np.intp)
         self.i_run = np.concatenate([self.i_state, self.i_meas])
-        self.step: _Step | None = None
-        self.lin: _Linear | None = None
+        self.step: Prediction | None = None
+        self.lin: Linearisation | None = None
         self.age = 0  # steps since the Jacobians were computed
         self.inputs: dict[str, float] = {}  # measured inputs at the current sample (no bias)
+        self.ports = [p.name for p in sim.input_ports]
+        self.col = {p: j for j, p in enumerate(self.ports)}
 
     # ------------------------------------------------------------ state I/O
     def _read(self) -> F64:
@@ -229,6 +202,8 @@ class StateEstimator:
                 if self.applied[name] != self.x[i]:
                     self.applied[name] = float(self.x[i])
                     self.sim.set_parameter(name, float(self.x[i]), keep_state=True)
+        self.inputs = dict(inputs)
+        self._set_inputs(self.inputs)  # before the re-initialisation, which then starts with them
         self.sim.set_configuration(positions, velocities, time=t)
         self.x[:2 * self.d] = self._read()
         sig = self.cfg.measurements
@@ -236,8 +211,6 @@ class StateEstimator:
         sd = [sig.get(c, s_pos) for c in self.coords] + [sig.get(v, s_vel) for v in self.speeds]
         sd += [a.sigma for a in self.aug]
         self.P = np.diag(np.square(sd))
-        self.inputs = dict(inputs)
-        self._set_inputs(self.inputs)
         self.step = self.lin = None
 
     def _deltas(self) -> F64:
@@ -250,63 +223,114 @@ class StateEstimator:
         the measurements with the inputs ``at_next`` (their values at the last step's end: reactions
         feel the input at once). ``accel_noise`` overrides the configured density for this
         prediction (a gap: inputs unknown in between). The Jacobians are refreshed every
-        ``jacobian_every`` predictions, and whenever the length or number of steps changes."""
+        ``jacobian_every`` predictions, and whenever the number of steps or (by more than 0.1 %) the length changes."""
         sim, d = self.sim, self.d
         h = steps[-1][0] - sim.time
         lin = self.lin
-        fresh = lin is None or self.age + 1 >= self.cfg.jacobian_every or abs(lin.h - h) > 1e-6 * h \
-            or lin.n_steps != len(steps)
-        start = sim.snapshot() if fresh else None
+        start = sim.snapshot() if self._stale(h, len(steps)) else None
         base = self._run(steps, at_next, None)
         if start is not None:
             nominal = sim.snapshot()
-            lin = self._linearise(start, base, h, steps, at_next)
+            lin = self._linearise(start, h, steps, at_next)
             sim.restore(nominal)
             self.lin, self.age = lin, 0
         else:
             self.age += 1
         assert lin is not None
         self.x[:2 * d] = base[:2 * d]
-        self.P = lin.F @ self.P @ lin.F.T + lin.Q + self._q(h, self.cfg.accel_noise if accel_noise is None
-                                                             else accel_noise)
-        self.step = _Step(lin.H, base[2 * d:])
+        self.P = nb_kalman.propagate(lin.F, self.P, lin.Q, self._q_acc(lin, accel_noise))
+        self.step = Prediction(lin.H, base[2 * d:])
         self.inputs = dict(at_next)
 
-    def _linearise(self, start: Snapshot, base: F64, h: float, steps: Sequence[Step],
-                   at_next: Mapping[str, float]) -> _Linear:
-        """F, H and the input part of Q of the prediction from the snapshot ``start`` by finite
-        differences."""
-        sim, d, n = self.sim, self.d, self.n
-        F, G = np.eye(n), np.zeros((len(self.meas), n))
+    def _stale(self, h: float, n_steps: int) -> bool:
+        """Whether the next prediction needs new Jacobians: every ``jacobian_every`` predictions, and
+        when the number of steps or the interval changes (by more than ``H_CHANGE``: sample times
+        given as seconds since the epoch carry about 2e-7 s of rounding, which must not count)."""
+        lin = self.lin
+        return lin is None or self.age + 1 >= self.cfg.jacobian_every or abs(lin.h - h) > H_CHANGE * h \
+            or lin.n_steps != n_steps
+
+    def _q_acc(self, lin: Linearisation, accel_noise: float | None) -> F64:
+        if accel_noise is not None:
+            return self._q(lin.h, accel_noise)
+        if lin.Qa is None:
+            lin.Qa = self._q(lin.h, self.cfg.accel_noise)
+        return lin.Qa
+
+    def _perturbations(self) -> list[tuple[int, Any, float]]:
+        """The finite-difference runs of a linearisation, as (kind, target, step): kind 0 moves
+        component ``target`` of [z, ż], 1 the parameter named ``target``, 2 the input port
+        ``target`` over the interval (an input bias; then each other noisy input)."""
+        out: list[tuple[int, Any, float]] = []
         for j, dj in enumerate(self._deltas()):
+            aug = self.aug[j - 2 * self.d] if j >= 2 * self.d else None
+            out.append((0, j, float(dj)) if aug is None else (1, aug.name, float(dj)) if aug.bias_port is None
+                       else (2, aug.bias_port, float(dj)))
+        return out + [(2, port, max(sig, 1e-9)) for port, sig in self.cfg.input_noise.items()
+                      if port not in self.bias]
+
+    def _linearise(self, start: Snapshot, h: float, steps: Sequence[Step],
+                   at_next: Mapping[str, float]) -> Linearisation:
+        """F, H and the input part of Q of the prediction from the snapshot ``start`` by finite
+        differences over the interval as one step with the inputs' means (:func:`.holds.mean_step`;
+        what :func:`.nb_filter.linearise` does in one compiled call)."""
+        sim, perts, D = self.sim, self._perturbations(), []
+        one = mean_step(start.time, list(steps))
+        sim.restore(start)
+        base = self._run(one, at_next, None)
+        for kind, target, dv in perts:
             sim.restore(start)
-            x = self.x.copy()
-            x[j] += dj
-            aug = self.aug[j - 2 * d] if j >= 2 * d else None
-            if aug is None:
+            if kind == 0:
+                x = self.x.copy()
+                x[target] += dv
                 self._write(x, params=False)  # the parameters as in the nominal step
-            elif aug.bias_port is None:
-                sim.set_parameter(aug.name, self.applied[aug.name] + float(dj), keep_state=True)
-            col = self._run(steps, at_next, (aug.bias_port, dj) if aug and aug.bias_port else None)
-            F[:2 * d, j] = (col[:2 * d] - base[:2 * d]) / dj
-            G[:, j] = wrap(col[2 * d:] - base[2 * d:], self.angular) / dj
-        Q = np.zeros((n, n))
+            elif kind == 1:
+                sim.set_parameter(target, self.applied[target] + dv, keep_state=True)
+            D.append(self._run(one, at_next, (target, dv) if kind == 2 else None) - base)
+        return self.assembled(h, len(steps), np.array(D), perts)
+
+    def assembled(self, h: float, n_steps: int, D: F64, perts: list[tuple[int, Any, float]]) -> Linearisation:
+        """The linearisation from the runs' differences ``D`` (perturbed − nominal [z, ż, y], one
+        row per perturbation of :meth:`_perturbations`): transition F, measurement Jacobian
+        H = G·F⁻¹, and the process noise of the inputs' sample noise (each interval value is the
+        mean of two samples)."""
+        d, n = self.d, self.n
+        F, G = np.eye(n), np.zeros((len(self.meas), n))
+        for j in range(n):
+            F[:2 * d, j] = D[j, :2 * d] / perts[j][2]
+            G[:, j] = wrap(D[j, 2 * d:], self.angular) / perts[j][2]
+        Q, p = np.zeros((n, n)), n
         for port, sig in self.cfg.input_noise.items():
             B = np.zeros(n)
             if port in self.bias:
                 B[:2 * d] = F[:2 * d, self.bias[port]]
-            else:  # the effect of an input error over the interval: one more step
-                sim.restore(start)
-                du = max(sig, 1e-9)
-                B[:2 * d] = (self._run(steps, at_next, (port, du))[:2 * d] - base[:2 * d]) / du
-            Q += 0.5 * sig * sig * np.outer(B, B)  # the interval value is the mean of two samples
-        return _Linear(h, len(steps), F, G @ np.linalg.inv(F), Q)
+            else:
+                B[:2 * d] = D[p, :2 * d] / perts[p][2]
+                p += 1
+            Q += 0.5 * sig * sig * np.outer(B, B)
+        return Linearisation(h, n_steps, F, G @ np.linalg.inv(F), Q)
+
+    def _held(self, steps: Sequence[Step], delta: tuple[str, float] | None) -> tuple[F64, F64]:
+        """End times and input rows (``input_ports`` order) of ``steps`` as :meth:`_set_inputs`
+        applies them one after the other: biases and ``delta`` added, a port a step leaves out
+        keeps its value (a biased one: 0 + bias)."""
+        sim, col = self.sim, self.col
+        row = [sim.get_input(p) for p in self.ports]
+        bias = [(col[port], port, float(self.x[i])) for port, i in self.bias.items()]
+        rows = []
+        for _, values in steps:
+            for port, v in values.items():
+                row[col[port]] = v
+            for c, port, b in bias:
+                row[c] = values.get(port, 0.0) + b
+            rows.append(row.copy())
+            if delta is not None:
+                rows[-1][col[delta[0]]] += delta[1]
+        return np.array([t for t, _ in steps]), np.array(rows, dtype=float).reshape(len(steps), len(self.ports))
 
     def _run(self, steps: Sequence[Step], at_next: Mapping[str, float], delta: tuple[str, float] | None) -> F64:
         """[z, ż, y] after ``steps`` from the Simulator's current state."""
-        for t, values in steps:
-            self._set_inputs(values, delta)
-            self.sim.advance_to(t)
+        self.sim.advance_held(*self._held(steps, delta))
         self._set_inputs(at_next, delta)
         return self.sim.output_vector()[self.i_run]
 
@@ -339,10 +363,27 @@ class StateEstimator:
         if a.size and ((a < self.low) | (a > self.high)).any():
             self.clamped += 1
             np.clip(a, self.low, self.high, out=a)
-        self._write(self.x)
-        self._set_inputs(self.inputs)
-        self.x[:2 * self.d] = self._read()
+        self._corrected()
         return Innovation([self.meas[i] for i in rows], nu, sd, float(nis), dx, dx_sd)
+
+    def _corrected(self) -> None:
+        """The corrected estimate into the Simulator (the inputs with the corrected biases first, so
+        that the re-initialisation starts with them); its coordinates and speeds read back."""
+        self._set_inputs(self.inputs)
+        self._write(self.x)
+        self.x[:2 * self.d] = self._read()
+
+    def sample(self, steps: Sequence[Step], at_next: Mapping[str, float], measured: Mapping[str, float],
+               accel_noise: float | None = None) -> Innovation | None:
+        """:meth:`predict` then :meth:`update`: on a compiled Simulator with current Jacobians in
+        one compiled call (:mod:`.nb_filter`, the same operations without the Python between
+        them), otherwise through the two methods."""
+        rows = [i for i, m in enumerate(self.meas) if m in measured]
+        p = fused.plan(self) if rows else None
+        if p is None:
+            self.predict(steps, at_next, accel_noise)
+            return self.update(measured)
+        return fused.sample(self, p, steps, at_next, measured, rows, accel_noise)
 
     def release(self, name: str) -> None:
         """Re-open an augmented unknown after a detected change: its variance back to the prior σ²

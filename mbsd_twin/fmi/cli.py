@@ -24,6 +24,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     path = build_fmu(args.mechanism, args.output, outputs=outputs, model_name=args.model_name,
                      stop_time=args.stop_time, step_size=args.step)
     print(f"FMU written: {path}")
+    note = _start_note(args.mechanism)
+    if note:
+        print(f"  note: the FMU starts with its {note}")
     if args.check:
         from .validation import check_fmu
 
@@ -34,6 +37,14 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"checks: {verdict}")
         return 1 if problems else 0
     return 0
+
+
+def _start_note(mechanism: Path | None) -> str:
+    """What the FMU's Simulator changed in the mechanism's initial velocities ("" if nothing)."""
+    from ..loader import bundled_slider_crank, load_mechanism
+    from ..simulator import Simulator
+
+    return Simulator(load_mechanism(mechanism or bundled_slider_crank())).initial_velocity_report.summary()
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -50,7 +50,8 @@ def _cmd_replay(args: argparse.Namespace) -> int:
             for topic, text in res.outputs:
                 fh.write(json.dumps({"t": topic, "p": text}) + "\n")
     print(f"replayed {len(res.outputs)} outputs; recorded {res.recorded}; mismatches {res.mismatches}"
-          + (f" (first: {res.first_mismatch})" if res.first_mismatch else ""))
+          + (f" (first: {res.first_mismatch})" if res.first_mismatch else "")
+          + (f"; {res.gaps} gap(s): the recording was suspended by a write failure" if res.gaps else ""))
     return 0 if res.identical else 1
 
 

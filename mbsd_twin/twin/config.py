@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from .config_checks import check_broker, check_core, check_service, shown
+from .config_checks import check_broker, check_commands, check_core, check_service, shown
 
 ENV = {  # environment variable → (section, key)
     "MBSD_TWIN_BROKER": ("broker", "url"),
@@ -130,7 +130,7 @@ class CoreConfig:
     gap_accel_noise: float = 2.0  # the same while predicting through a gap (inputs unknown in between)
     augment: tuple[AugmentConfig, ...] = (AugmentConfig("motor_torque.bias", 0.5, 0.01),
                                           AugmentConfig("piston.mass", 0.2, 0.002))
-    jacobian_every: int = 10  # samples between finite-difference Jacobians of the filter's step
+    jacobian_every: int = 20  # samples between finite-difference Jacobians of the filter's step
     divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
     divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window
     max_gap: float = 0.25  # s: predict through gaps up to this long; longer ones re-initialise
@@ -171,10 +171,10 @@ class ServiceConfig:
     queue_size: int = 50  # batches waiting for the solver
     hold_levels: tuple[int, ...] = (1, 5, 20)  # samples per solver step, finest first
     start_level: int = 0  # hold_levels[0] = 1: every sample (sustained at 1 kHz, benchmarks/bench_twin.py)
-    lag_high: float = 0.25  # s: coarser above
-    lag_low: float = 0.05  # s: finer after `lag_low_batches` batches below
+    lag_high: float = 0.03  # s: coarser above
+    lag_low: float = 0.015  # s: finer after `lag_low_batches` batches below
     lag_low_batches: int = 100
-    max_lag: float = 0.5  # s: at the coarsest hold, a batch this late flushes the backlog (newest kept)
+    max_lag: float = 0.05  # s: a backlog this old is coalesced (the worker skips to the newest batch)
     health_interval: float = 1.0
     max_seq_jump: int = 1000  # messages: a seq further from the expected one is implausible
     seq_jump_confirm: int = 3  # consecutive implausible seqs that continue one another: a renumbering
@@ -182,10 +182,25 @@ class ServiceConfig:
 
 
 @dataclass(frozen=True)
+class CommandsConfig:
+    """Commands on ``{p}/{a}/twin/cmd/<name>`` (docs/mqtt-contract.md, "Commands"). Off by default
+    except the read-only ``status``; who may send them is the broker's ACL (services/mosquitto.acl)."""
+
+    enabled: tuple[str, ...] = ("status",)  # of status, reset, set_param, pause, resume
+    max_bytes: int = 4096  # a whole command message (topic, body, response topic, correlation data)
+    rate: float = 2.0  # commands per second, sustained (token bucket); beyond: dropped, no reply
+    burst: int = 10  # commands accepted back to back
+    queue_size: int = 20  # commands waiting for the worker; beyond: dropped
+    batches_per_command: int = 5  # while sensor batches wait: at most one command per this many batches
+
+
+@dataclass(frozen=True)
 class RecordConfig:
     path: str = ""  # empty: no recording
     max_bytes: int = 256 * 1024 * 1024  # per segment
     keep: int = 0  # segments kept (0: all)
+    retry_min: float = 1.0  # s: after a write failure the recording is suspended, retried after this ...
+    retry_max: float = 30.0  # s: ... doubling up to this (docs/service-config.md, mbsd_twin/twin/sinks.py)
 
 
 @dataclass(frozen=True)
@@ -199,18 +214,21 @@ class TwinConfig:
     broker: BrokerConfig = BrokerConfig()
     core: CoreConfig = CoreConfig()
     service: ServiceConfig = ServiceConfig()
+    commands: CommandsConfig = CommandsConfig()
     record: RecordConfig = RecordConfig()
     metrics: MetricsConfig = MetricsConfig()
+    source: str = field(default="", compare=False)  # the TOML file read ("" none): named in messages
 
     def config_hash(self) -> str:
-        """Hash of everything except secrets."""
+        """Hash of everything except secrets (and the file name)."""
         d = dataclasses.asdict(self)
         d["broker"].pop("password", None)
+        d.pop("source", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-_SECTIONS = {"broker": BrokerConfig, "core": CoreConfig, "service": ServiceConfig, "record": RecordConfig,
-             "metrics": MetricsConfig}
+_SECTIONS = {"broker": BrokerConfig, "core": CoreConfig, "service": ServiceConfig, "commands": CommandsConfig,
+             "record": RecordConfig, "metrics": MetricsConfig}
 
 
 def _coerce(value: Any, default: Any) -> tuple[bool, Any]:
@@ -317,10 +335,13 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
             problems.append(f"unknown section [{sec}]; known: {', '.join(_SECTIONS)}")
             continue
         parts[sec] = _section(_SECTIONS[sec], table, sec, problems, origins)
-    cfg = TwinConfig(**parts)
+    cfg = TwinConfig(**parts, source=path or "")
     check_broker(cfg.broker, problems)
     check_core(cfg.core, problems)
     check_service(cfg.service, cfg.metrics, problems)
+    if not 0 < cfg.record.retry_min <= cfg.record.retry_max:
+        problems.append("[record] need 0 < retry_min <= retry_max")
+    check_commands(cfg.commands, problems)
     if problems:
         raise ConfigError(problems, path or "<defaults>")
     return cfg

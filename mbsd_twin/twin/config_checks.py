@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 if TYPE_CHECKING:
-    from .config import BrokerConfig, CoreConfig, MetricsConfig, ServiceConfig
+    from .config import BrokerConfig, CommandsConfig, CoreConfig, MetricsConfig, ServiceConfig
 
 
 def shown(value: Any) -> str:
@@ -114,3 +114,18 @@ def check_service(s: ServiceConfig, m: MetricsConfig, problems: list[str]) -> No
                         "reorder_timeout >= 0")
     if not 0 <= m.port <= 65535:
         problems.append(f"[metrics] port must be 0 (off) .. 65535, got {m.port}")
+
+
+def check_commands(c: CommandsConfig, problems: list[str]) -> None:
+    from .commands import COMMANDS
+
+    for name in c.enabled:
+        if name not in COMMANDS:
+            problems.append(f"[commands] enabled: unknown command {shown(name)}; known: {', '.join(COMMANDS)}")
+    if c.max_bytes < 64:
+        problems.append(f"[commands] max_bytes must be >= 64, got {c.max_bytes!r}")
+    if not (math.isfinite(c.rate) and c.rate > 0):
+        problems.append(f"[commands] rate must be a finite number > 0 (commands per s), got {c.rate!r}")
+    for key in ("burst", "queue_size", "batches_per_command"):
+        if getattr(c, key) < 1:
+            problems.append(f"[commands] {key} must be >= 1, got {getattr(c, key)!r}")

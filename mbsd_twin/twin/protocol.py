@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,18 +69,42 @@ class _NonFinite(ValueError):
     pass
 
 
+def _finite(x: int | float) -> bool:
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # an integer beyond the float range (JSON allows 400 digits)
+        return False
+
+
 def _number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+    return isinstance(x, int | float) and not isinstance(x, bool) and _finite(x)
+
+
+_ASSET = re.compile(r'"asset"\s*:\s*"([^"]*)"')
+
+
+def _other_asset(text: str, asset: str) -> Invalid | None:
+    """The cheap check before the JSON parse (a flood of another asset's messages costs a few µs
+    each, not a parse): a message naming its asset plainly (no escapes, one ``"asset"`` key) for
+    another asset is rejected as ``asset`` — whatever else may be wrong with it."""
+    if "\\" in text or text.count('"asset"') != 1:
+        return None
+    m = _ASSET.search(text)
+    return Invalid("asset", f"asset {m.group(1)!r}") if m and m.group(1) != asset else None
 
 
 def parse_sensor(payload: bytes, asset: str, max_bytes: int) -> SensorBatch | Invalid:
-    """Validate one sensor message (see the contract); never raises."""
+    """Validate one sensor message (see the contract); never raises. Cheapest checks first: size,
+    UTF-8, the asset (:func:`_other_asset`), then the JSON parse and the fields."""
     if len(payload) > max_bytes:
         return Invalid("oversize", f"{len(payload)} bytes > {max_bytes}")
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError as exc:
         return Invalid("utf8", str(exc))
+    other = _other_asset(text, asset)
+    if other is not None:
+        return other
     try:
         msg = json.loads(text, parse_constant=_reject_constant)
     except _NonFinite as exc:
@@ -115,13 +140,23 @@ def _check_fields(msg: Any, asset: str, text: str) -> SensorBatch | Invalid:
             return Invalid("schema", f"channel {name!r} is not an array")
         if len(vals) != n:
             return Invalid("length", f"channel {name!r} has {len(vals)} values, n={n}")
-        for v in vals:
-            if not (isinstance(v, int | float) and not isinstance(v, bool)):
-                return Invalid("schema", f"channel {name!r} holds a non-number")
-            if not math.isfinite(v):
-                return Invalid("non_finite", f"channel {name!r}")
-        out[str(name)] = tuple(float(v) for v in vals)
+        if not (set(map(type, vals)) <= _NUMBER_TYPES and all(map(_finite, vals))):
+            return _bad_value(name, vals)
+        out[str(name)] = tuple(map(float, vals))
     return SensorBatch(seq, float(msg["t0"]), float(msg["dt"]), n, out, text)
+
+
+_NUMBER_TYPES = {int, float}  # what JSON numbers parse to (bool is its own type)
+
+
+def _bad_value(name: str, vals: list[Any]) -> Invalid:
+    """The first bad value of a channel, in order (the fast check above found one)."""
+    for v in vals:
+        if not (isinstance(v, int | float) and not isinstance(v, bool)):
+            return Invalid("schema", f"channel {name!r} holds a non-number")
+        if not _finite(v):
+            break
+    return Invalid("non_finite", f"channel {name!r}")
 
 
 def encode(obj: Any) -> str:

@@ -2,9 +2,11 @@
 
 Records: ``header`` (core configuration and the mechanism file text), ``in`` (a sensor message
 as the core processed it, with the ``hold`` the service chose), ``cmd`` (a command), ``restart``
-(a new rig session began), ``out`` (an output message). Segments: ``PATH``, ``PATH.0001``,
+(a new rig session began), ``out`` (an output message), ``gap`` (the service's recording was
+suspended by a write failure: ``lost`` records are missing, see :mod:`.sinks`). Segments: ``PATH``, ``PATH.0001``,
 ``PATH.0002`` … Replay feeds ``in``, ``cmd`` and ``restart`` records to a fresh :class:`TwinCore`
-and compares its outputs with the ``out`` records.
+and compares its outputs with the ``out`` records; a recording with a gap (or a line a failed
+write left torn, read as a gap) is replayed but never identical.
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ FORMAT = "mbsd-twin-recording/1"
 
 
 class Recorder:
-    def __init__(self, path: str, max_bytes: int, keep: int = 0) -> None:
+    """Writes records; raises ``OSError`` (the service wraps it in :class:`.sinks.RecordingSink`).
+    ``segment``/``append``: continue segment k of an earlier recorder (after a write failure)."""
+
+    def __init__(self, path: str, max_bytes: int, keep: int = 0, segment: int = 0, append: bool = False) -> None:
         self.path, self.max_bytes, self.keep = path, max_bytes, keep
-        self.segment = 0
-        self.fh: TextIO = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self.written = 0
+        self.segment = segment
+        self.fh: TextIO = open(self._name(segment), "a" if append else "w", encoding="utf-8")  # noqa: SIM115
+        self.written = self.fh.tell() if append else 0
 
     def _name(self, k: int) -> str:
         return self.path if k == 0 else f"{self.path}.{k:04d}"
@@ -42,8 +47,11 @@ class Recorder:
                 old = self._name(self.segment - self.keep)
                 if os.path.exists(old):
                     os.remove(old)
-        self.fh.write(line)
-        self.written += len(line)
+        self.write_raw(line)
+
+    def write_raw(self, text: str) -> None:
+        self.fh.write(text)
+        self.written += len(text)
 
     def flush(self) -> None:
         self.fh.flush()
@@ -64,8 +72,12 @@ def read_records(path: str) -> Iterator[dict[str, Any]]:
     for seg in segments(path):
         with open(seg, encoding="utf-8") as fh:
             for line in fh:
-                if line.strip():
+                if not line.strip():
+                    continue
+                try:
                     yield json.loads(line)
+                except ValueError:  # torn by a failed write (the recording then holds a gap record)
+                    yield {"k": "gap", "lost": 0, "error": f"{seg}: unreadable line"}
 
 
 @dataclass
@@ -74,10 +86,11 @@ class ReplayResult:
     recorded: int = 0
     mismatches: int = 0
     first_mismatch: str = ""
+    gaps: int = 0  # gap records: the recording was suspended by a write failure
 
     @property
     def identical(self) -> bool:
-        return self.mismatches == 0 and self.recorded == len(self.outputs)
+        return self.mismatches == 0 and self.recorded == len(self.outputs) and self.gaps == 0
 
 
 def replay(path: str) -> ReplayResult:
@@ -104,6 +117,8 @@ def replay(path: str) -> ReplayResult:
             core.command(rec["name"], rec["args"])
         elif kind == "restart":
             core.rig_restart()
+        elif kind == "gap":
+            res.gaps += 1
         elif kind == "out":
             k = res.recorded
             res.recorded += 1

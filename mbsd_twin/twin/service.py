@@ -9,13 +9,14 @@ reused by paho on every reconnect).
 Use as ``with TwinService(cfg) as svc: ...`` or ``async with TwinService(cfg) as svc: await
 svc.wait()`` (start/stop run in a thread so the event loop is never blocked).
 
-Degradation when the solver falls behind (documented in docs/mqtt-contract.md): (1) coarser
-solver steps — ``hold`` samples per step through ``hold_levels`` while the arrival-to-processing
-lag exceeds ``lag_high`` or the queue is more than half full; (2) the bounded queue drops its
-oldest batch (counted); the next batch is then not contiguous and the model is re-synchronised
-from it; (3) at the coarsest hold, a batch older than ``max_lag`` flushes the backlog except the
-newest batch (counted as drops). Memory is bounded by the queue, the sequencer window and paho's
-outgoing queue (``max_queued_messages_set``).
+Overload (docs/mqtt-contract.md; :mod:`.ingest`): invalid messages are rejected in the network
+thread before anything is queued, cheapest checks first; the bounded queue drops its oldest batch
+when full. When the solver falls behind: (1) coarser solver steps — ``hold`` samples per step
+through ``hold_levels`` while the arrival-to-processing lag exceeds ``lag_high``, the queue is more
+than half full or a backlog was just coalesced; (2) a backlog the worker cannot work off within
+``max_lag`` is coalesced: it skips to the newest batch (the skipped ones counted as dropped); the
+model predicts through the gap or re-initialises after more than ``[core] max_gap``. Memory is
+bounded by the queue, the sequencer window and paho's outgoing queue (``max_queued_messages_set``).
 """
 
 from __future__ import annotations
@@ -33,37 +34,44 @@ from typing import Any
 
 import numpy as np
 import paho.mqtt.client as mqtt
-from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from ..loader import loads_mechanism
 from . import link
+from .commands import CommandGate, Pending, status_reply
 from .config import TwinConfig
 from .core import Out, TwinCore
+from .ingest import RIG_RESTART, Intake
 from .metrics import Metrics, Route, serve_http
-from .protocol import Invalid, SensorBatch, Topics, encode, parse_command, parse_sensor
-from .recorder import FORMAT, Recorder
-from .sequencer import Sequencer
+from .protocol import SensorBatch, Topics, encode, parse_command
+from .recorder import FORMAT
+from .sinks import RecordingSink
 
 log = logging.getLogger("mbsd_twin.twin")
 
 
 class RateLimitedLog:
-    """Log each key at most once per ``period`` seconds."""
+    """Log each key at most once per ``period`` seconds; the next line says how many were left out.
+    Every per-message and per-batch error path logs through it (keys are a fixed set)."""
 
     def __init__(self, period: float = 60.0) -> None:
         self.period = period
         self.last: dict[str, float] = {}
+        self.suppressed: Counter[str] = Counter()
 
-    def warning(self, key: str, msg: str, *args: Any, level: int = logging.WARNING) -> None:
+    def warning(self, key: str, msg: str, *args: Any, level: int = logging.WARNING, exc_info: bool = False) -> None:
         now = time.monotonic()
-        if now - self.last.get(key, -1e18) >= self.period:
-            self.last[key] = now
-            log.log(level, msg, *args)
+        if now - self.last.get(key, -1e18) < self.period:
+            self.suppressed[key] += 1
+            return
+        self.last[key] = now
+        n = self.suppressed.pop(key, 0)
+        if n:
+            msg += f" ({n} more like this in the last {self.period:g} s not logged)"
+        log.log(level, msg, *args, exc_info=exc_info)
 
 
 RIG_STATES = ("online", "offline", "unknown")  # rig status states counted by name; any other is "other"
-RIG_RESTART = None  # queued in place of a batch: a new rig session starts after the batches before it
 
 
 class TwinService:
@@ -73,19 +81,17 @@ class TwinService:
         with open(cfg.service.mechanism, encoding="utf-8") as fh:
             self.mech_text = fh.read()
         self.mech = loads_mechanism(self.mech_text, source=cfg.service.mechanism)
-        self.recorder = Recorder(cfg.record.path, cfg.record.max_bytes, cfg.record.keep) if cfg.record.path else None
+        self.rlog = RateLimitedLog()
+        self.recorder = self._recording() if cfg.record.path else None
         self.core = TwinCore(cfg.core, self.mech, self.recorder)
-        if self.recorder:
-            self.recorder({"k": "header", "format": FORMAT, "core": cfg.core.to_dict(),
-                           "mechanism": cfg.service.mechanism, "mechanism_toml": self.mech_text})
-        self.seq: Sequencer[tuple[SensorBatch, float]] = Sequencer(
-            cfg.service.reorder_window, max_jump=cfg.service.max_seq_jump, jump_confirm=cfg.service.seq_jump_confirm)
         self.metrics = Metrics()
         self.lock = threading.Condition()
-        self.batches: deque[tuple[SensorBatch | None, float]] = deque()
-        self.cmds: deque[tuple[str, dict[str, Any] | None, str, bytes | None]] = deque()
+        self.commands = CommandGate(cfg.commands, self.topics, cfg.source)  # policy: commands.py
         self.counts: Counter[str] = Counter()
         self.invalid: Counter[str] = Counter()
+        self.intake = Intake(cfg.service, cfg.core.asset, self.lock, self.counts, self.invalid, self.metrics,
+                             self.rlog)
+        self.seq, self.batches = self.intake.seq, self.intake.batches
         self.level = cfg.service.start_level
         self.low_batches = 0
         self.lag = 0.0
@@ -97,7 +103,6 @@ class TwinService:
         self.t_disconnect: float | None = None
         self.rig_session: Any = None
         self.stopping = threading.Event()
-        self.rlog = RateLimitedLog()
         self.instance = uuid.uuid4().hex[:8]
         self.client = self._make_client()
         self.worker = threading.Thread(target=self._work, name="twin-worker", daemon=True)
@@ -112,6 +117,14 @@ class TwinService:
             from ..dashboard import mount
 
             self.dashboard = mount(self)
+
+    def _recording(self) -> RecordingSink:
+        """The recording sink: a write failure suspends it (counted, in health), never the twin."""
+        r = self.cfg.record
+        header = {"k": "header", "format": FORMAT, "core": self.cfg.core.to_dict(),
+                  "mechanism": self.cfg.service.mechanism, "mechanism_toml": self.mech_text}
+        return RecordingSink(r.path, r.max_bytes, r.keep, header, r.retry_min, r.retry_max,
+                             lambda event, msg: self.rlog.warning(f"recording {event}", "%s", msg, level=logging.ERROR))
 
     # --------------------------------------------------------------- client
     def _make_client(self) -> mqtt.Client:
@@ -135,7 +148,11 @@ class TwinService:
         if self.t_disconnect is not None:
             self.outages.append(time.monotonic() - self.t_disconnect)
             self.t_disconnect = None
-        client.subscribe([(self.topics.sensors, 1), (self.topics.rig_status, 1), (self.topics.cmd_filter, 1)])
+        subs = [self.topics.sensors, self.topics.rig_status, self.topics.cmd_filter]
+        if self.cfg.broker.protocol == 5:  # commands retain-as-published: a retained one is ignored (commands.py)
+            client.subscribe([(t, mqtt.SubscribeOptions(qos=1, retainAsPublished=t == subs[2])) for t in subs])
+        else:
+            client.subscribe([(t, 1) for t in subs])
         client.publish(self.topics.twin("status"), self._birth(), qos=1, retain=True)
         self.connected.set()
         self.metrics.connected.set(1)
@@ -164,93 +181,72 @@ class TwinService:
     def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
         try:
             if msg.topic == self.topics.sensors:
-                self._ingest(bytes(msg.payload), time.monotonic())
+                self.intake.ingest(bytes(msg.payload), time.monotonic())
             elif msg.topic == self.topics.rig_status:
                 self._rig_status(bytes(msg.payload))
             elif msg.topic.startswith(self.topics.twin("cmd/")):
                 self._command_in(msg)
         except Exception:  # never let one message stop the network thread
-            log.exception("unexpected error handling a message on %s", msg.topic)
+            self.rlog.warning("message error", "unexpected error handling a message on %s", msg.topic,
+                              level=logging.ERROR, exc_info=True)
             self.counts["internal_error"] += 1
-
-    def _ingest(self, payload: bytes, now: float) -> None:
-        self.counts["received"] += 1
-        got = parse_sensor(payload, self.cfg.core.asset, self.cfg.service.max_message_bytes)
-        if isinstance(got, Invalid):
-            self.invalid[got.reason] += 1
-            self.metrics.invalid.labels(got.reason).inc()
-            self.rlog.warning(got.reason, "invalid sensor message (%s): %s", got.reason, got.detail)
-            return
-        self.metrics.messages.labels("valid").inc()
-        with self.lock:
-            self._enqueue(self.seq.push(got.seq, (got, now), now))
-
-    def _enqueue(self, items: list[tuple[SensorBatch, float]]) -> None:
-        for it in items:
-            self.batches.append(it)
-            if len(self.batches) > self.cfg.service.queue_size:
-                self.batches.popleft()
-                self.counts["dropped_overload"] += 1
-        if items:
-            self.lock.notify()
 
     def _rig_status(self, payload: bytes) -> None:
         st = parse_command(payload) or {"state": payload.decode("utf-8", "replace").strip()}
         if st.get("state") == "online":
             session = st.get("session")
             if self.rig_session is not None and session != self.rig_session:
-                with self.lock:
-                    self.seq.reset()
-                    self.counts["rig_restart"] += 1
-                    self.batches.append((RIG_RESTART, time.monotonic()))
-                    self.lock.notify()
+                self.intake.restart(time.monotonic())
             self.rig_session = session
         state = st.get("state", "unknown")
         self.counts[f"rig_{state if state in RIG_STATES else 'other'}"] += 1  # bounded: no key per string
 
     def _command_in(self, msg: mqtt.MQTTMessage) -> None:
-        name = msg.topic.rsplit("/", 1)[1]
-        props = getattr(msg, "properties", None)
-        resp = getattr(props, "ResponseTopic", "") or ""
-        corr = getattr(props, "CorrelationData", None)
-        with self.lock:
-            self.cmds.append((name, parse_command(bytes(msg.payload)), resp, corr))
-            self.lock.notify()
+        pending = self.commands.admit(msg)  # None: ignored (retained, rate-limited), counted
+        if pending is not None:
+            with self.lock:
+                if self.commands.push(pending):
+                    self.lock.notify()
 
     # --------------------------------------------------------------- worker
     def _work(self) -> None:
         next_health = time.monotonic()
         while not self.stopping.is_set():
             with self.lock:
-                if not self.batches and not self.cmds:
+                if not self.batches and not self.commands.queue:
                     self.lock.wait(0.05)
-                cmd = self.cmds.popleft() if self.cmds else None
                 now = time.monotonic()
-                self._enqueue(self.seq.flush(now, self.cfg.service.reorder_timeout))
-                item = self.batches.popleft() if self.batches and cmd is None else None
+                self.intake.flush(now)
+                cmd = self.commands.next(len(self.batches))  # bounded share: commands.py
+                item = self.intake.take(now) if cmd is None else None
+                if item is not None:
+                    self.commands.batch_taken()
                 depth = len(self.batches)
             try:
                 if cmd is not None:
-                    self._run_command(*cmd)
+                    self._run_command(cmd)
                 if item is not None:
                     self._process(*item, depth)
             except Exception:
-                log.exception("unexpected error in the twin worker")
+                self.rlog.warning("worker error", "unexpected error in the twin worker", level=logging.ERROR,
+                                  exc_info=True)
                 self.counts["internal_error"] += 1
             if time.monotonic() >= next_health:
                 next_health = time.monotonic() + self.cfg.service.health_interval
                 self.publish(Out(self.topics.twin("health"), encode(self.health())))
 
     def _adapt(self, lag: float, depth: int) -> int:
-        """The hold for the next batch: coarser under pressure (lag above ``lag_high``, or the queue
-        more than half full — with a short queue, drops keep the lag low), finer after
-        ``lag_low_batches`` calm batches."""
+        """The hold for the next batch: coarser under pressure (lag above ``lag_high``, the queue
+        more than half full, or a backlog just coalesced), finer after ``lag_low_batches`` calm
+        batches (any pressure restarts that count)."""
         s = self.cfg.service
-        if (lag > s.lag_high or depth > s.queue_size // 2) and self.level < len(s.hold_levels) - 1:
+        pressure = lag > s.lag_high or depth > s.queue_size // 2 or self.intake.shed > 0
+        if pressure and self.level < len(s.hold_levels) - 1:
             self.level += 1
-            self.low_batches = 0
             self.counts["degrade"] += 1
-        elif lag < s.lag_low and depth <= s.queue_size // 2 and self.level > 0:
+        if pressure or lag >= s.lag_low:
+            self.low_batches = 0
+        elif self.level > 0:
             self.low_batches += 1
             if self.low_batches >= s.lag_low_batches:
                 self.level -= 1
@@ -261,17 +257,8 @@ class TwinService:
         if batch is RIG_RESTART:
             self.core.rig_restart()
             return
-        self.lag = time.monotonic() - t_arrival
-        s = self.cfg.service
-        if self.lag > s.max_lag and self.level == len(s.hold_levels) - 1:
-            with self.lock:  # step 3 of the degradation: skip to the newest batch
-                n = len(self.batches)
-                newest = [self.batches.pop()] if n else []
-                self.batches.clear()
-                self.batches.extend(newest)
-                self.counts["dropped_overload"] += n if n else 1
-            if n:
-                return
+        t_start = time.monotonic()
+        self.lag = t_start - t_arrival
         st = self.core.stats
         before = (st["invalid"]["range"], st["recovered"]["step"])
         outs = self.core.step(batch, self._adapt(self.lag, depth))
@@ -297,22 +284,17 @@ class TwinService:
         m.hold.set(self.cfg.service.hold_levels[self.level])
         m.resyncs.set(sum(self.core.stats["resync"].values()))
         m.dropped.set(self.counts["dropped_overload"])
+        self.intake.cost(time.monotonic() - t_start)
 
-    def _run_command(self, name: str, args: dict[str, Any] | None, resp: str, corr: bytes | None) -> None:
-        reply = self.core.command(name, args) if args is not None else \
-            {"cmd": name, "ok": False, "detail": "the command body must be a JSON object"}
-        if isinstance(args, dict) and "id" in args:
-            reply["id"] = args["id"]
-        props = None
-        topic = self.topics.twin("reply")
-        if resp and self.topics.owns(resp) and self.cfg.broker.protocol == 5:
-            topic = resp
-            props = Properties(PacketTypes.PUBLISH)
-            if corr is not None:
-                props.CorrelationData = corr
-        elif resp:
-            reply["note"] = "response topic outside the twin's prefix; answered on twin/reply"
-        self.publish(Out(topic, encode(reply), qos=1), props)
+    def _run_command(self, p: Pending) -> None:
+        if p.reject is not None:
+            reply = p.reject
+        elif p.name == "status":
+            reply = status_reply(self.health())
+        else:
+            reply = self.core.command(p.name, p.args or {})
+        topic, payload, props = self.commands.reply(p, reply, self.cfg.broker.protocol == 5)
+        self.publish(Out(topic, payload, qos=1), props)
 
     def publish(self, out: Out, props: Properties | None = None) -> None:
         if not self.topics.owns(out.topic):  # the service only publishes under its own prefix
@@ -335,15 +317,18 @@ class TwinService:
         return {"v": 1, "asset": self.cfg.core.asset, "connected": self.connected.is_set(),
                 "lag_s": self.lag, "queue_depth": len(self.batches), "queue_size": self.cfg.service.queue_size,
                 "hold": self.cfg.service.hold_levels[self.level], "paused": self.core.paused,
-                "counters": {"dropped_overload": 0, "publish_failed": 0, "rig_restart": 0, **dict(self.counts),
+                "counters": {"dropped_overload": 0, "coalesced": 0, "publish_failed": 0, "rig_restart": 0,
+                             **dict(self.counts),
                              **self.seq.counts, "invalid": dict(self.invalid + st["invalid"]),
                              "recovered": dict(st["recovered"]),
                              "resync": dict(st["resync"]), "solver_failure": st["solver_failure"],
                              "batches": st["batches"], "samples": st["samples"],
                              "missing_channels": st["missing_channels"], "gap_predicted": st["gap_predicted"],
                              "alarm_suppressed": self.core.alarms.suppressed
-                             + (self.core.changes.suppressed if self.core.changes else 0)},
+                             + (self.core.changes.suppressed if self.core.changes else 0),
+                             "commands": dict(self.commands.counts)},
                 "solver_ms_per_batch": {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99))},
+                "sinks": {"recording": self.recorder.status()} if self.recorder else {},
                 "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99))},
                 "connection": {"connects": self.connects, "outages": len(self.outages) + len(down),
                                "last_error": self.last_error,

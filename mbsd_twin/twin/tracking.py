@@ -126,8 +126,8 @@ class EkfTracker:
     def step(self, steps: list[Step], at: dict[str, float], meas: dict[str, float],
              accel_noise: float | None = None) -> tuple[Row, Innovation | None]:
         """Predict through ``steps`` (rig times) and correct with ``meas``; the row."""
-        self.est.predict([(t - self.t_offset, v) for t, v in steps], at, accel_noise)
-        inn = self.est.update({p: meas[c] for c, p in self.cfg.compare.items() if c in meas})
+        inn = self.est.sample([(t - self.t_offset, v) for t, v in steps], at,
+                              {p: meas[c] for c, p in self.cfg.compare.items() if c in meas}, accel_noise)
         return self.row(at, meas, inn), inn
 
     def out_of_bounds(self, row: Row) -> bool:

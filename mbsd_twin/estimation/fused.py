@@ -1,0 +1,127 @@
+"""The Python side of :mod:`.nb_filter`: a filter sample — and, when due, its linearisation — on a
+compiled Simulator's arrays, each in one compiled call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..dynamics import SolverFailure
+from ..errors import AssemblyError
+from ..fastpath import Buffers, failure_text
+from . import nb_filter
+from .holds import Step, mean_step
+from .records import PARAM_WRITE, Innovation, Linearisation, Prediction
+
+if TYPE_CHECKING:
+    from .ekf import StateEstimator
+
+F64 = np.ndarray
+
+
+class Plan:
+    """What the kernels need of an estimator that does not change from sample to sample."""
+
+    def __init__(self, est: StateEstimator, fb_index: dict[str, int]) -> None:
+        sim = est.sim
+        self.bias_cols = np.array([est.col[p] for p in est.bias], dtype=np.int64)
+        self.bias_idx = np.array(list(est.bias.values()), dtype=np.int64)
+        self.qi = np.array([sim.state_index(c) for c in est.coords], dtype=np.int64)
+        self.vi = np.array([sim.state_index(v) for v in est.speeds], dtype=np.int64)
+        self.i_run = est.i_run.astype(np.int64)
+        self.param_idx = np.array(list(est.param.values()), dtype=np.int64)
+        self.fb_index = fb_index
+        self.param_fb = np.array([fb_index[name] for name in est.param], dtype=np.int64)
+        self.out = np.zeros(len(est.meas) * 3 + 2 * est.n + 3)
+        self.all_rows = np.arange(len(est.meas), dtype=np.int64)
+
+
+def plan(est: StateEstimator) -> Plan | None:
+    """The kernels' plan when they can run this estimator: a compiled Simulator whose augmented
+    parameters are all live (changed in place); else None (the Python methods)."""
+    if "_plan" in est.__dict__:
+        return est.__dict__["_plan"]
+    where = {name: est.sim.parameter_index(name) for name in est.param}
+    ok = est.sim.buffers() is not None and all(i is not None for i in where.values())
+    p = Plan(est, {k: int(v) for k, v in where.items() if v is not None}) if ok else None
+    est.__dict__["_plan"] = p
+    return p
+
+
+def _held(est: StateEstimator, steps: Sequence[Step], at_next: Mapping[str, float]) -> tuple[F64, F64, F64]:
+    """End times, held input rows (biases added) and the inputs at the sample before biases."""
+    times, U = est._held(steps, None)
+    u_base = U[-1].copy()
+    for port, v in at_next.items():
+        u_base[est.col[port]] = v
+    for port in est.bias:
+        u_base[est.col[port]] = at_next.get(port, 0.0)
+    if not U.shape[1]:  # no input ports: the compiled inputs array has one unused entry
+        return times, np.zeros((len(times), 1)), np.zeros(1)
+    return times, U, u_base
+
+
+def _failed(est: StateEstimator, status: int) -> None:
+    if status < 0:
+        raise SolverFailure(f"integration failed at t={est.sim.time:.9g} s: {failure_text(status)}",
+                            time=est.sim.time)
+    if status == nb_filter.FAIL_ASSEMBLY:
+        raise AssemblyError(f"{est.sim.mechanism.source}: the corrected state contradicts the constraints",
+                            residual=float("nan"), iterations=30, time=est.sim.time, worst=[])
+
+
+def linearise(est: StateEstimator, p: Plan, b: Buffers, times: F64, U: F64, u_base: F64, n_steps: int,
+              h: float) -> Linearisation:
+    """:meth:`StateEstimator._linearise` in one :func:`nb_filter.linearise`."""
+    perts = est._perturbations()
+    kind = np.array([k for k, _, _ in perts], dtype=np.int64)
+    where = np.array([t if k == 0 else p.fb_index[t] if k == 1 else est.col[t] for k, t, _ in perts], dtype=np.int64)
+    value = np.array([est.applied[t] if k == 1 else 0.0 for k, t, _ in perts])
+    delta = np.array([dv for _, _, dv in perts])
+    row = u_base.copy()
+    row[p.bias_cols] += est.x[p.bias_idx]
+    D = np.zeros((len(perts), len(p.i_run)))
+    status = nb_filter.linearise(*b, times, U, row, p.i_run, p.qi, p.vi, est.x, kind, where, value, delta, D)
+    est.sim.buffers_done(b)
+    _failed(est, status)
+    return est.assembled(h, n_steps, D, perts)
+
+
+def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping[str, float],
+           measured: Mapping[str, float], rows: list[int], accel_noise: float | None) -> Innovation:
+    """:meth:`StateEstimator.predict` + :meth:`StateEstimator.update` in one :func:`nb_filter.sample`
+    (after :func:`linearise` when the Jacobians are due)."""
+    times, U, u_base = _held(est, steps, at_next)
+    h = steps[-1][0] - est.sim.time
+    if est._stale(h, len(steps)):
+        lt, lU, _ = _held(est, mean_step(est.sim.time, list(steps)), at_next)
+        buf = est.sim.buffers()
+        assert buf is not None
+        est.lin, est.age = linearise(est, p, buf, lt, lU, u_base, len(steps), h), 0
+    else:
+        est.age += 1
+    lin = est.lin
+    assert lin is not None
+    b = est.sim.buffers()
+    assert b is not None
+    y = np.array([measured[est.meas[i]] for i in rows])
+    applied = np.array([est.applied[name] for name in est.param])
+    status = nb_filter.sample(*b, times, U, u_base, p.bias_cols, p.bias_idx, p.i_run, p.qi, p.vi, est.x, est.P,
+                              lin.F, lin.Q, est._q_acc(lin, accel_noise), lin.H, est.r, y,
+                              p.all_rows if len(rows) == len(est.meas) else np.array(rows, dtype=np.int64),
+                              est.angular, est.low, est.high, p.param_idx, p.param_fb, applied, PARAM_WRITE, p.out)
+    written = {name: float(v) for name, v in zip(est.param, applied.tolist(), strict=True)
+               if v != est.applied[name]} if est.param else {}
+    est.applied.update(written)
+    out = p.out.copy()  # the records below are views of this copy
+    est.sim.buffers_done(b, float(out[-2]) if status == nb_filter.OK else None, written)
+    est.inputs = dict(at_next)
+    m, k, n = len(rows), len(est.meas), est.n
+    if status >= 0:
+        est.step = Prediction(lin.H, out[:k])
+    _failed(est, status)
+    est.clamped += int(out[-1])
+    return Innovation([est.meas[i] for i in rows], out[k:k + m], out[k + m:k + 2 * m], float(out[-3]),
+                      out[k + 2 * m:k + 2 * m + n], out[k + 2 * m + n:k + 2 * m + 2 * n])

@@ -1,0 +1,191 @@
+"""One filter sample — prediction through the held inputs, correction, re-initialisation of the
+Simulator at the corrected state — in one compiled call on a compiled Simulator's arrays
+(:meth:`~mbsd_twin.Simulator.buffers`).
+
+It performs what :meth:`StateEstimator.predict` followed by
+:meth:`StateEstimator.update` does through the Simulator's Python API (``advance_held``, the
+inputs at the sample, ``output_vector``, the covariance propagation, the Kalman update of
+:mod:`.nb_kalman`, ``set_configuration`` of the independent coordinates and speeds, the inputs with
+the new biases); only the glue between those steps — some twenty Python calls, most of a sample's
+cost — is gone, and the integrator restart for the sample's inputs, whose every effect the
+re-initialisation overwrites. The results are the same bit for bit (tests/test_filter_kernels.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from .. import nb_config as nc
+from .. import nb_stepper as ns
+from . import nb_kalman
+
+OK, FAIL_ASSEMBLY = 0, 2  # otherwise a nb_dop853 FAIL_* status (< 0) of the prediction
+TOL, LEFT = 1e-12, 1e-8  # constrained_state's tolerance; the largest residual accepted (set_configuration's)
+
+
+@njit(cache=True)
+def _inputs(S, u, ib, fb, wb, cb, flags, row):  # noqa: ANN001
+    """The Simulator's input change: a different row restarts the integrator."""
+    if not np.array_equal(row, u):
+        u[:] = row
+        flags[0] = 1
+        ns.restart(S, u, ib, fb, wb, cb)
+
+
+@njit(cache=True)
+def _wrapped(nu, angular):  # noqa: ANN001
+    for i in range(nu.shape[0]):
+        if angular[i]:
+            nu[i] = np.remainder(nu[i] + math.pi, 2.0 * math.pi) - math.pi
+
+
+@njit(cache=True)
+def _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, row, i_run):  # noqa: ANN001
+    """Through the held rows ``U`` to ``times[-1]``, then the inputs ``row``: (status, the outputs
+    ``i_run``) — ``StateEstimator._run``. The integrator is not restarted for ``row`` (``flags``
+    record the change): the outputs need only the state and the inputs, and every caller either
+    re-initialises the state next (``_reinit`` overwrites all that a restart sets) or puts the
+    arrays back; the third value says whether a restart is owed where neither happens."""
+    status, _ = ns.advance_held(S, times, U, u, ib, fb, wb, ob, cb, flags)
+    if status != ns.OK:
+        return status, np.zeros(i_run.shape[0]), False
+    owed = not np.array_equal(row, u)  # the restart left out
+    if owed:
+        u[:] = row
+        flags[0] = 1
+    return ns.OK, ns.outputs(S, u, ib, fb, wb, react_idx, effort_rows, e0)[i_run], owed
+
+
+@njit(cache=True)
+def _output_state(S):  # noqa: ANN001
+    ny = (S.shape[0] - ns.HS) // 11
+    return S[ns.HS + 3 * ny:ns.HS + 4 * ny]  # the state at the output time (nb_stepper's layout)
+
+
+@njit(cache=True)
+def _reinit(S, u, ib, fb, wb, ob, flags, react_idx, effort_rows, i_energy, q, v):  # noqa: ANN001
+    """Restart at (q, v) with the energy integrals at zero (``Simulator._restart_at``: the record of
+    streamed inputs kept); the new energy baseline [J]."""
+    y_out = _output_state(S)
+    nq = q.shape[0]
+    y0 = np.zeros(y_out.shape[0])
+    y0[:nq], y0[nq:2 * nq] = q, v
+    ns.start(S, S[0], y0, u, ib, fb, wb, ob)
+    flags[1] = 1 if flags[0] == 1 or flags[1] == 1 else 0  # CompiledStepper.reset_state(streaming=True)
+    flags[0] = 0
+    return ns.outputs(S, u, ib, fb, wb, react_idx, effort_rows, 0.0)[i_energy]
+
+
+@njit(cache=True)
+def _imposed(S, ib, fb, x, qi, vi):  # noqa: ANN001
+    """(q, v, largest residual): the state with the coordinates ``qi`` and speeds ``vi`` set to
+    ``x`` = [z, ż] and the rest moved onto the constraints (``set_configuration``)."""
+    y_out = _output_state(S)
+    d, nq = qi.shape[0], (y_out.shape[0] - 3) // 2
+    q, v = y_out[:nq].copy(), y_out[nq:2 * nq].copy()
+    for i in range(d):
+        q[qi[i]], v[vi[i]] = x[i], x[d + i]
+    left = nc.constrained_state(S[0], q, v, qi, vi, TOL, ib, fb)
+    return q, v, left
+
+
+@njit(cache=True)
+def linearise(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0,  # noqa: ANN001, ANN201
+              times, U, row, i_run, qi, vi, x, kind, where, value, delta, D):
+    """Finite differences of the prediction (``StateEstimator._linearise``): the nominal run, then
+    one run per perturbation p from the same start — ``kind`` 0: component ``where[p]`` of
+    x = [z, ż] moved by ``delta[p]`` (the rest of the state onto the constraints); 1: the live
+    parameter at ``fb[where[p]]`` (value ``value[p]``) moved; 2: input column ``where[p]`` moved over
+    the whole interval. ``D[p]`` ← perturbed − nominal outputs ``i_run``. The Simulator is left
+    as it was. Returns OK, FAIL_ASSEMBLY or a solver status."""
+    S0, u0, f0 = S.copy(), u.copy(), flags.copy()
+    status, base, _ = _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, row, i_run)
+    for p in range(kind.shape[0] if status == ns.OK else 0):
+        S[:], u[:], flags[:] = S0, u0, f0
+        e, Up, rp = e0, U, row
+        if kind[p] == 0:
+            xp = x.copy()
+            xp[where[p]] += delta[p]
+            q, v, left = _imposed(S, ib, fb, xp, qi, vi)
+            if left > LEFT:
+                status = FAIL_ASSEMBLY
+                break
+            e = _reinit(S, u, ib, fb, wb, ob, flags, react_idx, effort_rows, i_energy, q, v)
+        elif kind[p] == 1:
+            fb[where[p]] = value[p] + delta[p]
+            y_out = _output_state(S)
+            nq = (y_out.shape[0] - 3) // 2
+            e = _reinit(S, u, ib, fb, wb, ob, flags, react_idx, effort_rows, i_energy, y_out[:nq].copy(),
+                        y_out[nq:2 * nq].copy())
+        else:
+            Up, rp = U.copy(), row.copy()
+            for k in range(U.shape[0]):
+                Up[k, where[p]] += delta[p]
+            rp[where[p]] += delta[p]
+        status, col, _ = _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e, times, Up, rp, i_run)
+        if kind[p] == 1:
+            fb[where[p]] = value[p]
+        if status != ns.OK:
+            break
+        D[p] = col - base
+    S[:], u[:], flags[:] = S0, u0, f0
+    return status
+
+
+@njit(cache=True)
+def sample(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0,  # noqa: ANN001, ANN201
+           times, U, u_base, bias_cols, bias_idx, i_run, qi, vi,
+           x, P, F, Q_in, Q_acc, H, r, y, rows, angular, low, high, param_idx, param_fb, applied, write_frac, out):
+    """Predict through ``times``/``U`` (the held input rows, biases added), then the inputs
+    ``u_base`` + biases at the sample; correct with the measured ``y`` of the measurement rows
+    ``rows`` (σ ``r``, Jacobian ``H``, ``angular`` rows wrapped); re-initialise at the corrected
+    coordinates ``qi`` and speeds ``vi`` (indices into q and v). ``x``, ``P`` are updated in place;
+    ``out`` receives [predicted measurements (all rows), ν, √diag S, dx, √diag KSKᵀ, NIS, e0,
+    clamped]. A parameter estimate (state ``param_idx[j]``) that moved more than ``write_frac`` of
+    its σ from ``applied[j]`` is written into the model (``fb[param_fb[j]]``) and ``applied``. Returns
+    OK, FAIL_ASSEMBLY or the prediction's solver status."""
+    row = u_base.copy()
+    for k in range(bias_cols.shape[0]):
+        row[bias_cols[k]] += x[bias_idx[k]]
+    status, base, owed = _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, row, i_run)
+    if status != ns.OK:
+        return status
+    d, m, n = qi.shape[0], rows.shape[0], P.shape[0]
+    x[:2 * d] = base[:2 * d]
+    P[:, :] = nb_kalman.propagate(F, P, Q_in, Q_acc)
+    pred = base[2 * d:]
+    nu = y - pred[rows]
+    _wrapped(nu, angular[rows])
+    Pn, dx, nis, sd, dx_sd = nb_kalman.update(P, np.ascontiguousarray(H[rows]), r[rows], nu)
+    P[:, :] = Pn
+    x += dx
+    clamped = 0.0
+    for i in range(2 * d, n):
+        a = x[i]
+        if a < low[i - 2 * d] or a > high[i - 2 * d]:
+            clamped = 1.0
+            x[i] = min(max(a, low[i - 2 * d]), high[i - 2 * d])
+    k = pred.shape[0]
+    out[:k] = pred
+    out[k:k + m], out[k + m:k + 2 * m] = nu, sd
+    out[k + 2 * m:k + 2 * m + n], out[k + 2 * m + n:k + 2 * m + 2 * n] = dx, dx_sd
+    out[-3], out[-1] = nis, clamped
+    for j in range(param_idx.shape[0]):  # ``StateEstimator._write``: live parameters in place
+        if abs(x[param_idx[j]] - applied[j]) > write_frac * math.sqrt(P[param_idx[j], param_idx[j]]):
+            applied[j] = x[param_idx[j]]
+            fb[param_fb[j]] = applied[j]
+    q, v, left = _imposed(S, ib, fb, x, qi, vi)
+    if left > LEFT:
+        if owed:  # the state stays as predicted: the restart for the sample's inputs
+            ns.restart(S, u, ib, fb, wb, cb)
+        return FAIL_ASSEMBLY
+    for k in range(bias_cols.shape[0]):  # the corrected biases take effect with the restart
+        row[bias_cols[k]] = u_base[bias_cols[k]] + x[bias_idx[k]]
+    u[:] = row
+    out[-2] = _reinit(S, u, ib, fb, wb, ob, flags, react_idx, effort_rows, i_energy, q, v)
+    for i in range(d):
+        x[i], x[d + i] = q[qi[i]], v[vi[i]]
+    return OK
