@@ -116,13 +116,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     mech = _load(args)
     sets = parse_assignments(args.set, "--set")
-<<<<<<< HEAD
-    opts = SolverOptions(method=args.method, rtol=args.rtol, drift=args.drift, max_steps=args.max_steps,
-                         error_norm=args.error_norm, energy_error_control=args.energy_error_control)
-=======
     opts = SolverOptions(method=args.method, rtol=args.rtol, drift=args.drift, error_norm=args.error_norm,
-                         energy_error_control=args.energy_error_control, initial_velocity=args.initial_velocity)
->>>>>>> main
+                         energy_error_control=args.energy_error_control, initial_velocity=args.initial_velocity,
+                         max_steps=args.max_steps)
     res = simulate(mech, args.t_end, args.output_interval, inputs=sets, options=opts,
                    progress=Progress("simulate"), time_limit=args.time_limit)
     res.to_csv(args.output)
@@ -153,17 +149,14 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--energy-error-control", action="store_true",
                    help="keep the energy integrals in the step-size control: about 3x the steps, "
                         "energy.balance_error about 1e4x smaller (see docs/simulator.md)")
-<<<<<<< HEAD
-    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
-                   help="stop with an error after this much wall-clock time (checked at every output point)")
-    p.add_argument("--max-steps", type=int, default=200_000,
-                   help="most internal solver steps per output interval before the run fails (default 200000)")
-=======
     p.add_argument("--initial-velocity", default="project", choices=["project", "check"],
                    help="initial velocities that violate the joints' or drivers' velocity constraints: "
                         "project (default: the nearest consistent ones, least change, reported) or check "
                         "(fail naming the joints)")
->>>>>>> main
+    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                   help="stop with an error after this much wall-clock time (checked at every output point)")
+    p.add_argument("--max-steps", type=int, default=200_000,
+                   help="most internal solver steps per output interval before the run fails (default 200000)")
     p.set_defaults(func=_cmd_simulate)
 
 
