@@ -14,6 +14,7 @@ from .errors import DOFError, MechanismError, Problem
 from .kinematics import KinematicsOptions, Sweep, assemble, rank_info, sweep
 from .model import Mechanism
 from .outputs import kinematic_columns, kinematic_specs, reaction_columns, reaction_specs
+from .plausibility import numerical
 from .results import TIME_SPEC, Result
 from .system import System, compile_mechanism
 
@@ -71,8 +72,9 @@ def check(mech: Mechanism | System, t: float = 0.0, opts: KinematicsOptions | No
     Raises :class:`AssemblyError` when the mechanism does not assemble."""
     system = _as_system(mech)
     opts = opts or KinematicsOptions()
-    q = assemble(system, None, t, opts)
-    info = rank_info(system, q, t, opts.rank_tol)
+    with numerical(system.mechanism, "the assembly"):
+        q = assemble(system, None, t, opts)
+        info = rank_info(system, q, t, opts.rank_tol)
     names = [system.constraint_names[r] for r in info.redundant_rows]
     warns = [redundancy_message(system, names)] if names else []
     s = info.singular_values
@@ -92,8 +94,9 @@ def _require_dof0(system: System, what: str, opts: KinematicsOptions) -> list[st
                       for k, j in enumerate(mech.joints) if j.type == "knife_edge"]
     if velocity_level:
         raise MechanismError(velocity_level, source=mech.source)
-    q = assemble(system, None, 0.0, opts)
-    info = rank_info(system, q, 0.0, opts.rank_tol)
+    with numerical(mech, "the assembly"):
+        q = assemble(system, None, 0.0, opts)
+        info = rank_info(system, q, 0.0, opts.rank_tol)
     if info.dof != 0:
         raise DOFError(f"{system.mechanism.source}: {what} needs a mechanism with 0 degrees of freedom "
                        f"(drivers prescribing every free motion); this one has DOF = {info.dof} "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
@@ -12,8 +13,9 @@ import numpy as np
 
 from . import __version__
 from .analysis import check, inverse_dynamics
-from .errors import MbsdError
+from .errors import MbsdError, PlausibilityWarning
 from .loader import load_mechanism
+from .model import Mechanism
 from .results import Result
 
 Handler = Callable[[argparse.Namespace], int]
@@ -38,8 +40,21 @@ class Progress:
         self.stream.flush()
 
 
+def _load(args: argparse.Namespace) -> Mechanism:
+    """The mechanism file ``args.file``; its plausibility warnings printed on stderr, one a line."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", PlausibilityWarning)
+        mech = load_mechanism(args.file)
+    for w in caught:
+        if issubclass(w.category, PlausibilityWarning):
+            print(f"mbsd-twin {args.command}: warning: {w.message}", file=sys.stderr)
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    return mech
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
-    rep = check(load_mechanism(args.file))
+    rep = check(_load(args))
     print(rep.summary())
     return 0
 
@@ -56,7 +71,7 @@ def _summary(res: Result, path: str) -> str:
 
 
 def _cmd_inverse(args: argparse.Namespace) -> int:
-    mech = load_mechanism(args.file)
+    mech = _load(args)
     t = np.linspace(args.t_start, args.t_end, args.steps + 1)
     res = inverse_dynamics(mech, t, progress=Progress("inverse"))
     res.to_csv(args.output)
@@ -99,12 +114,13 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from .dynamics import SolverOptions
     from .simulate import simulate
 
-    mech = load_mechanism(args.file)
+    mech = _load(args)
     sets = parse_assignments(args.set, "--set")
     opts = SolverOptions(method=args.method, rtol=args.rtol, drift=args.drift, error_norm=args.error_norm,
-                         energy_error_control=args.energy_error_control, initial_velocity=args.initial_velocity)
+                         energy_error_control=args.energy_error_control, initial_velocity=args.initial_velocity,
+                         max_steps=args.max_steps)
     res = simulate(mech, args.t_end, args.output_interval, inputs=sets, options=opts,
-                   progress=Progress("simulate"))
+                   progress=Progress("simulate"), time_limit=args.time_limit)
     res.to_csv(args.output)
     if args.output != "-":
         print(_summary(res, args.output))
@@ -113,6 +129,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             print(f"  {k:<28} final {v:12.5g} [{res.units[k]}]")
     if res.status < 0:
         print(f"mbsd-twin simulate: {res.message}", file=sys.stderr)
+        if "internal steps" in res.message:
+            print(f"mbsd-twin simulate: the step budget is --max-steps {args.max_steps} per output interval",
+                  file=sys.stderr)
         return 1
     return 0
 
@@ -134,6 +153,10 @@ def _add_simulate(sub: argparse._SubParsersAction) -> None:
                    help="initial velocities that violate the joints' or drivers' velocity constraints: "
                         "project (default: the nearest consistent ones, least change, reported) or check "
                         "(fail naming the joints)")
+    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                   help="stop with an error after this much wall-clock time (checked at every output point)")
+    p.add_argument("--max-steps", type=int, default=200_000,
+                   help="most internal solver steps per output interval before the run fails (default 200000)")
     p.set_defaults(func=_cmd_simulate)
 
 

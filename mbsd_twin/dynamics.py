@@ -13,6 +13,10 @@ are reported as zero.
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +111,23 @@ class SolverOptions:
         if self.initial_velocity not in ("check", "project"):
             out.append(f"initial_velocity must be 'check' or 'project', got {self.initial_velocity!r}")
         return out
+
+
+WALL_CLOCK = "wall-clock limit reached"
+_DEADLINE: ContextVar[float] = ContextVar("mbsd_twin_deadline", default=math.inf)
+
+
+@contextmanager
+def wall_clock_limit(seconds: float | None) -> Iterator[None]:
+    """Integrations inside the block raise :class:`SolverFailure` (message containing
+    :data:`WALL_CLOCK`) once ``seconds`` of wall-clock time have passed (None: no limit). The
+    numpy path checks at every right-hand-side evaluation; the compiled path, bounded by its step
+    budget, only between calls."""
+    token = _DEADLINE.set(math.inf if seconds is None else time.perf_counter() + seconds)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
 
 
 class SolverFailure(MbsdError, RuntimeError):
@@ -281,6 +302,8 @@ class Stepper:
                           max_step=self.opts.max_step)
 
     def _fun(self, t: float, y: F) -> F:
+        if time.perf_counter() > _DEADLINE.get():  # one scipy step may reject hundreds of trial steps
+            raise SolverFailure(f"integration stopped at t={self.t:.9g} s: {WALL_CLOCK}", time=self.t)
         return self.dyn.rhs(t, y, self.inputs)
 
     @property

@@ -87,3 +87,9 @@ class PortError(MbsdError, KeyError):
 
     def __str__(self) -> str:  # KeyError quotes its message otherwise
         return str(self.args[0])
+
+
+class PlausibilityWarning(UserWarning):
+    """A valid but implausible value in a mechanism (a mass of 1e30 kg, a subnormal length): the
+    message is ``location: why`` like a :class:`Problem`. Such values often make a simulation crawl
+    or fail; see docs/mechanism-file.md for the ranges."""

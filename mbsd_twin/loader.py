@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import math
 import os
-import re
-import tomllib
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from .errors import MechanismError, Problem
+from . import toml_guard
+from .errors import MechanismError, PlausibilityWarning, Problem
 from .model import Body, Driver, Joint, Load, Mechanism, Vec2
+from .plausibility import plausibility_problems
 from .profiles import PROFILE_KINDS, Constant, Polynomial, Profile, Table
 from .surfaces import SURFACE_KINDS
-from .validation import fmt, is_number, label, suggest, table_problems, validate_mechanism
+from .validation import fmt, is_number, label, suggest, table_problems, to_float, validate_mechanism
 
 FORMAT = "mbsd-twin/1"
 NAN = math.nan
@@ -85,12 +86,12 @@ def _toml_kind(x: object) -> str:
     if isinstance(x, bool):
         return f"boolean {str(x).lower()}"
     if isinstance(x, str):
-        return f"string {x!r}"
+        return f"string {fmt(x)}"
     if isinstance(x, list):
         return f"array {fmt(x)}"
     if isinstance(x, dict):
         return "table"
-    return f"{type(x).__name__} {x!r}"
+    return f"{type(x).__name__} {fmt(x)}"
 
 
 class _Reader:
@@ -151,7 +152,7 @@ class _Reader:
         return convert(raw)
 
     def number(self, tbl: Mapping[str, Any], loc: str, key: str, default: float) -> float:
-        return self._get(tbl, loc, key, default, is_number, "a number", float, NAN)
+        return self._get(tbl, loc, key, default, is_number, "a number", to_float, NAN)
 
     def optional_number(self, tbl: Mapping[str, Any], loc: str, key: str) -> float | None:
         return self.number(tbl, loc, key, NAN) if key in tbl else None
@@ -182,7 +183,7 @@ class _Reader:
 
     def numbers(self, tbl: Mapping[str, Any], loc: str, key: str) -> tuple[float, ...] | None:
         ok = self._get(tbl, loc, key, None, lambda x: isinstance(x, list) and all(map(is_number, x)),
-                       "an array of numbers", lambda x: tuple(map(float, x)), None)
+                       "an array of numbers", lambda x: tuple(map(to_float, x)), None)
         return ok
 
     def elements(self, doc: Mapping[str, Any], section: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -190,6 +191,9 @@ class _Reader:
         items = doc.get(section, [])
         if not isinstance(items, list):
             self.report(section, f"expected an array of tables [[{section}]], got {_toml_kind(items)}")
+            return
+        if len(items) > toml_guard.MAX_ELEMENTS:
+            self.report(section, f"{len(items)} elements (limit {toml_guard.MAX_ELEMENTS})")
             return
         for i, item in enumerate(items):
             if isinstance(item, dict):
@@ -218,7 +222,7 @@ def _is_vec(x: object) -> bool:
 
 
 def _to_vec(x: list[Any]) -> Vec2:
-    return float(x[0]), float(x[1])
+    return to_float(x[0]), to_float(x[1])
 
 
 def _profile(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Profile | None:
@@ -384,28 +388,17 @@ def _mechanism(doc: Mapping[str, Any], source: str) -> Mechanism:
     return mech
 
 
-def _syntax_error(exc: tomllib.TOMLDecodeError, source: str) -> MechanismError:
-    text = str(exc)
-    m = re.search(r"\s*\(at line (\d+), column (\d+)\)$", text)
-    if m is None:
-        m = re.search(r"\s*\(at end of document\)$", text)
-        where = f"{source}: end of document" if m else source
-    else:
-        where = f"{source}: line {m.group(1)}, column {m.group(2)}"
-    message = text[: m.start()] if m else text
-    return MechanismError([Problem(where, f"TOML syntax error: {message}")], source=source)
-
-
 def loads_mechanism(text: str, source: str = "<string>") -> Mechanism:
-    """Parse the TOML ``text`` of a mechanism file; ``source`` names it in messages.
+    r"""Parse the TOML ``text`` of a mechanism file; ``source`` names it in messages.
 
-    Raises :class:`MechanismError` listing every problem found.
+    Raises :class:`MechanismError` listing every problem found (also for a file over the size,
+    nesting or dotted-key limits of :mod:`mbsd_twin.toml_guard`). Implausible but valid values
+    (a mass of 1e30 kg, a subnormal length) are reported as :class:`PlausibilityWarning`\ s.
     """
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise _syntax_error(exc, source) from exc
-    return _mechanism(doc, source)
+    mech = _mechanism(toml_guard.parse(text, source), source)
+    for p in plausibility_problems(mech):
+        warnings.warn(str(p), PlausibilityWarning, stacklevel=2)
+    return mech
 
 
 def load_mechanism(path: str | os.PathLike[str]) -> Mechanism:
@@ -414,6 +407,9 @@ def load_mechanism(path: str | os.PathLike[str]) -> Mechanism:
     Raises :class:`MechanismError` listing every problem found (``OSError`` if it can't be read).
     """
     source = str(path)
+    too_large = toml_guard.size_problem(Path(path).stat().st_size, source)
+    if too_large is not None:
+        raise too_large
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -145,6 +145,14 @@ def restart(S, u, ib, fb, wb, cb):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
+def _finite(y):  # noqa: ANN001
+    ok = True
+    for i in range(y.shape[0]):
+        ok = ok and math.isfinite(y[i])
+    return ok
+
+
+@njit(cache=True, inline="always")
 def _step(S, ctx, K, ys, yr, ye, t_limit, ob):  # noqa: ANN001
     """One accepted step from t_new (retrying with smaller steps); y_old ← y_new, y_new ← the
     projected result. Returns a status. ``ctx``: (inputs, model, ws), ``nb_solve.context``."""
@@ -166,6 +174,8 @@ def _step(S, ctx, K, ys, yr, ye, t_limit, ob):  # noqa: ANN001
         h = t_next - t
         fine = nd._stages(t, y_new, f_new, h, ctx, K, ys, yr)
         err = nd._error_norm(K, h, y_new, yr, ys, ye, rtol, atol, n_ctrl, ob[7] > 0.0) if fine else np.inf
+        if err < 1.0 and not _finite(yr):  # e.g. energy integrals overflowing (no error control on them)
+            err = np.inf
         if err < 1.0:
             factor = 10.0 if err == 0.0 else min(10.0, 0.9 * err ** (-1.0 / 8.0))
             S[3] = h * (min(1.0, factor) if rejected else factor)

@@ -29,6 +29,7 @@ from .initial_velocity import InitialVelocityReport, VelocityChange
 from .live_parameters import Slot, live_slot
 from .model import Mechanism
 from .outputs import OutputSpec, evaluated_outputs
+from .plausibility import numerical
 from .ports import (
     TUNABLE,
     Parameter,
@@ -60,7 +61,8 @@ class Simulator(CompiledAccess, StateAccess):
         problems = self._options.problems()
         if problems:
             raise MechanismError([Problem("SolverOptions", p) for p in problems], source=mech.source)
-        self._build()
+        with numerical(mech, "building the simulator"):
+            self._build()
 
     # ------------------------------------------------------------------ build
     def _build(self) -> None:

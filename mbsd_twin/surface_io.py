@@ -7,13 +7,13 @@ Both functions report problems as ``(key, message)`` pairs; the caller adds its 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 from .surfaces import Circle, Line, Polar, Polynomial, Spline, Surface
-from .validation import fmt, is_number, number_problem, suggest, vector_problem
+from .validation import fmt, is_number, number_problem, suggest, to_float, vector_problem
 
 # kind -> (required keys, optional keys)
 SURFACE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -28,14 +28,14 @@ Problems = list[tuple[str, str]]
 
 
 def _numbers(raw: object) -> tuple[float, ...] | None:
-    if isinstance(raw, list | tuple) and all(is_number(x) and math.isfinite(float(x)) for x in raw):
-        return tuple(float(x) for x in raw)
+    if isinstance(raw, list | tuple) and all(is_number(x) and math.isfinite(to_float(x)) for x in raw):
+        return tuple(to_float(x) for x in raw)
     return None
 
 
 def _points(raw: object) -> tuple[tuple[float, float], ...] | None:
     if isinstance(raw, list | tuple) and all(vector_problem(p) is None for p in raw):
-        return tuple((float(p[0]), float(p[1])) for p in raw)
+        return tuple((to_float(p[0]), to_float(p[1])) for p in raw)
     return None
 
 
@@ -47,7 +47,7 @@ def _vec(tbl: Mapping[str, Any], key: str, default: tuple[float, float], out: Pr
     if msg:
         out.append((key, f"{key} {msg}"))
         return default
-    return float(tbl[key][0]), float(tbl[key][1])
+    return to_float(tbl[key][0]), to_float(tbl[key][1])
 
 
 def surface_from_table(raw: object, allow: tuple[str, ...] = tuple(SURFACE_KEYS)) -> tuple[Any, Problems]:
@@ -76,7 +76,7 @@ def _build(kind: str, raw: Mapping[str, Any], out: Problems) -> Any:
         if number_problem(r, minimum=0.0, strict=True):
             out.append(("radius", f"radius {number_problem(r, minimum=0.0, strict=True)}"))
             return None
-        return Circle(float(r), _vec(raw, "center", (0.0, 0.0), out))
+        return Circle(to_float(r), _vec(raw, "center", (0.0, 0.0), out))
     if kind == "line":
         return Line(_vec(raw, "point", (0.0, 0.0), out), _vec(raw, "direction", (1.0, 0.0), out, nonzero=True))
     if kind == "polynomial":
@@ -99,8 +99,25 @@ def _build(kind: str, raw: Mapping[str, Any], out: Problems) -> Any:
         if bad:
             out.append(("points", bad))
             return None
-        return Spline(pts, closed)
+        return _construct("points", lambda: Spline(pts, closed), out)
     return _polar(raw, out)
+
+
+def _construct(key: str, make: Callable[[], Any], out: Problems) -> Any:
+    """``make()``, a curve whose construction (scipy's spline fit) may fail on extreme values:
+    None and a problem at ``key`` then, also when the curve is not finite at its samples."""
+    try:
+        with np.errstate(all="ignore"):
+            surf = make()
+            grid = surf.samples()
+            finite = grid is None or all(np.isfinite(a).all() for a in surf.curve(grid))
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:
+        out.append((key, f"no curve can be built through these values: {exc}"))
+        return None
+    if not finite:
+        out.append((key, "the curve through these values is not finite everywhere (values too extreme)"))
+        return None
+    return surf
 
 
 def _polyline(pts: tuple[tuple[float, float], ...], out: Problems) -> Any:
@@ -131,7 +148,7 @@ def _polar(raw: Mapping[str, Any], out: Problems) -> Polar | None:
         if not c or len(c) % 2 == 0:
             out.append(("fourier", "fourier must be (a0, a1, b1, a2, b2, ...): an odd number of finite numbers"))
             return None
-        return Polar(fourier=c)
+        return _construct("fourier", lambda: Polar(fourier=c), out)
     a, r = _numbers(raw.get("angles")), _numbers(raw.get("radii"))
     if a is None or r is None or len(a) != len(r) or len(a) < 3:
         out.append(("angles", "a polar cam needs fourier, or angles and radii (equal lengths, at least 3)"))
@@ -139,7 +156,7 @@ def _polar(raw: Mapping[str, Any], out: Problems) -> Polar | None:
     if any(y <= x for x, y in zip(a, a[1:], strict=False)) or a[-1] - a[0] >= 2 * math.pi:
         out.append(("angles", "angles must increase strictly and span less than one turn"))
         return None
-    return Polar(angles=a, radii=r)
+    return _construct("radii", lambda: Polar(angles=a, radii=r), out)
 
 
 def surface_problems(surf: object) -> Problems:

@@ -21,6 +21,7 @@ IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 COORDINATES = ("x", "y", "theta")
 FRAMES = ("world", "body")
 FRICTION_JOINTS = ("revolute", "prismatic")
+FMT_ITEMS, FMT_CHARS = 8, 80  # longest array and text shown whole in a message
 
 
 def label(section: str, index: int, name: object) -> str:
@@ -41,20 +42,31 @@ def is_number(x: object) -> bool:
     return type(x) is float or type(x) is int or (isinstance(x, Real) and not isinstance(x, bool))
 
 
+def to_float(x: object) -> float:
+    """``float(x)`` of a number, ±inf for an integer too large for a float (TOML allows 4300 digits)."""
+    try:
+        return float(x)  # type: ignore[arg-type]
+    except OverflowError:
+        return -math.inf if x < 0 else math.inf  # type: ignore[operator]
+
+
 def fmt(x: object) -> str:
     """Render a value for a message: numbers as floats, vectors as ``[x, y]``."""
     if is_number(x):
-        return repr(float(x))  # type: ignore[arg-type]
+        return repr(to_float(x))
     if isinstance(x, tuple | list):
+        if len(x) > FMT_ITEMS:  # a long array is shown by its first items and its length
+            return "[" + ", ".join(fmt(v) for v in x[:FMT_ITEMS]) + f", ... ({len(x)} items)]"
         return "[" + ", ".join(fmt(v) for v in x) + "]"
-    return repr(x)
+    text = repr(x)
+    return text if len(text) <= FMT_CHARS else f"{text[:FMT_CHARS]}... ({len(text)} characters)"
 
 
 def number_problem(x: object, *, minimum: float | None = None, strict: bool = False,
                    nonzero: bool = False) -> str | None:
     """Why ``x`` is not a finite number in range, or ``None`` if it is fine."""
     number = is_number(x)
-    v = float(x) if number else math.nan  # type: ignore[arg-type]
+    v = to_float(x) if number else math.nan
     bad = (not math.isfinite(v) or (nonzero and v == 0.0)
            or (minimum is not None and (v <= minimum if strict else v < minimum)))
     if not bad:
@@ -71,11 +83,13 @@ def vector_problem(v: object, *, nonzero: bool = False) -> str | None:
     """Why ``v`` is not a finite 2-vector (non-zero if asked), or ``None`` if it is fine."""
     if not isinstance(v, tuple | list) or len(v) != 2 or not (is_number(v[0]) and is_number(v[1])):
         return f"must be a 2-vector [x, y] of numbers, got {fmt(v)}"
-    x, y = float(v[0]), float(v[1])
+    x, y = to_float(v[0]), to_float(v[1])
     if not (math.isfinite(x) and math.isfinite(y)):
         return f"must be a finite vector, got {fmt(v)}"
     if nonzero and x == 0.0 and y == 0.0:
         return f"must be a non-zero vector, got {fmt(v)}"
+    if nonzero and not 0.0 < x * x + y * y < math.inf:  # normalised as v/sqrt(x² + y²)
+        return f"must be a direction of length between 1e-150 and 1e150, got {fmt(v)}"
     return None
 
 
@@ -91,7 +105,7 @@ def table_problems(times: Sequence[object], values: Sequence[object]) -> list[tu
         bad = [fmt(x) for x in seq if number_problem(x) is not None]
         if bad:
             out.append((key, f"must contain only finite numbers, got {', '.join(bad)}"))
-    ok = [float(t) for t in times if number_problem(t) is None]  # type: ignore[arg-type]
+    ok = [to_float(t) for t in times if number_problem(t) is None]
     if len(ok) == len(times) and any(b <= a for a, b in zip(ok, ok[1:], strict=False)):
         out.append(("times", f"times must be strictly increasing, got {fmt(list(ok))}"))
     return out

@@ -64,6 +64,7 @@ class MechanismSlave3(SlaveLogic, Fmi3Slave):
 
     STATUS_ERROR = Fmi3Status.error
     STATUS_DISCARD = Fmi3Status.discard
+    STATUS_BAD_STEP = Fmi3Status.error
     STATE_FORMAT = STATE_FORMAT
     get_float64 = SlaveLogic._get_values  # fmi3GetFloat64 / fmi3SetFloat64 in bulk, not variable by variable
     set_float64 = SlaveLogic._set_values

@@ -35,6 +35,7 @@ class MechanismSlave(SlaveLogic, Fmi2Slave):
 
     STATUS_ERROR = Fmi2Status.error
     STATUS_DISCARD = Fmi2Status.discard
+    STATUS_BAD_STEP = Fmi2Status.discard  # PythonFMU 2 knows only ok / discard from do_step
     STATE_FORMAT = STATE_FORMAT
     get_real = SlaveLogic._get_values  # fmi2GetReal / fmi2SetReal in bulk, not variable by variable
     set_real = SlaveLogic._set_values

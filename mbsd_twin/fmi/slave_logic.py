@@ -40,11 +40,24 @@ Getter = Callable[[], float]
 Setter = Callable[[float], None] | None
 
 
+def _step_problem(current_time: float, step_size: float) -> str | None:
+    """Why (current_time, step_size) cannot be a communication step, or None."""
+    if not (math.isfinite(current_time) and math.isfinite(step_size)):
+        return f"time and step size must be finite, got {current_time!r} s and {step_size!r} s"
+    if not step_size > 0.0:
+        return f"the step size must be positive, got {step_size!r} s"
+    end = current_time + step_size
+    if not math.isfinite(end) or end == current_time:
+        return f"a step of {step_size!r} s from t={current_time!r} s does not reach a new finite time"
+    return None
+
+
 class SlaveLogic:
     """Version-independent behaviour of an mbsd-twin co-simulation slave."""
 
     STATUS_ERROR: Any
     STATUS_DISCARD: Any
+    STATUS_BAD_STEP: Any  # a doStep with a non-finite, zero or negative step size (nothing changes)
     STATE_FORMAT: str
     log: Callable[..., None]  # provided by the PythonFMU slave class
     vars: dict[int, Any]  # PythonFMU's registered variables by value reference
@@ -210,6 +223,10 @@ class SlaveLogic:
         if not self._initialized:
             self.log("doStep called before the FMU was initialised", self.STATUS_ERROR)
             return self.STATUS_ERROR
+        bad = _step_problem(current_time, step_size)
+        if bad:
+            self.log(f"doStep refused (the FMU stays at t={self._sim.time!r} s): {bad}", self.STATUS_BAD_STEP)
+            return self.STATUS_BAD_STEP
         t = self._sim.time
         if abs(current_time - t) > 1e-9 * max(1.0, abs(t)):
             self.log(f"doStep from t={current_time!r} s but the FMU is at t={t!r} s", self.STATUS_DISCARD)
