@@ -90,3 +90,14 @@ def test_core_survives_accepted_hostile_batches(rng: random.Random, core: TwinCo
     if isinstance(got, SensorBatch):
         assert isinstance(core.step(got), list)
     assert _states(core, _batch(source.message(next(COUNTER))))
+
+
+@pytest.mark.parametrize("dt", [2.0 ** 63, 1e30, 1e308, 1.5])
+def test_an_absurd_sample_interval_is_rejected(dt: float) -> None:
+    """The fuzz run's one slow case: a finite but huge dt made the core integrate for seconds per
+    batch. dt above 1 s is a schema error (docs/mqtt-contract.md); 1 s itself is accepted."""
+    msg = {"v": 1, "asset": "sc-01", "seq": 1, "t0": 0.0, "dt": dt, "n": 1, "ch": {"theta": 0.1}}
+    got = parse_sensor(json.dumps(msg).encode(), "sc-01", 1 << 20)
+    assert isinstance(got, Invalid) and got.reason == "schema" and "dt" in got.detail
+    ok = parse_sensor(json.dumps(msg | {"dt": 1.0}).encode(), "sc-01", 1 << 20)
+    assert isinstance(ok, SensorBatch) and ok.dt == 1.0

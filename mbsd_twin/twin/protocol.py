@@ -15,6 +15,8 @@ from typing import Any
 VERSION = 1
 REASONS = ("oversize", "utf8", "json", "non_finite", "schema", "version", "asset", "length")
 
+MAX_DT = 1.0  # s: the longest sample interval (the twin follows rigs sampled at 1 Hz or faster)
+
 
 @dataclass(frozen=True)
 class Topics:
@@ -129,8 +131,8 @@ def _check_fields(msg: Any, asset: str, text: str) -> SensorBatch | Invalid:
         return Invalid("schema", "seq must be a non-negative integer")
     if not (isinstance(n, int) and not isinstance(n, bool) and n >= 1):
         return Invalid("schema", "n must be a positive integer")
-    if not (_number(msg["t0"]) and _number(msg["dt"]) and msg["dt"] > 0):
-        return Invalid("schema", "t0 and dt must be finite numbers, dt > 0")
+    if not (_number(msg["t0"]) and _number(msg["dt"]) and 0 < msg["dt"] <= MAX_DT):
+        return Invalid("schema", f"t0 and dt must be finite numbers, 0 < dt <= {MAX_DT} s")
     if not isinstance(ch, dict) or not ch:
         return Invalid("schema", "ch must be a non-empty object")
     out: dict[str, tuple[float, ...]] = {}
