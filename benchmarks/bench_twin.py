@@ -7,10 +7,12 @@ interpreter lock with the rig and the observer). Each run starts with a warm-up 
 of streaming that is not counted (first-batch set-up: model, compiled-code load, estimator).
 
 For each fixed solver hold (samples per solver step) and the adaptive levels, prints whether the
-stream was sustained (no overload drops, final lag < 0.1 s), the arrival→state latency at the
+stream was sustained (every counted batch gave its state, final lag < 0.1 s; batches the twin
+skipped to stay current are counted too, including those of the warm-up), the arrival→state latency at the
 observer (p50/p99/max, from the rig's send to the state message's arrival; one clock, since both
 ends are in this process) and the twin's own figures from its health message (solver ms per batch,
-arrival→hand-over latency). ``--profile`` times the worker's stages offline instead (no broker for
+arrival→hand-over latency; these include the warm-up, whose first batches set up the model).
+``--profile`` times the worker's stages offline instead (no broker for
 the core; one paho client for the publish cost). Starts its own mosquitto on a free loopback port.
 
     .venv/bin/python benchmarks/bench_twin.py [--duration 10] [--rate 1000] [--batch 20] [--inproc] [--profile]
@@ -153,10 +155,10 @@ def run(url: str, traj: Trajectory, levels: tuple[int, ...], args: argparse.Name
     direct = np.array([1e3 * (obs.sensors[s] - t) for s, t in counted.items() if s in obs.sensors])
     c = svc_health["counters"]
     name = "adaptive " + "/".join(map(str, levels)) if len(levels) > 1 else f"hold {levels[0]:>2}"
-    sustained = c["dropped_overload"] == 0 and lag_end < 0.1 and len(lat) == len(counted)
+    sustained = lag_end < 0.1 and len(lat) == len(counted)  # every counted batch gave its state
     sol, hand = h["solver_ms_per_batch"], h["latency_ms"]
     print(f"{name:<16} sustained={'yes' if sustained else 'NO ':<3} lag_end={1e3 * lag_end:6.1f} ms  "
-          f"states={len(lat)}/{len(counted)} dropped={c['dropped_overload']:3d}  latency "
+          f"states={len(lat)}/{len(counted)} dropped incl. warm-up={c['dropped_overload']:3d}  latency "
           f"p50={np.percentile(lat, 50):5.1f} p99={np.percentile(lat, 99):6.1f} max={lat.max():6.1f} ms  "
           f"(rig->observer direct p50={np.percentile(direct, 50):4.1f} p99={np.percentile(direct, 99):5.1f})  "
           f"twin: solver/batch p50={sol['p50']:4.1f} p99={sol['p99']:5.1f} ms, arrival->publish "
