@@ -254,7 +254,7 @@ def warm() -> float:
     test session before any test starts a process of its own."""
     import time
 
-    from .estimation.ekf import Augment, FilterConfig, StateEstimator
+    from .estimation.fused import load_kernels
     from .loader import bundled_slider_crank, load_mechanism
     from .simulator import Simulator
 
@@ -265,10 +265,5 @@ def warm() -> float:
     sim.advance_to(0.0105)
     sim.outputs()
     sim.set_configuration({"crank.theta": 0.1}, {"crank.omega": 1.0})  # nb_config, as the twin's filter uses
-    est = StateEstimator(Simulator(mech), FilterConfig(  # the filter's kernels (nb_filter, nb_kalman)
-        ("crank.theta",), {"crank.theta": 1e-3, "crank.omega": 0.01},
-        augment=(Augment("piston.mass", 0.1), Augment("motor_torque.bias", 0.1))))
-    est.initialize(0.0, {}, {}, {"motor_torque": 1.0})
-    for k in (1, 2):
-        est.sample([(k * 1e-3, {"motor_torque": 1.0})], {"motor_torque": 1.0}, {"crank.theta": 0.0})
+    load_kernels()  # the filter's kernels (nb_filter, nb_kalman)
     return time.perf_counter() - t0

@@ -206,7 +206,8 @@ def test_valid_flood_stays_current(broker: Any, tmp_path: Any) -> None:
     """A 10x valid flood (10 kHz in batches of 20): outputs keep coming throughout, the backlog is
     coalesced (counted), and at the end the twin's newest output is the rig's newest batch."""
     col = Collector(broker.url, broker.mqtt5)
-    with TwinService(_config(broker, tmp_path)) as svc:
+    fresh = {"lag_high": 0.03, "lag_low": 0.015, "max_lag": 0.05}  # a deployment that values freshness
+    with TwinService(_config(broker, tmp_path, service=fresh)) as svc:
         assert _wait(svc.connected.is_set, 5)
         warm = Rig(svc.mech, RigConfig(), broker.url, protocol=broker.protocol)
         warm.precompute(1.0)

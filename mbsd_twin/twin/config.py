@@ -171,10 +171,10 @@ class ServiceConfig:
     queue_size: int = 50  # batches waiting for the solver
     hold_levels: tuple[int, ...] = (1, 5, 20)  # samples per solver step, finest first
     start_level: int = 0  # hold_levels[0] = 1: every sample (sustained at 1 kHz, benchmarks/bench_twin.py)
-    lag_high: float = 0.03  # s: coarser above
-    lag_low: float = 0.015  # s: finer after `lag_low_batches` batches below
+    lag_high: float = 0.25  # s: coarser above
+    lag_low: float = 0.05  # s: finer after `lag_low_batches` batches below
     lag_low_batches: int = 100
-    max_lag: float = 0.1  # s: a backlog this old is coalesced (the worker skips to the newest batch)
+    max_lag: float = 0.5  # s: a backlog this old is coalesced (the worker skips to the newest batch)
     health_interval: float = 1.0
     max_seq_jump: int = 1000  # messages: a seq further from the expected one is implausible
     seq_jump_confirm: int = 3  # consecutive implausible seqs that continue one another: a renumbering
