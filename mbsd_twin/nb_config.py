@@ -110,7 +110,7 @@ def _free(n, fixed):  # noqa: ANN001
     return np.nonzero(~held)[0]
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def constrained_state(t, q, v, fixed_q, fixed_v, tol, ib, fb):  # noqa: ANN001
     """In place: q, v nearest to the given ones that satisfy the position and velocity constraints
     with the coordinates ``fixed_q`` and velocities ``fixed_v`` (int64 indices) held; returns the

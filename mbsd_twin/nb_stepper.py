@@ -28,7 +28,8 @@ control 0/1, max error norm 0/1: ``error_norm.py``), ``cb`` the context that the
 the projection read (views of the inputs, the model and the scratch), pinned once by :func:`bind`.
 Each entry point works on owner-less views of its arguments (``nb_kernels.borrow``: no reference
 counting on the ~60 views it builds); the caller, Python, holds the arrays meanwhile, and nothing
-borrowed is returned.
+borrowed is returned. The entry points release the GIL (``nogil``): a twin's network thread
+validates messages while its worker integrates.
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def bind(cb, u, ib, fb, wb):  # noqa: ANN001
     pin(cb, value)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def start(S, t0, y0, u, ib, fb, wb, ob):  # noqa: ANN001
     """Fill S from (t0, y0) with a fresh initial step size; False if f(t0, y0) failed."""
     S, y0, u, ib, fb, wb, ob = borrow((S, y0, u, ib, fb, wb, ob))
@@ -131,7 +132,7 @@ def start(S, t0, y0, u, ib, fb, wb, ob):  # noqa: ANN001
     return ok
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def restart(S, u, ib, fb, wb, cb):  # noqa: ANN001
     """Continue from (t, y_out) with new inputs: the rest of the last step is dropped. ``cb``: the
     buffer of :func:`bind`."""
@@ -237,7 +238,7 @@ def _interpolate(S, t, ctx, ob):  # noqa: ANN001
     return OK
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def advance(S, t_end, u, clip, ib, fb, wb, ob, cb):  # noqa: ANN001
     """Bring the output state to t_end (inputs u held). With ``clip`` the internal steps end at
     t_end; otherwise they run on and t_end is interpolated. On failure the output state is the last
@@ -273,7 +274,7 @@ def advance(S, t_end, u, clip, ib, fb, wb, ob, cb):  # noqa: ANN001
     return _interpolate(S, t_end, ctx, ob)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def outputs(S, u, ib, fb, wb, react_idx, effort_rows, e0):  # noqa: ANN001
     """Every Simulator output at the output state (nb_solve.output_vector)."""
     S, u, ib, fb, wb, react_idx, effort_rows = borrow((S, u, ib, fb, wb, react_idx, effort_rows))
@@ -282,7 +283,7 @@ def outputs(S, u, ib, fb, wb, react_idx, effort_rows, e0):  # noqa: ANN001
     return output_vector(S[0], y_out, u, model, joints, react_idx, effort_rows, e0, workspace_in(wb, model))
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def advance_held(S, times, U, u, ib, fb, wb, ob, cb, flags):  # noqa: ANN001
     """Advance through ``times`` with the inputs of row k of ``U`` held until ``times[k]``: for each
     row exactly what setting the inputs (a changed row restarts the integrator, see

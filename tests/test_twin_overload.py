@@ -122,6 +122,28 @@ def test_coalescing_skips_to_the_newest_and_keeps_a_rig_restart(traj: Trajectory
     assert it.shed == 0 and it.counts["coalesced"] == 9 and it.counts["dropped_overload"] == 9
 
 
+@pytest.mark.parametrize("spacing, flooded", [(0.005, True), (0.02, False)])
+def test_a_flood_is_coalesced_at_flood_lag(traj: Trajectory, spacing: float, flooded: bool) -> None:
+    """Six batches wait, the worker takes 10 ms each: 50 ms of backlog, over flood_lag (30 ms) and
+    under max_lag (0.5 s). Batches arriving every 5 ms (200/s against the worker's 100/s: a backlog
+    that can only grow) are coalesced to the newest; every 20 ms (50/s) they are worked off in order."""
+    src = MessageSource(traj, 0.0)
+    it = _intake(max_lag=0.5, queue_size=64)
+    assert it.cfg.flood_lag == 0.03
+    for _ in range(5):
+        it.cost(0.001)
+    for i in range(64):
+        it.ingest(encode(src.message(i)).encode(), 1.0 + spacing * i)
+    with it.lock:
+        assert [it.take(2.0)[0].seq for _ in range(58)] == list(range(58))  # type: ignore[index,union-attr]
+        for _ in range(21):
+            it.cost(0.01)
+        assert it.flooded() is flooded
+        first = it.take(2.0)
+    assert first is not None and first[0] is not None
+    assert (first[0].seq, it.shed) == ((63, 5) if flooded else (58, 0))
+
+
 def test_full_queue_drops_the_oldest(traj: Trajectory) -> None:
     src = MessageSource(traj, 0.0)
     it = _intake(queue_size=3)
@@ -204,10 +226,11 @@ def test_invalid_flood_beside_a_legitimate_stream(broker: Any, tmp_path: Any, tr
 
 def test_valid_flood_stays_current(broker: Any, tmp_path: Any) -> None:
     """A 10x valid flood (10 kHz in batches of 20): outputs keep coming throughout, the backlog is
-    coalesced (counted), and at the end the twin's newest output is the rig's newest batch."""
+    coalesced (counted), and at the end the twin's newest output is the rig's newest batch. Default
+    settings: the flood is detected (batches arrive faster than the worker works them off) and
+    coalesced at ``flood_lag``."""
     col = Collector(broker.url, broker.mqtt5)
-    fresh = {"lag_high": 0.03, "lag_low": 0.015, "max_lag": 0.05}  # a deployment that values freshness
-    with TwinService(_config(broker, tmp_path, service=fresh)) as svc:
+    with TwinService(_config(broker, tmp_path)) as svc:
         assert _wait(svc.connected.is_set, 5)
         warm = Rig(svc.mech, RigConfig(), broker.url, protocol=broker.protocol)
         warm.precompute(1.0)

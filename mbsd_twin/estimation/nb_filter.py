@@ -92,7 +92,7 @@ def _imposed(S, ib, fb, x, qi, vi):  # noqa: ANN001
     return q, v, left
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def linearise(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0,  # noqa: ANN001, ANN201
               times, U, row, i_run, qi, vi, x, kind, where, value, delta, D):
     """Finite differences of the prediction (``StateEstimator._linearise``): the nominal run, then
@@ -135,7 +135,7 @@ def linearise(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy,
     return status
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sample(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0,  # noqa: ANN001, ANN201
            times, U, u_base, bias_cols, bias_idx, i_run, qi, vi,
            x, P, F, Q_in, Q_acc, H, r, y, rows, angular, low, high, param_idx, param_fb, applied, write_frac, out):

@@ -175,6 +175,7 @@ class ServiceConfig:
     lag_low: float = 0.05  # s: finer after `lag_low_batches` batches below
     lag_low_batches: int = 100
     max_lag: float = 0.5  # s: a backlog this old is coalesced (the worker skips to the newest batch)
+    flood_lag: float = 0.03  # s: the same while batches arrive faster than the worker works them off
     health_interval: float = 1.0
     max_seq_jump: int = 1000  # messages: a seq further from the expected one is implausible
     seq_jump_confirm: int = 3  # consecutive implausible seqs that continue one another: a renumbering

@@ -109,9 +109,12 @@ def check_service(s: ServiceConfig, m: MetricsConfig, problems: list[str]) -> No
     if not (s.max_seq_jump > s.reorder_window and s.seq_jump_confirm >= 1):
         problems.append(f"[service] need max_seq_jump > reorder_window and seq_jump_confirm >= 1, got "
                         f"{s.max_seq_jump!r} and {s.seq_jump_confirm!r}")
-    if not (0 <= s.lag_low <= s.lag_high and s.max_lag > 0 and s.health_interval > 0 and s.reorder_timeout >= 0):
-        problems.append("[service] need 0 <= lag_low <= lag_high, max_lag > 0, health_interval > 0, "
-                        "reorder_timeout >= 0")
+    if not (0 <= s.lag_low <= s.lag_high and 0 < s.flood_lag <= s.max_lag and s.health_interval > 0
+            and s.reorder_timeout >= 0):
+        problems.append("[service] need 0 <= lag_low <= lag_high, 0 < flood_lag <= max_lag, health_interval > 0, "
+                        f"reorder_timeout >= 0; got lag_low {s.lag_low!r}, lag_high {s.lag_high!r}, flood_lag "
+                        f"{s.flood_lag!r}, max_lag {s.max_lag!r}, health_interval {s.health_interval!r}, "
+                        f"reorder_timeout {s.reorder_timeout!r}")
     if not 0 <= m.port <= 65535:
         problems.append(f"[metrics] port must be 0 (off) .. 65535, got {m.port}")
 

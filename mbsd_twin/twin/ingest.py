@@ -7,7 +7,10 @@ and sequences the valid ones. The queue is bounded (``queue_size``): when full, 
 dropped, so it always holds the newest data. The worker (:meth:`Intake.take`) coalesces a backlog
 it cannot work off in time: when the newest batch would wait longer than ``max_lag`` (the batches
 before it times the worker's median time per batch over its last 21, once it has 5), it skips to
-the newest batch; a short backlog after a stall is worked off. The hold adaptation (coarser above
+the newest batch; a short backlog after a stall is worked off. Under a flood — valid batches
+arriving faster than the worker works them off (over the last ``ARRIVALS`` arrivals, arrival rate ×
+median time per batch > 1) — a backlog can only grow, so waiting for it buys nothing: the limit is
+then ``flood_lag``, and the twin stays on the freshest data. The hold adaptation (coarser above
 ``lag_high``) makes each batch cheaper first. Skipped batches count as ``dropped_overload`` (and
 ``coalesced``); the twin core predicts through the gap they leave (up to ``[core] max_gap``) or
 re-initialises from the newest batch's measurements after a longer one (``resync.gap``). A rig
@@ -25,6 +28,7 @@ from .metrics import Metrics
 from .protocol import Invalid, SensorBatch, parse_sensor
 from .sequencer import Sequencer
 
+ARRIVALS = 64  # valid batches over which the arrival rate is measured
 RIG_RESTART = None  # queued in place of a batch: a new rig session starts after the batches before it
 Item = tuple[SensorBatch | None, float]  # a batch (or RIG_RESTART) and its arrival time (monotonic)
 
@@ -46,6 +50,7 @@ class Intake:
         self.shed = 0  # batches skipped at the last take (pressure for the hold adaptation)
         self.recent: deque[float] = deque(maxlen=21)  # the worker's wall time of its last batches
         self.batch_s = 0.0  # their median: a typical batch, not a stall (CPU taken by another process)
+        self.arrivals: deque[float] = deque(maxlen=ARRIVALS)  # arrival times of the last valid batches
 
     def cost(self, seconds: float) -> None:
         """The worker took ``seconds`` for a batch (its estimate of how long a backlog takes)."""
@@ -65,6 +70,7 @@ class Intake:
             return
         self.metrics.messages.labels("valid").inc()
         with self.lock:
+            self.arrivals.append(now)
             self.enqueue(self.seq.push(got.seq, (got, now), now))
 
     def enqueue(self, items: list[Item]) -> None:
@@ -95,9 +101,15 @@ class Intake:
         self.shed = 0
         if not self.batches:
             return None
-        if (len(self.batches) - 1) * self.batch_s > self.cfg.max_lag:
+        limit = self.cfg.flood_lag if self.flooded() else self.cfg.max_lag
+        if (len(self.batches) - 1) * self.batch_s > limit:
             self._coalesce()
         return self.batches.popleft()
+
+    def flooded(self) -> bool:
+        """Valid batches arrive faster than the worker works them off (caller holds the lock)."""
+        a = self.arrivals
+        return len(a) == ARRIVALS and (len(a) - 1) * self.batch_s > a[-1] - a[0]
 
     def _coalesce(self) -> None:
         """Skip to the newest batch, keeping a rig restart among the skipped ones (before it)."""

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 VERSION = 1
 REASONS = ("oversize", "utf8", "json", "non_finite", "schema", "version", "asset", "length")
 
@@ -108,11 +110,14 @@ def parse_sensor(payload: bytes, asset: str, max_bytes: int) -> SensorBatch | In
     if other is not None:
         return other
     try:
-        msg = json.loads(text, parse_constant=_reject_constant)
-    except _NonFinite as exc:
-        return Invalid("non_finite", f"literal {exc}")
-    except (ValueError, RecursionError) as exc:
-        return Invalid("json", str(exc)[:120])
+        msg = orjson.loads(payload)  # a few µs for a 2 kB message (the standard parser takes ~30)
+    except orjson.JSONDecodeError:  # the standard parser tells why (NaN literal, bad JSON) or accepts
+        try:  # what orjson refuses and JSON allows: integers beyond 64 bits, lone surrogates, depth
+            msg = json.loads(text, parse_constant=_reject_constant)
+        except _NonFinite as exc:
+            return Invalid("non_finite", f"literal {exc}")
+        except (ValueError, RecursionError) as exc:
+            return Invalid("json", str(exc)[:120])
     return _check_fields(msg, asset, text)
 
 

@@ -14,7 +14,8 @@ thread before anything is queued, cheapest checks first; the bounded queue drops
 when full. When the solver falls behind: (1) coarser solver steps — ``hold`` samples per step
 through ``hold_levels`` while the arrival-to-processing lag exceeds ``lag_high``, the queue is more
 than half full or a backlog was just coalesced; (2) a backlog the worker cannot work off within
-``max_lag`` is coalesced: it skips to the newest batch (the skipped ones counted as dropped); the
+``max_lag`` (``flood_lag`` while batches arrive faster than it works them off) is coalesced: it
+skips to the newest batch (the skipped ones counted as dropped); the
 model predicts through the gap or re-initialises after more than ``[core] max_gap``. Memory is
 bounded by the queue, the sequencer window and paho's outgoing queue (``max_queued_messages_set``).
 """
