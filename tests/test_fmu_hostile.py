@@ -13,6 +13,7 @@ import math
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,39 @@ def test_slave_survives_arbitrary_inputs_and_steps(data: st.DataObject, tmp_path
         assert all(math.isfinite(x) for x in api.get(api.outputs))
         assert api.s._step(api.s._sim.time, 1e-3) is None
         assert all(math.isfinite(x) for x in api.get(api.outputs))
+
+
+@pytest.mark.parametrize("cls", [MechanismSlave, MechanismSlave3])
+def test_a_runaway_step_is_discarded_at_the_step_time_limit(cls: type, tmp_path: Path) -> None:
+    """A mechanism on the numpy path (the polygonal wheel on terrain: about 28 s of wall clock per
+    simulated second) asked for a 5 s step with a 0.5 s step time limit: the step returns Discard
+    after about 0.5 s, naming the limit, and the instance then steps on from its state before."""
+    from mbsd_twin import Simulator, load_mechanism
+
+    mech = Path(__file__).parents[1] / "examples" / "mechanisms" / "terrain_wheel_polygonal.toml"
+    assert Simulator(load_mechanism(mech)).backend == "numpy", "pick a mechanism that still runs on numpy"
+    res = _resources(tmp_path, ["*"])
+    (res / "mechanism.toml").write_bytes(mech.read_bytes())
+    meta = json.loads((res / "mbsd_twin_fmu.json").read_text())
+    (res / "mbsd_twin_fmu.json").write_text(json.dumps(meta | {"step_time_limit": 0.5}))
+    api = Api(cls, res)
+    api.init()
+    state = api.s._get_fmu_state()
+    t0 = time.perf_counter()
+    assert not api.step(0.0, 5.0)
+    elapsed = time.perf_counter() - t0
+    assert 0.5 <= elapsed < 2.0, elapsed
+    assert any("step time limit of 0.5 s" in m.msg for m in api.s.log_queue)
+    api.s._set_fmu_state(state)
+    assert api.step(0.0, 1e-3)
+
+
+def test_build_records_the_step_time_limit(tmp_path: Path) -> None:
+    import zipfile
+
+    path = build_fmu(None, tmp_path / "S.fmu", step_time_limit=2.5)
+    with zipfile.ZipFile(path) as z:
+        meta = json.loads(z.read("resources/mbsd_twin_fmu.json"))
+    assert meta["step_time_limit"] == 2.5
+    with pytest.raises(ValueError, match="step_time_limit must be a positive number of seconds, got 0"):
+        build_fmu(None, tmp_path / "T.fmu", step_time_limit=0)

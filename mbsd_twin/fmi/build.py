@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 import shutil
 import sys
@@ -28,7 +29,7 @@ from .. import __version__
 from ..loader import bundled_slider_crank, load_mechanism
 from ..simulator import Simulator
 from .modeldescription import postprocess
-from .slave import META_FILE
+from .slave_logic import META_FILE, STEP_TIME_LIMIT
 from .variables import GENERIC_OUTPUTS, SLIDER_CRANK_OUTPUTS, FmuVariable, fmu_variables, markdown_table
 
 ENTRY_MODULE = "mbsd_twin_fmu"
@@ -119,15 +120,17 @@ def _rewrite_model_description(fmu: Path, xml: bytes) -> None:
 
 def build_fmu(mechanism: str | Path | None, dest: str | Path, outputs: Sequence[str] | None = None,
               model_name: str | None = None, stop_time: float | None = None,
-              step_size: float | None = None) -> Path:
+              step_size: float | None = None, *, step_time_limit: float = STEP_TIME_LIMIT) -> Path:
     """Build the FMI 2.0 FMU of ``mechanism`` (``None``: the bundled slider crank) into ``dest`` (a
     ``.fmu`` file or a folder) and return its path. ``outputs``: glob patterns over the output names
-    (see :mod:`mbsd_twin.fmi.variables`)."""
-    return build_with(FMI2, mechanism, dest, outputs, model_name, stop_time, step_size)
+    (see :mod:`mbsd_twin.fmi.variables`). ``step_time_limit``: s of wall-clock time one doStep may
+    take before it is discarded (the host is never left waiting on a runaway integration)."""
+    return build_with(FMI2, mechanism, dest, outputs, model_name, stop_time, step_size, step_time_limit)
 
 
 def build_with(flavour: Flavour, mechanism: str | Path | None, dest: str | Path, outputs: Sequence[str] | None,
-               model_name: str | None, stop_time: float | None, step_size: float | None) -> Path:
+               model_name: str | None, stop_time: float | None, step_size: float | None,
+               step_time_limit: float = STEP_TIME_LIMIT) -> Path:
     """The build shared by every FMI version: stage the mechanism and metadata, run PythonFMU's
     builder, post-process modelDescription.xml, copy the FMU into place."""
     mech_path = Path(mechanism) if mechanism is not None else bundled_slider_crank()
@@ -136,11 +139,14 @@ def build_with(flavour: Flavour, mechanism: str | Path | None, dest: str | Path,
     name = model_name or model_identifier(mech.name)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise ValueError(f"model name {name!r} must be a C identifier")
+    if not (isinstance(step_time_limit, int | float) and 0 < step_time_limit < math.inf):
+        raise ValueError(f"step_time_limit must be a positive number of seconds, got {step_time_limit!r}")
     table = fmu_variables(Simulator(mech), patterns)
     experiment = {"start": DEFAULT_EXPERIMENT["start"], "stop": stop_time or DEFAULT_EXPERIMENT["stop"],
                   "step": step_size or DEFAULT_EXPERIMENT["step"]}
     meta = {"mechanism": "mechanism.toml", "model_name": name, "outputs": patterns,
             "mbsd_twin_version": __version__, "default_experiment": experiment, **flavour.meta,
+            "step_time_limit": float(step_time_limit),
             "description": f"{mech.name}: planar multibody co-simulation model (mbsd-twin {__version__}"
                            f"{flavour.label})"}
     dest = Path(dest)

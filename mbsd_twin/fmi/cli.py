@@ -22,7 +22,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     outputs = [p.strip() for p in args.outputs.split(",") if p.strip()] if args.outputs else None
     path = build_fmu(args.mechanism, args.output, outputs=outputs, model_name=args.model_name,
-                     stop_time=args.stop_time, step_size=args.step)
+                     stop_time=args.stop_time, step_size=args.step,
+                     **({} if args.step_time_limit is None else {"step_time_limit": args.step_time_limit}))
     print(f"FMU written: {path}")
     note = _start_note(args.mechanism)
     if note:
@@ -84,6 +85,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--step", type=float, default=None, help="DefaultExperiment step [s] (default 0.001)")
     b.add_argument("--fmi-version", choices=("2", "3"), default="2",
                    help="FMI version: 2 (PythonFMU, default) or 3 (pythonfmu3)")
+    b.add_argument("--step-time-limit", type=float, default=None, metavar="S",
+                   help="wall-clock seconds one doStep may take before it returns Discard (default 10: "
+                        "mbsd_twin.fmi.slave_logic.STEP_TIME_LIMIT)")
     b.add_argument("--check", action="store_true", help="run fmpy validate and fmutool -check afterwards")
     b.set_defaults(func=cmd_build)
     v = cmds.add_parser("validate", help="check an FMU and compare it with the native Simulator")

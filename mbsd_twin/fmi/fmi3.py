@@ -24,7 +24,7 @@ from typing import Any
 from pythonfmu3 import DefaultExperiment, Float64, Fmi3Causality, Fmi3Slave, Fmi3Status, Fmi3StepResult, Fmi3Variability
 
 from .modeldescription import assemble, naming_convention, unit_definitions
-from .slave_logic import Getter, Setter, SlaveLogic
+from .slave_logic import STEP_TIME_LIMIT, Getter, Setter, SlaveLogic
 from .units import DECLARED_TYPES, declared_type
 from .variables import FmuVariable
 
@@ -167,11 +167,11 @@ def _fmi3_builder() -> Any:
 
 def build_fmu3(mechanism: str | Path | None, dest: str | Path, outputs: Sequence[str] | None = None,
                model_name: str | None = None, stop_time: float | None = None,
-               step_size: float | None = None) -> Path:
+               step_size: float | None = None, *, step_time_limit: float = STEP_TIME_LIMIT) -> Path:
     """Build the FMI 3.0 co-simulation FMU of ``mechanism`` (``None``: the bundled slider crank)
     into ``dest`` (a ``.fmu`` file or a folder); same arguments as :func:`~mbsd_twin.fmi.build.build_fmu`."""
     from .build import Flavour, build_with
 
     flavour = Flavour(", FMI 3.0", _fmi3_builder, ENTRY_MODULE, ENTRY_SCRIPT, postprocess3, FMU_OPTIONS,
                       {"fmi_version": "3.0"})
-    return build_with(flavour, mechanism, dest, outputs, model_name, stop_time, step_size)
+    return build_with(flavour, mechanism, dest, outputs, model_name, stop_time, step_size, step_time_limit)

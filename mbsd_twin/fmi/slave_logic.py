@@ -16,6 +16,10 @@ position once; the outputs come from ONE ``Simulator.output_vector()`` call per 
 list until the time, the state, an input or a parameter changes; inputs are handed to the
 Simulator only when one changed (the Simulator keeps them across steps). A new input is felt at
 once by the feed-through outputs (accelerations, reactions), before the next step.
+
+A doStep is bounded in wall-clock time (``step_time_limit`` in the metadata, set at build time,
+default :data:`STEP_TIME_LIMIT`): a runaway integration on the numpy path returns Discard with the
+reason logged instead of leaving the host waiting (the compiled path is bounded by its step budget).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dynamics import SolverFailure
+from ..dynamics import WALL_CLOCK, SolverFailure, wall_clock_limit
 from ..errors import MbsdError, PortError
 from ..loader import load_mechanism
 from ..simulator import Simulator
@@ -36,6 +40,7 @@ from .native import build_simulator
 from .variables import FmuVariable, fmu_variables
 
 META_FILE = "mbsd_twin_fmu.json"
+STEP_TIME_LIMIT = 10.0  # s of wall-clock time one doStep may take (default of the build option)
 Getter = Callable[[], float]
 Setter = Callable[[float], None] | None
 
@@ -78,6 +83,7 @@ class SlaveLogic:
         self._in_values = [float(v.start or 0.0) for v in self._table if v.causality == "input"]
         self._out_names = [v.name for v in self._table if v.causality == "output"]
         self._start_time = 0.0
+        self._step_limit = float(meta.get("step_time_limit", STEP_TIME_LIMIT))
         self._initialized = False
         self._dirty = False  # held inputs not yet handed to the Simulator
         self._bind_outputs()
@@ -234,9 +240,12 @@ class SlaveLogic:
         self._outs = None
         try:
             self._push_inputs()
-            self._sim.advance_to(current_time + step_size)
+            with wall_clock_limit(self._step_limit):
+                self._sim.advance_to(current_time + step_size)
         except (SolverFailure, PortError) as exc:
-            self.log(f"doStep from t={current_time!r} s by {step_size!r} s discarded: {exc}", self.STATUS_DISCARD)
+            why = f"it took longer than the FMU's step time limit of {self._step_limit:g} s (wall clock; " \
+                  "build option --step-time-limit)" if WALL_CLOCK in str(exc) else str(exc)
+            self.log(f"doStep from t={current_time!r} s by {step_size!r} s discarded: {why}", self.STATUS_DISCARD)
             self._dirty = True
             return self.STATUS_DISCARD
         return None

@@ -9,7 +9,6 @@ are counted from the first sample. The fit itself is :func:`mbsd_twin.estimation
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,7 +22,7 @@ from ..loader import load_mechanism, loads_mechanism
 from ..model import Mechanism
 from .config import CoreConfig
 from .protocol import Invalid, SensorBatch, encode, parse_sensor
-from .recorder import FORMAT, Recorder, segments
+from .recorder import FORMAT, Recorder, numbered_records
 from .rig import MessageSource, RigConfig, Trajectory
 
 
@@ -38,24 +37,20 @@ class RecordingData:
     channels: dict[str, NDArray[np.float64]]
     batches: int
     duplicates: int
+    torn: tuple[str, ...] = ()  # "file: line n" of unreadable lines (torn by a disk error or a crash), skipped
+    gaps: int = 0  # gap records: the recording was suspended, ``lost`` records missing
 
 
-def _records(path: str) -> list[tuple[str, int, dict[str, Any]]]:
-    """(file, line number, record) of every record in every segment."""
-    out = []
-    for seg in segments(path):
-        with open(seg, encoding="utf-8") as fh:
-            for n, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except ValueError as exc:
-                    raise ValueError(f"{seg}: line {n}: not a JSON record ({exc})") from exc
-                if not isinstance(rec, dict):
-                    raise ValueError(f"{seg}: line {n}: not a JSON object")
-                out.append((seg, n, rec))
-    return out
+def _records(path: str) -> tuple[list[tuple[str, int, dict[str, Any]]], list[str]]:
+    """(file, line number, record) of every readable record in every segment, and where the
+    unreadable lines are (torn by a failed write or a crash: their batches are missing, like lost ones)."""
+    out, torn = [], []
+    for seg, n, rec in numbered_records(path):
+        if rec is None:
+            torn.append(f"{seg}: line {n}")
+        else:
+            out.append((seg, n, rec))
+    return out, torn
 
 
 def _header(path: str, recs: list[tuple[str, int, dict[str, Any]]]) -> tuple[CoreConfig, Mechanism, str]:
@@ -75,13 +70,14 @@ def _header(path: str, recs: list[tuple[str, int, dict[str, Any]]]) -> tuple[Cor
 def read_recording(path: str, channels: Sequence[str] = ()) -> RecordingData:
     """The samples of a recording: the core's input channels and the compared ``channels``
     (default: all of the core's ``compare``); batches lacking one of them are left out."""
-    recs = _records(path)
+    recs, torn = _records(path)
     core, mech, text = _header(path, recs)
     for c in channels:
         if c not in core.compare:
             raise ValueError(f"{path}: channel {c!r} is not compared with a model output; channels: "
                              f"{', '.join(core.compare)}")
     session, seen, dups = 0, {}, 0
+    gaps = sum(rec.get("k") == "gap" for _, _, rec in recs)
     for seg, n, rec in recs[1:]:
         if rec.get("k") == "restart":
             session += 1
@@ -98,7 +94,7 @@ def read_recording(path: str, channels: Sequence[str] = ()) -> RecordingData:
         raise ValueError(f"{path}: no sensor batch holds the channels {', '.join(need)}")
     t = np.concatenate([b.t0 + b.dt * np.arange(b.n) for b in batches])
     data = {c: np.concatenate([b.ch[c] for b in batches]) for c in need}
-    return RecordingData(path, core, mech, text, float(t[0]), t - t[0], data, len(batches), dups)
+    return RecordingData(path, core, mech, text, float(t[0]), t - t[0], data, len(batches), dups, tuple(torn), gaps)
 
 
 def calibrate_recording(path: str, params: Sequence[str], *, channels: Sequence[str] = (),

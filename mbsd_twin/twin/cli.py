@@ -66,8 +66,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         noise=parse_assignments(args.noise or [], "--noise"), start=parse_assignments(args.start or [], "--start"),
         t_start=args.t_start, t_end=args.t_end, segment=args.segment, stride=args.stride, hold=args.hold)
     t_end = min(args.t_end, float(rec.times[-1]))
-    print(f"{args.recording}: {len(rec.times)} samples in {rec.batches} batches "
-          f"({rec.duplicates} duplicates dropped); fitted window {args.t_start} to {t_end:.3f} s")
+    torn = f", {len(rec.torn)} unreadable lines skipped (first: {rec.torn[0]})" if rec.torn else ""
+    gaps = f", {rec.gaps} recording gaps" if rec.gaps else ""
+    print(f"{args.recording}: {len(rec.times)} samples in {rec.batches} batches ({rec.duplicates} duplicates "
+          f"dropped{torn}{gaps}); fitted window {args.t_start} to {t_end:.3f} s")
     print(format_report(cal))
     if args.output:
         write_mechanism(args.output, rec.mechanism_text, rec.mechanism, cal.as_dict(),

@@ -68,16 +68,26 @@ def segments(path: str) -> list[str]:
     return out
 
 
-def read_records(path: str) -> Iterator[dict[str, Any]]:
+def numbered_records(path: str) -> Iterator[tuple[str, int, dict[str, Any] | None]]:
+    """(segment, line number, record) of every non-blank line of every segment; the record is None
+    for a line that is not a JSON object — torn by a failed write (the recording then holds a gap
+    record) or by a crash mid-line, or not UTF-8."""
     for seg in segments(path):
-        with open(seg, encoding="utf-8") as fh:
-            for line in fh:
+        with open(seg, "rb") as fh:
+            for n, line in enumerate(fh, start=1):
                 if not line.strip():
                     continue
                 try:
-                    yield json.loads(line)
-                except ValueError:  # torn by a failed write (the recording then holds a gap record)
-                    yield {"k": "gap", "lost": 0, "error": f"{seg}: unreadable line"}
+                    rec = json.loads(line)
+                except ValueError:
+                    rec = None
+                yield seg, n, rec if isinstance(rec, dict) else None
+
+
+def read_records(path: str) -> Iterator[dict[str, Any]]:
+    """The records in order; an unreadable line reads as a gap record."""
+    for seg, n, rec in numbered_records(path):
+        yield rec if rec is not None else {"k": "gap", "lost": 0, "error": f"{seg}: line {n}: unreadable"}
 
 
 @dataclass
