@@ -24,6 +24,7 @@ from . import nb_config as nc
 from . import nb_dop853 as nd
 from . import nb_stepper as ns
 from .compiled_model import FLOAT_ARRAYS, Unsupported, pack
+from .nb_cache import compile_notice
 from .nb_flat import HEAD, N_INT, flatten
 
 F = NDArray[Any]
@@ -95,9 +96,15 @@ class CompiledStepper:
         self._u = self._input_array()
         self._S = np.zeros(ns.state_size(ny))
         self._changed = self._changed_before = False  # inputs changed for this call / the previous one
-        self._cb = np.zeros(-(-int(ns.context_bytes(self._u, self._ib, self._fb, self._wb)) // 8), dtype=np.int64)
-        self._bind()
-        self.reset_state(t0, y0)
+        with compile_notice("the engine's kernels"):
+            self._cb = np.zeros(-(-int(ns.context_bytes(self._u, self._ib, self._fb, self._wb)) // 8), dtype=np.int64)
+            self._bind()
+            self.reset_state(t0, y0)
+            ints = np.zeros((0, 2), dtype=np.int64)  # what the first input change and output read need
+            ns.outputs.compile(tuple(numba.typeof(a) for a in (self._S, self._u, self._ib, self._fb, self._wb, ints,
+                                                                ints[:, 0].copy(), 0.0)))
+            ns.restart.compile(tuple(numba.typeof(a) for a in (self._S, self._u, self._ib, self._fb, self._wb,
+                                                                self._cb)))
 
     def _bind(self) -> None:
         """Make ``y`` the view of the state at t (q, v, energy integrals) in _S, pin the compiled
@@ -108,9 +115,7 @@ class CompiledStepper:
         ns.bind(self._cb, self._u, self._ib, self._fb, self._wb)
         self._advance = _entry(ns.advance, (self._S, 0.0, self._u, False, self._ib, self._fb, self._wb, self._ob,
                                             self._cb))
-        self._advance_held = _entry(ns.advance_held, (self._S, np.zeros(1), np.zeros((1, self._u.shape[0])), self._u,
-                                                      self._ib, self._fb, self._wb, self._ob, self._cb,
-                                                      np.zeros(2, dtype=np.int64)))
+        self._advance_held: Any = None  # on first use (the twin's): a fresh install compiles it then
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k not in ("_advance", "_advance_held", "y")}
@@ -156,6 +161,11 @@ class CompiledStepper:
         one column of zeros without inputs) and end time in ``times``, in one compiled call: the
         same steps, bit for bit."""
         flags = np.array([self._changed, self._changed_before], dtype=np.int64)
+        if self._advance_held is None:
+            with compile_notice("the held-input stepper"):
+                self._advance_held = _entry(ns.advance_held, (self._S, np.zeros(1), np.zeros((1, self._u.shape[0])),
+                                                              self._u, self._ib, self._fb, self._wb, self._ob,
+                                                              self._cb, np.zeros(2, dtype=np.int64)))
         status, done = self._advance_held(self._S, times, U, self._u, self._ib, self._fb, self._wb, self._ob,
                                           self._cb, flags)
         self._changed, self._changed_before = bool(flags[0]), bool(flags[1])

@@ -5,11 +5,21 @@ helpers across the ``nb_*`` modules (``inline="always"``), so a change in
 one of them would leave stale machine code in the cache of the others — after an upgrade of the
 package, for instance. :func:`guard` stamps the cache folder with a digest of all their sources and
 numba's version and removes every cached ``nb_*`` entry when the stamp differs.
+
+:func:`compile_notice` says so (logger ``mbsd_twin``, warning level: on stderr unless the
+application configures logging) when loading the kernels takes long — they are being compiled, on
+the first run after an install or upgrade — so that a CLI user or an FMU host sees why the first
+Simulator is slow.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +27,28 @@ import numba
 
 MODULES = ("nb_kernels.py", "nb_solve.py", "nb_dop853.py", "nb_flat.py", "nb_stepper.py", "nb_config.py")
 STAMP = "mbsd_twin_nb.stamp"
+NOTICE_AFTER = 2.0  # s: loading from the cache takes about a second; longer means compiling
+LOG = logging.getLogger("mbsd_twin")
+
+
+@contextmanager
+def compile_notice(what: str, after: float = NOTICE_AFTER) -> Iterator[None]:
+    """Within the block the kernels of ``what`` are loaded or compiled: when that takes more than
+    ``after`` seconds, log that they are being compiled (once, while it happens) and then how long
+    it took."""
+    t0 = time.perf_counter()
+    timer = threading.Timer(after, LOG.warning, ("mbsd-twin: compiling %s into numba's disk cache (the first "
+                                                 "run after an install or upgrade: about two minutes on a "
+                                                 "2-core machine; later runs load it in about a second) ...", what))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+        took = time.perf_counter() - t0
+        if took > after:
+            LOG.warning("mbsd-twin: %s ready after %.1f s", what, took)
 
 
 def digest() -> str:

@@ -3,8 +3,12 @@ sources (or numba) changes, and kept otherwise."""
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 from types import SimpleNamespace
+
+import pytest
 
 from mbsd_twin import nb_cache
 
@@ -32,3 +36,20 @@ def test_matching_stamp_keeps_the_cache(tmp_path: Path) -> None:
 def test_digest_covers_every_compiled_module() -> None:
     here = Path(nb_cache.__file__).parent
     assert set(nb_cache.MODULES) == {p.name for p in here.glob("nb_*.py")} - {"nb_cache.py"}
+
+
+def test_compile_notice_while_slow_and_silent_when_fast(caplog: pytest.LogCaptureFixture) -> None:
+    """A block that takes longer than ``after`` (a compile on an empty cache) is announced while it
+    runs, and its duration logged at the end; a fast block (kernels loaded from the cache) logs nothing."""
+    caplog.set_level(logging.WARNING, logger="mbsd_twin")
+    with nb_cache.compile_notice("the kernels", after=0.05):
+        time.sleep(0.3)
+        during = [r.getMessage() for r in caplog.records]
+    assert len(during) == 1 and "compiling the kernels into numba's disk cache" in during[0]
+    took = float(caplog.records[-1].getMessage().split("after ")[1].split(" s")[0])
+    assert len(caplog.records) == 2 and 0.3 <= took < 1.5
+    caplog.clear()
+    with nb_cache.compile_notice("the kernels", after=0.5):
+        pass
+    time.sleep(0.6)  # the cancelled timer never fires
+    assert caplog.records == []

@@ -11,6 +11,7 @@ import numpy as np
 from ..dynamics import SolverFailure
 from ..errors import AssemblyError
 from ..fastpath import Buffers, failure_text
+from ..nb_cache import compile_notice
 from . import nb_filter
 from .holds import Step, mean_step
 from .records import PARAM_WRITE, Innovation, Linearisation, Prediction
@@ -57,9 +58,10 @@ def load_kernels() -> None:
     est = Estimator(Simulator(load_mechanism(bundled_slider_crank())), FilterConfig(
         ("crank.theta",), {"crank.theta": 1e-3, "crank.omega": 0.01},
         augment=(Augment("piston.mass", 0.1), Augment("motor_torque.bias", 0.1))))
-    est.initialize(0.0, {}, {}, {"motor_torque": 1.0})
-    for k in (1, 2):
-        est.sample([(k * 1e-3, {"motor_torque": 1.0})], {"motor_torque": 1.0}, {"crank.theta": 0.0})
+    with compile_notice("the state estimator's kernels"):
+        est.initialize(0.0, {}, {}, {"motor_torque": 1.0})
+        for k in (1, 2):
+            est.sample([(k * 1e-3, {"motor_torque": 1.0})], {"motor_torque": 1.0}, {"crank.theta": 0.0})
 
 
 def plan(est: StateEstimator) -> Plan | None:
