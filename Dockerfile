@@ -24,7 +24,7 @@ ENV MBSD_TWIN_BROKER=mqtt://mosquitto:1883 \
 # compile the engine's numba kernels once at build time (cached in NUMBA_CACHE_DIR), so a new
 # container answers at once instead of compiling for about a minute on its first batch (-P: import the
 # installed package, not /app/mbsd_twin, so the cache belongs to the files the service runs)
-RUN python -P -c "from mbsd_twin.fastpath import warm; warm()"
+RUN python -P -c "from mbsd_twin.warmup import warm; warm()"
 EXPOSE 9108
 
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \

@@ -9,7 +9,7 @@ $(BIN)/mbsd-twin: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install -e '.[test]'
-	$(BIN)/python -c "from mbsd_twin.fastpath import warm; print(f'compiled kernels cached in {warm():.0f} s')"
+	$(BIN)/python -c "from mbsd_twin.warmup import warm; print(f'compiled kernels cached in {warm():.0f} s')"
 	touch $@
 
 venv: $(BIN)/mbsd-twin

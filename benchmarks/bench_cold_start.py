@@ -1,7 +1,7 @@
 """Cold and warm start (issue #16): how long until the first Simulator of the bundled slider crank
 is ready, and the first FMU instance of it has stepped, in a fresh process — cold with an empty
 numba cache (``NUMBA_CACHE_DIR`` set to a new folder: what a fresh install sees), warm with that
-cache filled. Also the twin estimator's kernels (``estimation.fused.load_kernels``), cold after the
+cache filled. Also the twin estimator's kernels (``estimation.warm.load_kernels``), cold after the
 engine's. Each figure is one fresh process; the compile notice the engine logs is shown.
 
     .venv/bin/python benchmarks/bench_cold_start.py [--skip-fmu]
@@ -28,7 +28,7 @@ print(f"{time.perf_counter() - t0:.2f}")
 
 ESTIMATOR = """
 import time
-from mbsd_twin.estimation.fused import load_kernels
+from mbsd_twin.estimation.warm import load_kernels
 t0 = time.perf_counter(); load_kernels(); print(f"{time.perf_counter() - t0:.2f}")
 """
 

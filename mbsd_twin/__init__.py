@@ -20,7 +20,7 @@ from .estimation import Augment, Calibration, ChangeDetector, FilterConfig, Stat
 from .kinematics import KinematicsOptions, assemble
 from .loader import load_mechanism, loads_mechanism
 from .model import Body, Driver, Joint, Load, Mechanism
-from .outputs import OutputSpec
+from .output_spec import OutputSpec
 from .ports import Parameter, Port
 from .profiles import Constant, ConstantSpeed, FunctionProfile, Harmonic, Polynomial, Profile, Table
 from .results import Result

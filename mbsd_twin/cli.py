@@ -13,6 +13,7 @@ import numpy as np
 
 from . import __version__
 from .analysis import check, inverse_dynamics
+from .cli_args import parse_assignments
 from .errors import MbsdError, PlausibilityWarning
 from .loader import load_mechanism
 from .model import Mechanism
@@ -94,20 +95,6 @@ def _add_inverse(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--t-start", type=float, default=0.0, help="start time [s] (default 0)")
     p.add_argument("--steps", type=int, default=1000, help="number of time steps (points = steps + 1)")
     p.set_defaults(func=_cmd_inverse)
-
-
-def parse_assignments(items: Sequence[str], option: str) -> dict[str, float]:
-    """``["a=1", "b=2.5"]`` → ``{"a": 1.0, "b": 2.5}``; a ValueError names ``option`` and the item."""
-    out: dict[str, float] = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        try:
-            out[name.strip()] = float(value)
-        except ValueError:
-            sep = ""
-        if not sep or not name.strip():
-            raise ValueError(f"{option} expects NAME=VALUE with a number, got {item!r}")
-    return out
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:

@@ -31,9 +31,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .loads import Group, LoadContext
+from .load_base import Group, LoadContext
 from .model import Load
-from .outputs import OutputSpec
+from .output_spec import OutputSpec
 from .surfaces import Surface
 
 F = NDArray[Any]

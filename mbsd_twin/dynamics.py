@@ -26,11 +26,13 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
+from .compiled_model import Unsupported
 from .error_norm import ERROR_NORMS, EXPLICIT, explicit_method
-from .errors import MbsdError
+from .errors import MbsdError, SolverFailure
+from .fastpath import CompiledStepper
 from .initial_velocity import InitialVelocityReport, changes, inconsistent, violations
 from .kinematics import KinematicsOptions, assemble, rank_info
-from .loads import LoadTotals
+from .load_base import LoadTotals
 from .system import System
 
 F = NDArray[Any]
@@ -128,14 +130,6 @@ def wall_clock_limit(seconds: float | None) -> Iterator[None]:
         yield
     finally:
         _DEADLINE.reset(token)
-
-
-class SolverFailure(MbsdError, RuntimeError):
-    """The integrator could not continue; ``time`` is where it stopped."""
-
-    def __init__(self, message: str, *, time: float) -> None:
-        self.time = time
-        super().__init__(message)
 
 
 @dataclass
@@ -248,9 +242,6 @@ class Dynamics:
     def make_stepper(self, t0: float, y0: F, inputs: dict[str, float]) -> Stepper:
         """The compiled stepper when the options and mechanism allow it, else the numpy one."""
         if self.opts.backend != "numpy":
-            from .compiled_model import Unsupported
-            from .fastpath import CompiledStepper
-
             try:
                 return CompiledStepper(self, t0, y0, inputs)  # type: ignore[return-value]
             except Unsupported as exc:

@@ -93,3 +93,11 @@ class PlausibilityWarning(UserWarning):
     """A valid but implausible value in a mechanism (a mass of 1e30 kg, a subnormal length): the
     message is ``location: why`` like a :class:`Problem`. Such values often make a simulation crawl
     or fail; see docs/mechanism-file.md for the ranges."""
+
+
+class SolverFailure(MbsdError, RuntimeError):
+    """The integrator could not continue; ``time`` is where it stopped."""
+
+    def __init__(self, message: str, *, time: float) -> None:
+        self.time = time
+        super().__init__(message)

@@ -24,6 +24,7 @@ from . import nb_config as nc
 from . import nb_dop853 as nd
 from . import nb_stepper as ns
 from .compiled_model import FLOAT_ARRAYS, Unsupported, pack
+from .errors import SolverFailure
 from .nb_cache import compile_notice
 from .nb_flat import HEAD, N_INT, flatten
 
@@ -152,8 +153,6 @@ class CompiledStepper:
                                self._cb)
         self._changed_before, self._changed = self._changed, False
         if status != nd.OK:
-            from .dynamics import SolverFailure
-
             raise SolverFailure(f"integration failed at t={self.t:.9g} s: {_FAILURES[status]}", time=self.t)
 
     def advance_held(self, times: F, U: F) -> None:
@@ -172,8 +171,6 @@ class CompiledStepper:
         if self.names:
             self.inputs = dict(zip(self.names, self._u.tolist(), strict=True))
         if status != nd.OK:
-            from .dynamics import SolverFailure
-
             raise SolverFailure(f"integration failed at t={self.t:.9g} s (input row {done}): {_FAILURES[status]}",
                                 time=self.t)
 
@@ -255,25 +252,3 @@ class CompiledStepper:
                  self._ob)
         self._changed_before = streaming and (self._changed or self._changed_before)
         self._changed = False
-
-
-def warm() -> float:
-    """Compile the compiled path's kernels into numba's disk cache (a fresh install compiles for
-    one to two minutes on first use; afterwards loading takes about a second) by stepping the
-    bundled slider crank. Returns the wall time [s]. Run by ``make`` after installing, and by the
-    test session before any test starts a process of its own."""
-    import time
-
-    from .estimation.fused import load_kernels
-    from .loader import bundled_slider_crank, load_mechanism
-    from .simulator import Simulator
-
-    t0 = time.perf_counter()
-    mech = load_mechanism(bundled_slider_crank())
-    sim = Simulator(mech)
-    sim.set_input("motor_torque", 1.0)
-    sim.advance_to(0.0105)
-    sim.outputs()
-    sim.set_configuration({"crank.theta": 0.1}, {"crank.omega": 1.0})  # nb_config, as the twin's filter uses
-    load_kernels()  # the filter's kernels (nb_filter, nb_kalman)
-    return time.perf_counter() - t0

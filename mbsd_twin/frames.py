@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .loads import Group, LoadContext
+from .load_base import Group, LoadContext
 from .model import Body, Load
 
 F = NDArray[Any]

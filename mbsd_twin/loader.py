@@ -9,229 +9,48 @@ collected with its location, e.g. ``crank.toml: joints[2] (guide).axis``, and ra
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
-from . import toml_guard
+from . import loader_ext, toml_guard
 from .errors import MechanismError, PlausibilityWarning, Problem
 from .model import Body, Driver, Joint, Load, Mechanism, Vec2
 from .plausibility import plausibility_problems
 from .profiles import PROFILE_KINDS, Constant, Polynomial, Profile, Table
 from .surfaces import SURFACE_KINDS
-from .validation import fmt, is_number, label, suggest, table_problems, to_float, validate_mechanism
-
-FORMAT = "mbsd-twin/1"
-NAN = math.nan
-ZERO: Vec2 = (0.0, 0.0)
-T = TypeVar("T")
-
-# Per section: keys every element takes (required, optional), then per type (required, optional).
-Keys = tuple[tuple[str, ...], tuple[str, ...]]
-TOP_KEYS: Keys = (("format", "name", "bodies"), ("description", "gravity", "joints", "drivers", "loads"))
-BODY_KEYS: Keys = (("name", "mass", "inertia"), ("cg", "position", "angle", "velocity", "omega"))
-JOINT_COMMON: Keys = (("name", "type", "bodies"), ("points", "viscous_friction"))
-JOINT_TYPES_KEYS: dict[str, Keys] = {
-    "revolute": ((), ()),
-    "prismatic": (("axis",), ("angle",)),
-    "point_on_line": (("axis",), ()),
-    "gear": (("ratio",), ("offset",)),
-    "fixed": ((), ("angle",)),
-    "cam": (("surfaces",), ("parameters",)),
-    "knife_edge": (("axis",), ()),
-}
-DRIVER_COMMON: Keys = (("name", "type", "profile"), ())
-DRIVER_TYPES_KEYS: dict[str, Keys] = {
-    "angle": (("body",), ()),
-    "coordinate": (("body", "coordinate"), ("point",)),
-    "distance": (("bodies",), ("points",)),
-}
-MAGNITUDE = ("value", "profile", "input", "unit", "description")
-LOAD_COMMON: Keys = (("name", "type"), ())
-LOAD_TYPES_KEYS: dict[str, Keys] = {
-    "force": (("body",), ("point", "direction", "frame", *MAGNITUDE)),
-    "torque": (("body",), ("reaction_body", *MAGNITUDE)),
-    "spring_damper": (("bodies", "stiffness"), ("points", "damping", "free_length")),
-    "rotational_spring_damper": (("bodies", "stiffness"), ("damping", "free_angle")),
-    "contact": (("bodies", "stiffness", "surface"),
-                ("damping", "friction", "slip_velocity", "radius", "center", "vertices")),
-    "rotating_frame": (("rate",), ("bodies", "center")),
-}
-PROFILE_KEYS: dict[str, tuple[tuple[str, ...], dict[str, float]]] = {
-    "constant": (("value",), {}),
-    "constant_speed": (("speed",), {"start": 0.0}),
-    "polynomial": (("coefficients",), {}),
-    "harmonic": (("amplitude", "frequency"), {"phase": 0.0, "offset": 0.0}),
-    "table": (("times", "values"), {}),
-}
-# File keys that fill a differently named model field (for locations of validation problems).
-FIELD_OF_KEY = {"body": "bodies", "reaction_body": "bodies", "point": "points"}
+from .toml_reader import (
+    BODY_KEYS,
+    DRIVER_COMMON,
+    DRIVER_TYPES_KEYS,
+    FORMAT,
+    JOINT_COMMON,
+    JOINT_TYPES_KEYS,
+    LOAD_COMMON,
+    LOAD_TYPES_KEYS,
+    NAN,
+    PROFILE_KEYS,
+    TOP_KEYS,
+    ZERO,
+    Reader,
+    T,
+    at,
+    toml_kind,
+)
+from .validation import label, table_problems, validate_mechanism
+from .values import suggest
 
 
-def _at(loc: str, key: str) -> str:
-    return f"{loc}.{key}" if loc else key
-
-
-def _under(loc: str, prefix: str) -> bool:
-    """``loc`` is ``prefix`` or a field/item of it."""
-    return loc == prefix or (loc.startswith(prefix) and loc[len(prefix)] in ".[")
-
-
-def _toml_kind(x: object) -> str:
-    """How a TOML value is called in messages: ``string 'heavy'``, ``boolean true``, ``array [...]``."""
-    if isinstance(x, bool):
-        return f"boolean {str(x).lower()}"
-    if isinstance(x, str):
-        return f"string {fmt(x)}"
-    if isinstance(x, list):
-        return f"array {fmt(x)}"
-    if isinstance(x, dict):
-        return "table"
-    return f"{type(x).__name__} {fmt(x)}"
-
-
-class _Reader:
-    """Generic field readers that record problems (with their file location) instead of raising.
-
-    A reader returns a placeholder (NaN, empty string) for a missing or mistyped value and marks
-    its location bad, so that the validator's complaint about the same placeholder is dropped.
-    """
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.problems: list[Problem] = []
-        self.bad: set[str] = set()
-        # validator location prefix -> file location prefix: element indices (when an element
-        # was skipped), then model fields filled from differently named keys (bodies <- body)
-        self.index_renames: dict[str, str] = {}
-        self.field_renames: dict[str, str] = {}
-
-    def report(self, loc: str, message: str) -> None:
-        self.problems.append(Problem(f"{self.source}: {loc}", message))
-        self.bad.add(loc)
-        owner, _, key = loc.rpartition(".")
-        if key in FIELD_OF_KEY:
-            self.bad.add(_at(owner, FIELD_OF_KEY[key]))
-
-    def keys(self, tbl: Mapping[str, Any], loc: str, common: Keys, by_type: Mapping[str, Keys] | None = None,
-             type_: str = "", what: str = "") -> dict[str, Any]:
-        """Report missing and unknown keys; return the table without the unknown ones."""
-        required, optional = common
-        if by_type is not None and type_ in by_type:
-            required, optional = required + by_type[type_][0], optional + by_type[type_][1]
-        elif by_type is not None:  # unknown type: the validator reports it; accept any section key
-            optional = optional + tuple(k for r, o in by_type.values() for k in r + o)
-        allowed = required + optional
-        other = {k: t for t, (r, o) in (by_type or {}).items() for k in r + o if t != type_}
-        for key in tbl:
-            if key in allowed:
-                continue
-            if key in other:
-                users = [t for t, (r, o) in (by_type or {}).items() if key in r + o]
-                self.report(_at(loc, key), f"key {key!r} does not apply to {type_} {what}s "
-                                           f"(it is used by: {', '.join(users)})")
-            else:
-                self.report(_at(loc, key), f"unknown key {key!r}{suggest(key, allowed)}")
-        for key in required:
-            if key not in tbl:
-                self.report(_at(loc, key), f"missing required key {key!r}")
-        return {k: v for k, v in tbl.items() if k in allowed}
-
-    def _get(self, tbl: Mapping[str, Any], loc: str, key: str, default: T, check: Callable[[Any], bool],
-             expected: str, convert: Callable[[Any], T], placeholder: T) -> T:
-        if key not in tbl:
-            return default
-        raw = tbl[key]
-        if not check(raw):
-            self.report(_at(loc, key), f"expected {expected}, got {_toml_kind(raw)}")
-            return placeholder
-        return convert(raw)
-
-    def number(self, tbl: Mapping[str, Any], loc: str, key: str, default: float) -> float:
-        return self._get(tbl, loc, key, default, is_number, "a number", to_float, NAN)
-
-    def optional_number(self, tbl: Mapping[str, Any], loc: str, key: str) -> float | None:
-        return self.number(tbl, loc, key, NAN) if key in tbl else None
-
-    def string(self, tbl: Mapping[str, Any], loc: str, key: str, default: str = "",
-               choices: tuple[str, ...] = ()) -> str:
-        value = self._get(tbl, loc, key, default, lambda x: isinstance(x, str), "a string", str, "")
-        if choices and key in tbl and value and value not in choices:
-            self.report(_at(loc, key), f"expected one of {', '.join(map(repr, choices))}, got "
-                                       f"{value!r}{suggest(value, choices)}")
-        return value
-
-    def vector(self, tbl: Mapping[str, Any], loc: str, key: str, default: Vec2) -> Vec2:
-        return self._get(tbl, loc, key, default, _is_vec, "[x, y] (2 numbers)", _to_vec, (NAN, NAN))
-
-    def optional_vector(self, tbl: Mapping[str, Any], loc: str, key: str) -> Vec2 | None:
-        return self.vector(tbl, loc, key, ZERO) if key in tbl else None
-
-    def points(self, tbl: Mapping[str, Any], loc: str, key: str, n: int) -> tuple[Vec2, ...]:
-        return self._get(tbl, loc, key, (ZERO,) * n,
-                         lambda x: isinstance(x, list) and len(x) == n and all(map(_is_vec, x)),
-                         f"{n} points [[x, y], ...]", lambda x: tuple(map(_to_vec, x)), ((NAN, NAN),) * n)
-
-    def names(self, tbl: Mapping[str, Any], loc: str, key: str, n: int) -> tuple[str, ...]:
-        return self._get(tbl, loc, key, ("",) * n,
-                         lambda x: isinstance(x, list) and len(x) == n and all(isinstance(s, str) for s in x),
-                         f"{n} body names [\"first\", \"second\"]", tuple, ("",) * n)
-
-    def numbers(self, tbl: Mapping[str, Any], loc: str, key: str) -> tuple[float, ...] | None:
-        ok = self._get(tbl, loc, key, None, lambda x: isinstance(x, list) and all(map(is_number, x)),
-                       "an array of numbers", lambda x: tuple(map(to_float, x)), None)
-        return ok
-
-    def elements(self, doc: Mapping[str, Any], section: str) -> Iterator[tuple[int, dict[str, Any]]]:
-        """(index, table) of each element of an array of tables ``[[section]]``."""
-        items = doc.get(section, [])
-        if not isinstance(items, list):
-            self.report(section, f"expected an array of tables [[{section}]], got {_toml_kind(items)}")
-            return
-        if len(items) > toml_guard.MAX_ELEMENTS:
-            self.report(section, f"{len(items)} elements (limit {toml_guard.MAX_ELEMENTS})")
-            return
-        for i, item in enumerate(items):
-            if isinstance(item, dict):
-                yield i, item
-            else:
-                self.report(f"{section}[{i}]", f"expected a table, got {_toml_kind(item)}")
-
-    def file_location(self, loc: str) -> str:
-        """Translate a validator location into the file's terms (longest matching prefixes)."""
-        for renames in (self.index_renames, self.field_renames):
-            for prefix in sorted(renames, key=len, reverse=True):
-                if _under(loc, prefix):
-                    loc = renames[prefix] + loc[len(prefix):]
-                    break
-        return loc
-
-    def add_validation(self, problems: list[Problem]) -> None:
-        for p in problems:
-            loc = self.file_location(p.location)
-            if not any(_under(loc, b) for b in self.bad):
-                self.problems.append(Problem(f"{self.source}: {loc}", p.message))
-
-
-def _is_vec(x: object) -> bool:
-    return isinstance(x, list) and len(x) == 2 and all(map(is_number, x))
-
-
-def _to_vec(x: list[Any]) -> Vec2:
-    return to_float(x[0]), to_float(x[1])
-
-
-def _profile(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Profile | None:
+def _profile(r: Reader, tbl: Mapping[str, Any], loc: str) -> Profile | None:
     """The ``profile`` inline table of ``tbl``, or None when absent or broken (problem reported)."""
     if "profile" not in tbl:
         return None
-    ploc, raw = _at(loc, "profile"), tbl["profile"]
+    ploc, raw = at(loc, "profile"), tbl["profile"]
     if not isinstance(raw, dict):
-        r.report(ploc, f"expected an inline table {{ kind = \"...\", ... }}, got {_toml_kind(raw)}")
+        r.report(ploc, f"expected an inline table {{ kind = \"...\", ... }}, got {toml_kind(raw)}")
         return None
     kind = r.string(raw, ploc, "kind")
     if kind not in PROFILE_KEYS:
@@ -264,7 +83,7 @@ def _as_profile(p: object) -> Profile:
     return cast(Profile, p)
 
 
-def _body(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Body:
+def _body(r: Reader, tbl: Mapping[str, Any], loc: str) -> Body:
     t = r.keys(tbl, loc, BODY_KEYS)
     # initial velocities (forward dynamics) are passed only when given
     initial: dict[str, Any] = {}
@@ -278,7 +97,7 @@ def _body(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Body:
                 **initial)
 
 
-def _joint(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Joint:
+def _joint(r: Reader, tbl: Mapping[str, Any], loc: str) -> Joint:
     jtype = r.string(tbl, loc, "type")
     t = r.keys(tbl, loc, JOINT_COMMON, JOINT_TYPES_KEYS, jtype, "joint")
     first, second = r.names(t, loc, "bodies", 2)
@@ -291,13 +110,12 @@ def _joint(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Joint:
                  parameters=r.optional_vector(t, loc, "parameters"))
 
 
-def _cam_surfaces(r: _Reader, t: Mapping[str, Any], loc: str) -> tuple[Any, ...]:
-    from . import loader_ext  # builds on this module
+def _cam_surfaces(r: Reader, t: Mapping[str, Any], loc: str) -> tuple[Any, ...]:
 
     return loader_ext.curves(r, t, loc, "surfaces", 2, SURFACE_KINDS)
 
 
-def _single_body(r: _Reader, t: Mapping[str, Any], loc: str) -> tuple[tuple[str, ...], tuple[Vec2, ...]]:
+def _single_body(r: Reader, t: Mapping[str, Any], loc: str) -> tuple[tuple[str, ...], tuple[Vec2, ...]]:
     """``body``/``point`` (and ``reaction_body``) of a driver or load, as model tuples."""
     for field, key in (("bodies", "body"), ("points[0]", "point"), ("points", "point")):
         r.field_renames[f"{loc}.{field}"] = f"{loc}.{key}"
@@ -307,7 +125,7 @@ def _single_body(r: _Reader, t: Mapping[str, Any], loc: str) -> tuple[tuple[str,
     return bodies, (r.vector(t, loc, "point", ZERO),)
 
 
-def _driver(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Driver:
+def _driver(r: Reader, tbl: Mapping[str, Any], loc: str) -> Driver:
     dtype = r.string(tbl, loc, "type")
     t = r.keys(tbl, loc, DRIVER_COMMON, DRIVER_TYPES_KEYS, dtype, "driver")
     if "bodies" in t or dtype == "distance":
@@ -320,26 +138,25 @@ def _driver(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Driver:
                   points=points)
 
 
-def _magnitude(r: _Reader, t: Mapping[str, Any], loc: str) -> tuple[float, Profile | None, str | None]:
+def _magnitude(r: Reader, t: Mapping[str, Any], loc: str) -> tuple[float, Profile | None, str | None]:
     """(value, profile, input) of a force/torque: at most one of the three may be given."""
     given = [k for k in ("value", "profile", "input") if k in t]
     for extra in given[1:]:
-        r.report(_at(loc, extra), f"give at most one of value, profile and input, got {', '.join(given)}")
+        r.report(at(loc, extra), f"give at most one of value, profile and input, got {', '.join(given)}")
     keep = given[0] if given else ""
     return (r.number(t, loc, "value", 0.0) if keep == "value" else 0.0,
             _profile(r, t, loc) if keep == "profile" else None,
             r.string(t, loc, "input") if keep == "input" else None)
 
 
-def _load(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Load | None:
+def _load(r: Reader, tbl: Mapping[str, Any], loc: str) -> Load | None:
     ltype = r.string(tbl, loc, "type")
     if ltype == "generalized":
-        r.report(_at(loc, "type"), "generalized loads need a Python function: build them with the "
+        r.report(at(loc, "type"), "generalized loads need a Python function: build them with the "
                                    "Python API (mbsd_twin.model.Load), not in a file")
         return None
     t = r.keys(tbl, loc, LOAD_COMMON, LOAD_TYPES_KEYS, ltype, "load")
     if ltype in ("contact", "rotating_frame"):
-        from . import loader_ext  # builds on this module
 
         return (loader_ext.contact_load if ltype == "contact" else loader_ext.frame_load)(r, t, loc)
     if "bodies" in t or ltype in ("spring_damper", "rotational_spring_damper"):
@@ -357,8 +174,8 @@ def _load(r: _Reader, tbl: Mapping[str, Any], loc: str) -> Load | None:
                 unit=r.string(t, loc, "unit"), description=r.string(t, loc, "description"))
 
 
-def _section(r: _Reader, doc: Mapping[str, Any], section: str,
-             build: Callable[[_Reader, Mapping[str, Any], str], T | None]) -> tuple[T, ...]:
+def _section(r: Reader, doc: Mapping[str, Any], section: str,
+             build: Callable[[Reader, Mapping[str, Any], str], T | None]) -> tuple[T, ...]:
     """Build every element of ``[[section]]``; map the validator's indices onto the file's."""
     out: list[T] = []
     for i, tbl in r.elements(doc, section):
@@ -373,7 +190,7 @@ def _section(r: _Reader, doc: Mapping[str, Any], section: str,
 
 
 def _mechanism(doc: Mapping[str, Any], source: str) -> Mechanism:
-    r = _Reader(source)
+    r = Reader(source)
     t = r.keys(doc, "", TOP_KEYS)
     version = r.string(t, "", "format", FORMAT)
     if version != FORMAT and isinstance(t.get("format"), str):

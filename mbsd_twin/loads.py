@@ -10,39 +10,15 @@ Gravity and the velocity-product term of offset centres of mass live in ``System
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
+from .contact import PenaltyContacts
 from .errors import PortError
-from .model import GROUND, Joint, Load, Mechanism
-
-F = NDArray[Any]
-Idx = NDArray[np.intp]
-
-
-@dataclass
-class LoadContext:
-    """One evaluation: q, v (B, n + 3) extended with the ground's zeros, t (B,), input values."""
-
-    qx: F
-    vx: F
-    t: F
-    inputs: dict[str, float]
-
-    def pose(self, col: Idx) -> tuple[F, F]:
-        th = self.qx[:, col + 2]
-        return np.cos(th), np.sin(th)
-
-
-@dataclass
-class LoadTotals:
-    Q: F
-    elastic: F
-    dissipation: F
-    input: F
+from .frames import RotatingFrames
+from .load_base import F, Group, Idx, LoadContext, LoadTotals
+from .model import Joint, Load, Mechanism
 
 
 def _rot(c: F, s: F, p: F) -> tuple[F, F]:
@@ -91,25 +67,6 @@ class _Magnitudes:
             else:
                 cols.append(np.full(len(ctx.t), ld.value))
         return np.stack(cols, axis=1)
-
-
-class Group:
-    def __init__(self, col: dict[str, int], loads: Sequence[Load]) -> None:
-        self.loads = list(loads)
-        self.ci = np.array([col[ld.bodies[0]] for ld in loads], dtype=np.intp)
-        self.cj = np.array([col[ld.bodies[1]] if len(ld.bodies) > 1 else col[GROUND] for ld in loads],
-                           dtype=np.intp)
-
-    def apply(self, Q: F, ctx: LoadContext) -> tuple[F, F, F]:
-        raise NotImplementedError
-
-    def output_specs(self) -> list[Any]:
-        """Named outputs this group reports (``outputs.OutputSpec``); most groups have none."""
-        return []
-
-    def outputs(self, ctx: LoadContext) -> dict[str, F]:
-        """Values of ``output_specs`` for the batch, each (B,)."""
-        return {}
 
 
 class Forces(Group):
@@ -320,10 +277,7 @@ class LoadSet:
 
 
 def _extension_groups(mech: Mechanism, col: dict[str, int]) -> list[Group]:
-    """Load kinds implemented in their own modules (imported here: they build on this one)."""
-    from .contact import PenaltyContacts
-    from .frames import RotatingFrames
-
+    """Load kinds implemented in their own modules."""
     out: list[Group] = []
     contacts = [ld for ld in mech.loads if ld.type == "contact"]
     if contacts:

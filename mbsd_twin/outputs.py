@@ -14,12 +14,12 @@ Conventions
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .output_spec import OutputSpec
 from .system import JointInfo, System
 
 if TYPE_CHECKING:
@@ -43,15 +43,6 @@ _REACTION = {
     "fy": ("N", "y force the joint exerts on its second body ({b}), world axes"),
     "mz": ("N.m", "moment the joint exerts on its second body ({b}) about the joint point, CCW positive"),
 }
-
-
-@dataclass(frozen=True)
-class OutputSpec:
-    """One named output: ``unit`` in ASCII SI notation (``N.m``, ``m/s2``)."""
-
-    name: str
-    unit: str
-    description: str
 
 
 def kinematic_specs(system: System) -> list[OutputSpec]:

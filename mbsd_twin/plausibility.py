@@ -20,7 +20,8 @@ import numpy as np
 
 from .errors import MbsdError, MechanismError, Problem
 from .model import Mechanism
-from .validation import is_number, label, to_float
+from .validation import label
+from .values import is_number, to_float
 
 FACTOR = 1e6
 # quantity -> (smallest typical non-zero magnitude or 0, largest typical magnitude, unit)

@@ -16,7 +16,8 @@ from typing import Any
 from .dynamics import SolverOptions
 from .errors import MechanismError, PortError
 from .model import Body, Joint, Load, Mechanism
-from .outputs import OutputSpec, kinematic_specs, reaction_specs
+from .output_spec import OutputSpec
+from .outputs import kinematic_specs, reaction_specs
 from .system import System
 from .validation import validate_mechanism
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from .outputs import OutputSpec
+from .output_spec import OutputSpec
 
 F = NDArray[Any]
 

@@ -28,7 +28,8 @@ from .fastpath import CompiledStepper
 from .initial_velocity import InitialVelocityReport, VelocityChange
 from .live_parameters import Slot, live_slot
 from .model import Mechanism
-from .outputs import OutputSpec, evaluated_outputs
+from .output_spec import OutputSpec
+from .outputs import evaluated_outputs
 from .plausibility import numerical
 from .ports import (
     TUNABLE,

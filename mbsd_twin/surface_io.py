@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .surfaces import Circle, Line, Polar, Polynomial, Spline, Surface
-from .validation import fmt, is_number, number_problem, suggest, to_float, vector_problem
+from .values import fmt, is_number, number_problem, suggest, to_float, vector_problem
 
 # kind -> (required keys, optional keys)
 SURFACE_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {

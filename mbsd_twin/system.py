@@ -20,7 +20,8 @@ from numpy.typing import NDArray
 
 from . import cam, nonholonomic
 from . import kernels as kn
-from .loads import LoadSet, LoadTotals
+from .load_base import LoadTotals
+from .loads import LoadSet
 from .model import GROUND, Joint, Mechanism
 
 F = NDArray[Any]

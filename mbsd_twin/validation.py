@@ -7,21 +7,19 @@ returns every problem found (never stops at the first); locations look like
 
 from __future__ import annotations
 
-import difflib
-import math
 import re
-from collections.abc import Iterable, Sequence
-from numbers import Real
+from collections.abc import Sequence
 
 from .errors import Problem
 from .model import DRIVER_TYPES, GROUND, JOINT_TYPES, LOAD_TYPES, Body, Driver, Joint, Load, Mechanism
 from .profiles import Constant, ConstantSpeed, FunctionProfile, Harmonic, Polynomial, Profile, Table
+from .surface_io import surface_problems
+from .values import fmt, number_problem, suggest, to_float, vector_problem
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 COORDINATES = ("x", "y", "theta")
 FRAMES = ("world", "body")
 FRICTION_JOINTS = ("revolute", "prismatic")
-FMT_ITEMS, FMT_CHARS = 8, 80  # longest array and text shown whole in a message
 
 
 def label(section: str, index: int, name: object) -> str:
@@ -29,68 +27,6 @@ def label(section: str, index: int, name: object) -> str:
     if isinstance(name, str) and name:
         return f"{section}[{index}] ({name})"
     return f"{section}[{index}]"
-
-
-def suggest(word: str, choices: Iterable[str]) -> str:
-    """``"; did you mean 'x'?"`` for the closest choice, or ``""``."""
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def is_number(x: object) -> bool:
-    """A real number that is not a bool (numpy scalars included)."""
-    return type(x) is float or type(x) is int or (isinstance(x, Real) and not isinstance(x, bool))
-
-
-def to_float(x: object) -> float:
-    """``float(x)`` of a number, ±inf for an integer too large for a float (TOML allows 4300 digits)."""
-    try:
-        return float(x)  # type: ignore[arg-type]
-    except OverflowError:
-        return -math.inf if x < 0 else math.inf  # type: ignore[operator]
-
-
-def fmt(x: object) -> str:
-    """Render a value for a message: numbers as floats, vectors as ``[x, y]``."""
-    if is_number(x):
-        return repr(to_float(x))
-    if isinstance(x, tuple | list):
-        if len(x) > FMT_ITEMS:  # a long array is shown by its first items and its length
-            return "[" + ", ".join(fmt(v) for v in x[:FMT_ITEMS]) + f", ... ({len(x)} items)]"
-        return "[" + ", ".join(fmt(v) for v in x) + "]"
-    text = repr(x)
-    return text if len(text) <= FMT_CHARS else f"{text[:FMT_CHARS]}... ({len(text)} characters)"
-
-
-def number_problem(x: object, *, minimum: float | None = None, strict: bool = False,
-                   nonzero: bool = False) -> str | None:
-    """Why ``x`` is not a finite number in range, or ``None`` if it is fine."""
-    number = is_number(x)
-    v = to_float(x) if number else math.nan
-    bad = (not math.isfinite(v) or (nonzero and v == 0.0)
-           or (minimum is not None and (v <= minimum if strict else v < minimum)))
-    if not bad:
-        return None
-    want = "a finite number"
-    if minimum is not None:
-        want += f" {'>' if strict else '>='} {minimum:g}"
-    if nonzero:
-        want = "a finite, non-zero number"
-    return f"must be {want}, got {fmt(v) if number else repr(x)}"
-
-
-def vector_problem(v: object, *, nonzero: bool = False) -> str | None:
-    """Why ``v`` is not a finite 2-vector (non-zero if asked), or ``None`` if it is fine."""
-    if not isinstance(v, tuple | list) or len(v) != 2 or not (is_number(v[0]) and is_number(v[1])):
-        return f"must be a 2-vector [x, y] of numbers, got {fmt(v)}"
-    x, y = to_float(v[0]), to_float(v[1])
-    if not (math.isfinite(x) and math.isfinite(y)):
-        return f"must be a finite vector, got {fmt(v)}"
-    if nonzero and x == 0.0 and y == 0.0:
-        return f"must be a non-zero vector, got {fmt(v)}"
-    if nonzero and not 0.0 < x * x + y * y < math.inf:  # normalised as v/sqrt(x² + y²)
-        return f"must be a direction of length between 1e-150 and 1e150, got {fmt(v)}"
-    return None
 
 
 def table_problems(times: Sequence[object], values: Sequence[object]) -> list[tuple[str, str]]:
@@ -250,7 +186,6 @@ class _Checker:
                      f"not {j.type}")
 
     def _cam(self, loc: str, j: Joint) -> None:
-        from .surface_io import surface_problems  # imports this module: import late
 
         surfs = j.surfaces
         if not isinstance(surfs, tuple | list) or len(surfs) != 2:
@@ -317,7 +252,6 @@ class _Checker:
 
     def _contact(self, loc: str, ld: Load) -> None:
         from .contact import ContactSpec, Polyline  # imports this module: import late
-        from .surface_io import surface_problems
 
         self.refs(loc, ld.bodies, 2, distinct=True, what="contact load")
         self.number(loc, "stiffness", ld.stiffness, minimum=0.0, strict=True)

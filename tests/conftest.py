@@ -91,6 +91,6 @@ def compiled_kernels() -> None:
     """Fill numba's disk cache before any test starts a process of its own (CLI, FMU importers,
     twin service): compiling from a cold cache takes longer than those processes' timeouts, and
     loading a warm one about a second. ``make`` does the same right after installing."""
-    from mbsd_twin.fastpath import warm
+    from mbsd_twin.warmup import warm
 
     warm()

@@ -162,8 +162,6 @@ class StateEstimator:
         self.lin: Linearisation | None = None
         self.age = 0  # steps since the Jacobians were computed
         self.inputs: dict[str, float] = {}  # measured inputs at the current sample (no bias)
-        if sim.buffers() is not None:
-            fused.load_kernels()  # now, not on the first sample of a stream
         self.ports = [p.name for p in sim.input_ports]
         self.col = {p: j for j, p in enumerate(self.ports)}
 

@@ -11,7 +11,6 @@ import numpy as np
 from ..dynamics import SolverFailure
 from ..errors import AssemblyError
 from ..fastpath import Buffers, failure_text
-from ..nb_cache import compile_notice
 from . import nb_filter
 from .holds import Step, mean_step
 from .records import PARAM_WRITE, Innovation, Linearisation, Prediction
@@ -37,31 +36,6 @@ class Plan:
         self.param_fb = np.array([fb_index[name] for name in est.param], dtype=np.int64)
         self.out = np.zeros(len(est.meas) * 3 + 2 * est.n + 3)
         self.all_rows = np.arange(len(est.meas), dtype=np.int64)
-
-
-_LOADED = False
-
-
-def load_kernels() -> None:
-    """Load the kernels from numba's cache (compiling them on a fresh install) once per process, by
-    two samples of a throwaway filter on the bundled slider crank: about 0.3 s that would otherwise
-    fall on the first sample of a stream (a twin would start with a backlog of batches)."""
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    from ..loader import bundled_slider_crank, load_mechanism
-    from ..simulator import Simulator
-    from .ekf import Augment, FilterConfig
-    from .ekf import StateEstimator as Estimator
-
-    est = Estimator(Simulator(load_mechanism(bundled_slider_crank())), FilterConfig(
-        ("crank.theta",), {"crank.theta": 1e-3, "crank.omega": 0.01},
-        augment=(Augment("piston.mass", 0.1), Augment("motor_torque.bias", 0.1))))
-    with compile_notice("the state estimator's kernels"):
-        est.initialize(0.0, {}, {}, {"motor_torque": 1.0})
-        for k in (1, 2):
-            est.sample([(k * 1e-3, {"motor_torque": 1.0})], {"motor_torque": 1.0}, {"crank.theta": 0.0})
 
 
 def plan(est: StateEstimator) -> Plan | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..cli import parse_assignments
+from ..cli_args import parse_assignments
 
 PROFILE_HELP = ("input profile: a number (constant), step:T:V0:V1, pwc:V0:T1:V1:T2:V2..., ramp:T0:T1:V0:V1 "
                 "or sine:A:F[:OFFSET[:PHASE]] (SI units, seconds, Hz, rad); repeatable")

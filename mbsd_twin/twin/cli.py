@@ -56,7 +56,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    from ..cli import parse_assignments
+    from ..cli_args import parse_assignments
     from ..estimation.calibrate import format_report
     from ..estimation.mechfile import atomic_write, write_mechanism
     from .calibration import calibrate_recording, calibration_header

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..model import Mechanism
 from ..ports import TUNABLE, model_parameters
-from .config import CoreConfig
 from .protocol import SensorBatch
+
+if TYPE_CHECKING:  # annotations only: config's checks import this module
+    from .config import CoreConfig
 
 MAX_DETAIL = 2000  # characters of a problem text kept in a command reply
 # plausible solver settings: a tiny step limit or tolerance would make every batch take minutes

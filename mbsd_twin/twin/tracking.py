@@ -20,6 +20,7 @@ from scipy.stats import chi2
 from ..dynamics import SolverOptions
 from ..estimation.ekf import Augment, FilterConfig, Innovation, StateEstimator, speed_of
 from ..estimation.holds import Step
+from ..estimation.warm import load_kernels
 from ..model import Mechanism
 from ..ports import TUNABLE, apply_parameters
 from ..simulator import Simulator
@@ -79,6 +80,8 @@ class EkfTracker:
         fc = FilterConfig(tuple(self.coords), meas, c.accel_noise, aug,
                           input_noise={p: c.noise[ch] for ch, p in c.inputs.items() if ch in c.noise},
                           jacobian_every=c.jacobian_every)
+        if sim.backend == "compiled":
+            load_kernels()  # the filter's compiled kernels now, not on the first samples of the stream
         self.est = StateEstimator(sim, fc)
         self.virtual = virtual_outputs(c, sim.output_names())
         self.picker = Picker(sim, [*c.compare.values(), *c.state_extra, *self.virtual])

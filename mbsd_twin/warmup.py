@@ -1,0 +1,27 @@
+"""Fill numba's disk cache with the engine's and the estimator's compiled kernels, so that the first
+Simulator, FMU instance or twin starts in about a second: ``python -c "from mbsd_twin.warmup import
+warm; warm()"`` (``make`` runs it after installing, the container image at build time)."""
+
+from __future__ import annotations
+
+import time
+
+from .estimation.warm import load_kernels
+from .loader import bundled_slider_crank, load_mechanism
+from .simulator import Simulator
+
+
+def warm() -> float:
+    """Compile the compiled path's kernels into numba's disk cache (a fresh install compiles for
+    one to two minutes on first use; afterwards loading takes about a second) by stepping the
+    bundled slider crank. Returns the wall time [s]. Run by ``make`` after installing, and by the
+    test session before any test starts a process of its own."""
+    t0 = time.perf_counter()
+    mech = load_mechanism(bundled_slider_crank())
+    sim = Simulator(mech)
+    sim.set_input("motor_torque", 1.0)
+    sim.advance_to(0.0105)
+    sim.outputs()
+    sim.set_configuration({"crank.theta": 0.1}, {"crank.omega": 1.0})  # nb_config, as the twin's filter uses
+    load_kernels()  # the filter's kernels (nb_filter, nb_kalman)
+    return time.perf_counter() - t0
