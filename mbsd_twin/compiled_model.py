@@ -18,6 +18,7 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 from . import kernels as kn
 from . import loads as ld
 from .model import Load
+from .nonholonomic import KnifeEdge
 from .profiles import Constant, ConstantSpeed, Harmonic, Polynomial, Profile
 from .system import System
 
@@ -75,8 +76,10 @@ def group(ints: Sequence[Any], floats: Sequence[Any], k: int) -> tuple[NDArray[n
 
 # columns (see nb_kernels): co I[ci, cj] F[s_i, s_j]; ra I[ci, cj] F[phi0]; pl I[ci, cj] F[s_i, s_j, n̂];
 # gr I[ci, cj] F[ratio, c0]; cd I[ci, axis, profile] F[s_i, profile params]; dd I[ci, cj, profile]
-# F[s_i, s_j, profile params]
-_EMPTY = {"co": (2, 4), "ra": (2, 1), "pl": (2, 6), "gr": (2, 2), "cd": (3, 6), "dd": (3, 8)}  # (ints, floats)
+# F[s_i, s_j, profile params]; ke I[ci, cj] F[p_j, n̂]
+_EMPTY = {"co": (2, 4), "ra": (2, 1), "pl": (2, 6), "gr": (2, 2), "cd": (3, 6), "dd": (3, 8),
+          "ke": (2, 4)}  # (ints, floats)
+GROUPS = tuple(_EMPTY)
 
 
 def _constraint_group(k: Any) -> tuple[str, tuple[Any, ...]]:
@@ -95,6 +98,8 @@ def _constraint_group(k: Any) -> tuple[str, tuple[Any, ...]]:
     if isinstance(k, kn.DistanceDriver):
         pk, pp = _profiles(k.profiles)
         return "dd", group([k.col_i, k.col_j, pk], [k.s_i, k.s_j, pp], n)
+    if isinstance(k, KnifeEdge):
+        return "ke", group([k.col_i, k.col_j], [k.p_j, k.nhat], n)
     raise Unsupported(f"constraint kind {type(k).__name__}")
 
 
@@ -108,13 +113,13 @@ def _constraints(system: System) -> tuple[tuple[Any, ...], NDArray[np.int64]]:
         key, (gi, gf) = _constraint_group(k)
         parts[key] = (off, gi, gf)
         off += r
-    return tuple(parts[key] for key in ("co", "ra", "pl", "gr", "cd", "dd")), Jc
+    return tuple(parts[key] for key in GROUPS), Jc
 
 
 # the float arrays in the order nb_flat.flatten stores them in its float buffer: the constraint
 # groups' floats, the bodies (mass, inertia, cg, gravity), the load groups' floats, Baumgarte, the
 # joints' second points
-FLOAT_ARRAYS = ("co", "ra", "pl", "gr", "cd", "dd", "mass", "inertia", "cg", "gravity",
+FLOAT_ARRAYS = (*GROUPS, "mass", "inertia", "cg", "gravity",
                 "fo", "to", "sd", "rs", "pf", "baumgarte", "joint_point")
 
 

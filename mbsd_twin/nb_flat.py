@@ -6,7 +6,7 @@ than a right-hand side. :func:`flatten` copies the model and the joint table int
 (``ib``, ``fb``); the compiled entry points rebuild the tuple inside numba with
 :func:`unflatten` (array views, no copy), so a call passes a handful of arrays.
 
-``ib`` layout: ``HEAD`` scalars (n, m, band width, the six constraint groups' first rows), then
+``ib`` layout: ``HEAD`` scalars (n, m, band width, the seven constraint groups' first rows), then
 (start, rows, columns) of each int array and of each float array, then the int data; the float
 data fill ``fb``. Scratch arrays come from one float buffer too (:func:`workspace_size`,
 :func:`workspace_in`), allocated once per stepper instead of once per call.
@@ -27,8 +27,8 @@ from numpy.typing import NDArray
 
 from .nb_kernels import shaped
 
-HEAD = 9
-N_INT, N_FLOAT = 20, 17
+HEAD = 10
+N_INT, N_FLOAT = 21, 18
 
 
 def flatten(model: tuple[Any, ...], joints: tuple[Any, ...]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
@@ -83,13 +83,14 @@ def unflatten(ib, fb):  # noqa: ANN001
     """(model, joints) as views into the buffers; the same structure as ``compiled_model.pack``."""
     cons = ((ib[3], _i2(ib, 0), _f2(ib, fb, 0)), (ib[4], _i2(ib, 1), _f2(ib, fb, 1)),
             (ib[5], _i2(ib, 2), _f2(ib, fb, 2)), (ib[6], _i2(ib, 3), _f2(ib, fb, 3)),
-            (ib[7], _i2(ib, 4), _f2(ib, fb, 4)), (ib[8], _i2(ib, 5), _f2(ib, fb, 5)))
-    bodies = (_f1(ib, fb, 6), _f1(ib, fb, 7), _f2(ib, fb, 8), _f1(ib, fb, 9))
-    loads = ((_i2(ib, 7), _f2(ib, fb, 10)), (_i2(ib, 8), _f2(ib, fb, 11)), (_i2(ib, 9), _f2(ib, fb, 12)),
-             (_i2(ib, 10), _f2(ib, fb, 13)), (_i2(ib, 11), _f2(ib, fb, 14)))
-    sd = (_i1(ib, 12), _i1(ib, 13), _i1(ib, 14), _i2(ib, 15), ib[2])
-    model = (ib[0], ib[1], cons, _i2(ib, 6), bodies, loads, sd, _f1(ib, fb, 15))
-    joints = (_i1(ib, 16), _i1(ib, 17), _i1(ib, 18), _i1(ib, 19), _f2(ib, fb, 16))
+            (ib[7], _i2(ib, 4), _f2(ib, fb, 4)), (ib[8], _i2(ib, 5), _f2(ib, fb, 5)),
+            (ib[9], _i2(ib, 6), _f2(ib, fb, 6)))
+    bodies = (_f1(ib, fb, 7), _f1(ib, fb, 8), _f2(ib, fb, 9), _f1(ib, fb, 10))
+    loads = ((_i2(ib, 8), _f2(ib, fb, 11)), (_i2(ib, 9), _f2(ib, fb, 12)), (_i2(ib, 10), _f2(ib, fb, 13)),
+             (_i2(ib, 11), _f2(ib, fb, 14)), (_i2(ib, 12), _f2(ib, fb, 15)))
+    sd = (_i1(ib, 13), _i1(ib, 14), _i1(ib, 15), _i2(ib, 16), ib[2])
+    model = (ib[0], ib[1], cons, _i2(ib, 7), bodies, loads, sd, _f1(ib, fb, 16))
+    joints = (_i1(ib, 17), _i1(ib, 18), _i1(ib, 19), _i1(ib, 20), _f2(ib, fb, 17))
     return model, joints
 
 

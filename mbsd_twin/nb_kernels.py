@@ -272,13 +272,36 @@ def _drivers(qx, cs, vx, t, cd, dd, C, Jv, Ct, G, gam):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
+def _knife_edge(qx, cs, vx, ke, C, Jv, Ct, G, gam):  # noqa: ANN001
+    """The velocity-level rows of ``nonholonomic.KnifeEdge`` (records I[ci, cj] F[p_j, n̂]): C = 0,
+    Ct = 0, Jv = B (the blade's lateral normal n = A(θ_j)·n̂ against the relative velocity of the
+    blade point P), γ = −Ḃ·v. The numpy kernel is kept as the independent check (the tests
+    compare both)."""
+    off, gi, gf = ke
+    for k in range(gi.shape[0]):
+        i, j, r = gi[k, 0], gi[k, 1], off + k
+        ajx, ajy = _att(cs, j, gf[k, 0], gf[k, 1])
+        nx, ny = _att(cs, j, gf[k, 2], gf[k, 3])
+        dx, dy = qx[j] + ajx - qx[i], qx[j + 1] + ajy - qx[i + 1]  # d = P − r_i
+        C[r] = Ct[r] = 0.0
+        Jv[r, 0], Jv[r, 1], Jv[r, 2] = -nx, -ny, nx * dy - ny * dx
+        Jv[r, 3], Jv[r, 4], Jv[r, 5] = nx, ny, ny * ajx - nx * ajy
+        if gam:
+            wi, wj = vx[i + 2], vx[j + 2]
+            ddx, ddy = vx[j] - wj * ajy - vx[i], vx[j + 1] + wj * ajx - vx[i + 1]  # ḋ
+            vrx, vry = ddx + wi * dy, ddy - wi * dx  # v_P,j − v_P,i
+            G[r] = -(wj * (nx * vry - ny * vrx) - wj * wj * (nx * ajx + ny * ajy) - wi * (ny * ddx - nx * ddy))
+
+
+@njit(cache=True, inline="always")
 def constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, gam):  # noqa: ANN001
     """Fill C, Jv, Ct (and γ when ``gam``) for every constraint row."""
-    co, ra, pl, gr, cd, dd = cons
+    co, ra, pl, gr, cd, dd, ke = cons
     _coincident(qx, cs, vx, co, C, Jv, Ct, G, gam)
     _angles(qx, ra, gr, C, Jv, Ct, G)
     _point_on_line(qx, cs, vx, pl, C, Jv, Ct, G, gam)
     _drivers(qx, cs, vx, t, cd, dd, C, Jv, Ct, G, gam)
+    _knife_edge(qx, cs, vx, ke, C, Jv, Ct, G, gam)
 
 
 @njit(cache=True, inline="always")
