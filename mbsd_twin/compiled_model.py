@@ -1,8 +1,8 @@
 """Pack a compiled :class:`System` into the flat arrays the numba kernels read.
 
 ``pack(system, rows, opts)`` returns the model tuple, or raises :class:`Unsupported` naming the
-feature the compiled path lacks (a table or callable profile, a callable load, a spline cam
-curve); the caller then uses the numpy path, which supports everything.
+feature the compiled path lacks (a callable profile, load or cam curve, penalty contact); the caller
+then uses the numpy path, which supports everything.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from . import loads as ld
 from .cam import CamContact
 from .model import Load
 from .nonholonomic import KnifeEdge
-from .profiles import Constant, ConstantSpeed, Harmonic, Polynomial, Profile
-from .surfaces import Circle, Line, Polar
+from .profiles import Constant, ConstantSpeed, Harmonic, Polynomial, Profile, Table
+from .surfaces import Circle, Line, Polar, Spline
 from .surfaces import Polynomial as PolynomialCurve
 from .system import System
 
@@ -46,6 +46,13 @@ def _f(x: Any) -> F:
     return np.ascontiguousarray(np.asarray(x, dtype=float).reshape(-1))
 
 
+def cubic_block(spline: Any, component: int | None = None) -> list[float]:
+    """A scipy cubic spline (``PPoly``; one ``component`` of a vector-valued one) as the block
+    ``nb_curves.piecewise`` reads: [k, breakpoints, then c0 … c3 per segment]."""
+    c = spline.c if component is None else spline.c[..., component]
+    return [float(len(spline.x)), *map(float, spline.x), *map(float, np.asarray(c).T.ravel())]
+
+
 def profile_code(p: Profile | None) -> tuple[int, list[float]]:
     if isinstance(p, Constant):
         return 0, [p.value]
@@ -55,6 +62,8 @@ def profile_code(p: Profile | None) -> tuple[int, list[float]]:
         return 2, list(p.coefficients)
     if isinstance(p, Harmonic):
         return 3, [p.amplitude, p.frequency, p.phase, p.offset]
+    if isinstance(p, Table):
+        return 4, cubic_block(p._spline)
     raise Unsupported(f"{getattr(p, 'kind', type(p).__name__)} profile")
 
 
@@ -97,8 +106,11 @@ def surface_code(surf: Any) -> tuple[int, list[float]]:
         return 2, [float(c) for c in surf.coefficients]
     if isinstance(surf, Polar) and not surf.angles:
         return 3, [float(c) for c in surf.fourier] or [0.0]
-    raise Unsupported(f"{getattr(surf, 'kind', type(surf).__name__)} cam surface"
-                      + (" (spline radii)" if isinstance(surf, Polar) else ""))
+    if isinstance(surf, Polar):
+        return 5, [float(surf.angles[0]), *cubic_block(surf._spline)]
+    if isinstance(surf, Spline):
+        return 4, [float(surf.closed), *cubic_block(surf._spline, 0), *cubic_block(surf._spline, 1)]
+    raise Unsupported(f"{getattr(surf, 'kind', type(surf).__name__)} cam surface")
 
 
 def _cam_group(k: CamContact, first_reduced: int) -> tuple[Any, ...]:

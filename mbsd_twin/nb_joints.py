@@ -2,8 +2,8 @@
 more than body coordinates: the knife edge (a velocity-level row) and the cam (two curves in
 tangent contact, whose parameters are extra coordinates without mass).
 
-The same physics as ``nonholonomic.KnifeEdge``, ``cam.CamContact`` and ``surfaces`` (circle, line,
-polynomial, Fourier polar curve). The numpy kernels are kept, vectorised over batches, as the
+The same physics as ``nonholonomic.KnifeEdge`` and ``cam.CamContact`` (the curves: ``nb_curves``).
+The numpy kernels are kept, vectorised over batches, as the
 independent check the tests compare these scalar versions with (tests/test_compiled_elements.py).
 
 The cam's parameters carry no mass, so the Schur complement A·M⁻¹·Aᵀ of ``nb_solve`` does not
@@ -20,60 +20,10 @@ The position and velocity projections use the three rows themselves, as the nump
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 from numba import njit
 
+from .nb_curves import curve
 from .nb_kernels import angles, att, coincident, drivers, point_on_line
-
-# surface codes: 0 circle [R, cx, cy], 1 line [px, py, ux, uy] (u of unit length), 2 polynomial graph
-# [a0, a1, …], 3 polar Fourier [a0, a1, b1, a2, b2, …]; parameters padded with zeros
-
-
-@njit(cache=True)
-def _polynomial(p: np.ndarray, s: float) -> tuple[float, float, float, float]:
-    """f(s) = Σ p[k]·s^k and its first three derivatives (Horner)."""
-    f, d1, d2, d3 = 0.0, 0.0, 0.0, 0.0
-    for k in range(p.shape[0] - 1, -1, -1):
-        d3 = d3 * s + 3.0 * d2
-        d2 = d2 * s + 2.0 * d1
-        d1 = d1 * s + f
-        f = f * s + p[k]
-    return f, d1, 2.0 * d2, 6.0 * d3
-
-
-@njit(cache=True)
-def _fourier(p: np.ndarray, s: float) -> tuple[float, float, float, float]:
-    """r(φ) = a0 + Σ_k (a_k cos kφ + b_k sin kφ) and its first three derivatives."""
-    r, r1, r2, r3 = p[0], 0.0, 0.0, 0.0
-    for k in range(1, (p.shape[0] - 1) // 2 + 1):
-        ak, bk = p[2 * k - 1], p[2 * k]
-        c, sn = math.cos(k * s), math.sin(k * s)
-        x, y = ak * c + bk * sn, -ak * sn + bk * c
-        r += x
-        r1 += k * y
-        r2 -= k * k * x
-        r3 -= k * k * k * y
-    return r, r1, r2, r3
-
-
-@njit(cache=True)
-def curve(code: int, p: np.ndarray, s: float) -> tuple[float, float, float, float, float, float, float, float]:
-    """p(s), p'(s), p''(s), p'''(s) (body frame) of surface ``code`` with parameters ``p``."""
-    if code == 0:
-        R, c, sn = p[0], math.cos(s), math.sin(s)
-        return p[1] + R * c, p[2] + R * sn, -R * sn, R * c, -R * c, -R * sn, R * sn, -R * c
-    if code == 1:
-        return p[0] + s * p[2], p[1] + s * p[3], p[2], p[3], 0.0, 0.0, 0.0, 0.0
-    if code == 2:
-        f, d1, d2, d3 = _polynomial(p, s)
-        return s, f, 1.0, d1, 0.0, d2, 0.0, d3
-    r, r1, r2, r3 = _fourier(p, s)
-    ex, ey = math.cos(s), math.sin(s)  # e(φ); f(φ) = R90·e = (−ey, ex)
-    return (r * ex, r * ey, r1 * ex - r * ey, r1 * ey + r * ex, (r2 - r) * ex - 2.0 * r1 * ey,
-            (r2 - r) * ey + 2.0 * r1 * ex, (r3 - 3.0 * r1) * ex - (3.0 * r2 - r) * ey,
-            (r3 - 3.0 * r1) * ey + (3.0 * r2 - r) * ex)
 
 
 @njit(cache=True)

@@ -19,6 +19,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from .nb_cache import guard as guard_cache
+from .nb_curves import profile
 
 
 def _borrowed(context, builder, ty, val):  # noqa: ANN001, ANN202
@@ -136,27 +137,6 @@ def unstash(typingctx, p):  # noqa: ANN001, ANN201
         return _borrowed(context, builder, signature.return_type, builder.load(args[0]))
 
     return p.dtype(p), codegen
-
-# profile codes: 0 constant(p0), 1 constant speed(speed p0, start p1), 2 polynomial(p0..),
-# 3 harmonic(amplitude p0, frequency p1 [Hz], phase p2, offset p3)
-
-
-@njit(cache=True)
-def profile(code: int, p: np.ndarray, t: float) -> tuple[float, float, float]:
-    if code == 0:
-        return p[0], 0.0, 0.0
-    if code == 1:
-        return p[1] + p[0] * t, p[0], 0.0
-    if code == 2:
-        f, d1, d2 = 0.0, 0.0, 0.0
-        for k in range(p.shape[0] - 1, -1, -1):  # Horner with derivatives
-            d2 = d2 * t + 2.0 * d1
-            d1 = d1 * t + f
-            f = f * t + p[k]
-        return f, d1, d2
-    w = 2.0 * math.pi * p[1]
-    s, c = math.sin(w * t + p[2]), math.cos(w * t + p[2])
-    return p[3] + p[0] * s, p[0] * w * c, -p[0] * w * w * s
 
 
 @njit(cache=True, inline="always")
