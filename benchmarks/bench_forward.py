@@ -7,6 +7,10 @@
    factor [>= 100] and crank-angle error against a tight reference [< 1e-6 rad].
 3. Chain of N pendulum links: cost per right-hand-side evaluation for N = 2, 8, 32, 128 [O(N),
    <= 1 ms at N = 128].
+4. Simulator.advance_to in 1 ms steps on the mechanisms with a knife edge (chaplygin_sleigh.toml)
+   and a cam (cam_follower.toml): real-time factor on the compiled path [>= 100] and on the numpy
+   path (which they used before issue #16 compiled these joints; a short run, it is slow), and the
+   largest position difference between the two.
 
 Run: python benchmarks/bench_forward.py [--quick]
 """
@@ -132,6 +136,32 @@ def bench_chain(sizes: list[int]) -> None:
               f"evaluation [target O(N), <= 1 ms at N = 128]")
 
 
+def _rtf(mech: mt.Mechanism, opts: mt.SolverOptions, t_end: float, repeat: int) -> tuple[float, str, np.ndarray]:
+    """Best-of-``repeat`` real-time factor of 1 ms Simulator steps reading one output per step (as
+    bench_simulator), the backend and the final coordinates."""
+    n, walls = int(round(t_end / 1e-3)), []
+    for _ in range(repeat):
+        sim = mt.Simulator(mech, opts)
+        name = sim.system.coordinate_names[2]
+        t0 = time.perf_counter()
+        for k in range(1, n + 1):
+            sim.advance_to(k * 1e-3)
+            sim.get_output(name)
+        walls.append(time.perf_counter() - t0)
+    return t_end / min(walls), sim.backend, np.asarray(sim._stepper.y)[:sim.system.n_coord].copy()
+
+
+def bench_joints(t_end: float, repeat: int) -> None:
+    for name in ("chaplygin_sleigh", "cam_follower"):
+        mech = mt.load_mechanism(ROOT / f"examples/mechanisms/{name}.toml")
+        rtf, backend, q = _rtf(mech, mt.SolverOptions(), t_end, repeat)
+        rtf_np, backend_np, _ = _rtf(mech, mt.SolverOptions(backend="numpy"), min(t_end, 0.2), 1)
+        _, _, q_np = _rtf(mech, mt.SolverOptions(backend="numpy", rtol=1e-10, atol=1e-12), t_end, 1)
+        print(f"Simulator 1 ms steps, {name}, {t_end:g} s: {backend} real-time factor {rtf:.0f} [target >= 100] "
+              f"(best of {repeat}); {backend_np} {rtf_np:.2f} (0.2 s); largest coordinate difference to the numpy "
+              f"path at rtol 1e-10 {np.abs(q - q_np).max():.1e}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="shorter simulator run")
@@ -140,6 +170,7 @@ def main() -> None:
     bench_four_bar()
     bench_simulator(1.0 if args.quick else 10.0, args.repeat)
     bench_chain([2, 8, 32, 128])
+    bench_joints(1.0 if args.quick else 2.0, args.repeat)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,10 @@ T̈_k = −ω_k²·T_k + 2ω_k·ṡ_k·R90·K_k + ṡ_k²·L_k.
 The saddle-point matrix stays non-singular: with the bodies held still the constraints allow
 ṡ1 = ṡ2 = 0 only, unless the curvatures are equal and opposite (conformal contact, e.g. a line on
 a line), which is not a valid cam pair. The contact force −Cqᵀλ is then along the common normal.
+
+The compiled path has its own scalar version of these rows and of the curves (``nb_joints``; it
+solves the massless parameters by reducing the three rows to the contact's normal equation); this
+vectorised version is kept, written independently, as the check the tests compare it with.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Pack a compiled :class:`System` into the flat arrays the numba kernels read.
 
 ``pack(system, rows, opts)`` returns the model tuple, or raises :class:`Unsupported` naming the
-feature the compiled path lacks (a table or callable profile, a callable load, extra
-coordinates); the caller then uses the numpy path, which supports everything.
+feature the compiled path lacks (a callable profile, load or cam curve, penalty contact); the caller
+then uses the numpy path, which supports everything.
 """
 
 from __future__ import annotations
@@ -17,13 +17,17 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 
 from . import kernels as kn
 from . import loads as ld
+from .cam import CamContact
 from .model import Load
-from .profiles import Constant, ConstantSpeed, Harmonic, Polynomial, Profile
+from .nonholonomic import KnifeEdge
+from .profiles import Constant, ConstantSpeed, Harmonic, Polynomial, Profile, Table
+from .surfaces import Circle, Line, Polar, Spline
+from .surfaces import Polynomial as PolynomialCurve
 from .system import System
 
 F = NDArray[Any]
 I64 = np.int64
-WIDTH = 6
+WIDTH, CAM_WIDTH = 6, 8  # Jacobian slots per row: bodies i and j; a cam adds its two parameters
 
 
 class Unsupported(Exception):
@@ -42,6 +46,13 @@ def _f(x: Any) -> F:
     return np.ascontiguousarray(np.asarray(x, dtype=float).reshape(-1))
 
 
+def cubic_block(spline: Any, component: int | None = None) -> list[float]:
+    """A scipy cubic spline (``PPoly``; one ``component`` of a vector-valued one) as the block
+    ``nb_curves.piecewise`` reads: [k, breakpoints, then c0 … c3 per segment]."""
+    c = spline.c if component is None else spline.c[..., component]
+    return [float(len(spline.x)), *map(float, spline.x), *map(float, np.asarray(c).T.ravel())]
+
+
 def profile_code(p: Profile | None) -> tuple[int, list[float]]:
     if isinstance(p, Constant):
         return 0, [p.value]
@@ -51,6 +62,8 @@ def profile_code(p: Profile | None) -> tuple[int, list[float]]:
         return 2, list(p.coefficients)
     if isinstance(p, Harmonic):
         return 3, [p.amplitude, p.frequency, p.phase, p.offset]
+    if isinstance(p, Table):
+        return 4, cubic_block(p._spline)
     raise Unsupported(f"{getattr(p, 'kind', type(p).__name__)} profile")
 
 
@@ -75,11 +88,43 @@ def group(ints: Sequence[Any], floats: Sequence[Any], k: int) -> tuple[NDArray[n
 
 # columns (see nb_kernels): co I[ci, cj] F[s_i, s_j]; ra I[ci, cj] F[phi0]; pl I[ci, cj] F[s_i, s_j, n̂];
 # gr I[ci, cj] F[ratio, c0]; cd I[ci, axis, profile] F[s_i, profile params]; dd I[ci, cj, profile]
-# F[s_i, s_j, profile params]
-_EMPTY = {"co": (2, 4), "ra": (2, 1), "pl": (2, 6), "gr": (2, 2), "cd": (3, 6), "dd": (3, 8)}  # (ints, floats)
+# F[s_i, s_j, profile params]; ke I[ci, cj] F[p_j, n̂] (see nb_joints); cm I[ci, cj, column of s1,
+# surface code i, surface code j, reduced row] F[surface parameters i, j]
+_EMPTY = {"co": (2, 4), "ra": (2, 1), "pl": (2, 6), "gr": (2, 2), "cd": (3, 6), "dd": (3, 8),
+          "ke": (2, 4), "cm": (6, 2)}  # (ints, floats)
+GROUPS = tuple(_EMPTY)
 
 
-def _constraint_group(k: Any) -> tuple[str, tuple[Any, ...]]:
+def surface_code(surf: Any) -> tuple[int, list[float]]:
+    """The compiled code and parameters of a cam curve (``nb_joints.curve``)."""
+    if isinstance(surf, Circle):
+        return 0, [surf.radius, *surf.center]
+    if isinstance(surf, Line):
+        u = np.asarray(surf.direction, float)
+        return 1, [*surf.point, *(u / np.linalg.norm(u))]
+    if isinstance(surf, PolynomialCurve):
+        return 2, [float(c) for c in surf.coefficients]
+    if isinstance(surf, Polar) and not surf.angles:
+        return 3, [float(c) for c in surf.fourier] or [0.0]
+    if isinstance(surf, Polar):
+        return 5, [float(surf.angles[0]), *cubic_block(surf._spline)]
+    if isinstance(surf, Spline):
+        return 4, [float(surf.closed), *cubic_block(surf._spline, 0), *cubic_block(surf._spline, 1)]
+    raise Unsupported(f"{getattr(surf, 'kind', type(surf).__name__)} cam surface")
+
+
+def _cam_group(k: CamContact, first_reduced: int) -> tuple[Any, ...]:
+    codes = [surface_code(s) for pair in k.surfaces for s in pair]
+    w = max(len(c[1]) for c in codes)
+    par = np.zeros((len(codes), w))
+    for e, (_, p) in enumerate(codes):
+        par[e, : len(p)] = p
+    n = len(k.col_i)
+    return group([k.col_i, k.col_j, k.col_s[:, 0], [c[0] for c in codes[0::2]], [c[0] for c in codes[1::2]],
+                  first_reduced + np.arange(n)], [par[0::2], par[1::2]], n)
+
+
+def _constraint_group(k: Any, m: int) -> tuple[str, tuple[Any, ...]]:
     n = len(k.col_i)
     if isinstance(k, kn.CoincidentPoints):
         return "co", group([k.col_i, k.col_j], [k.s_i, k.s_j], n)
@@ -95,26 +140,47 @@ def _constraint_group(k: Any) -> tuple[str, tuple[Any, ...]]:
     if isinstance(k, kn.DistanceDriver):
         pk, pp = _profiles(k.profiles)
         return "dd", group([k.col_i, k.col_j, pk], [k.s_i, k.s_j, pp], n)
+    if isinstance(k, KnifeEdge):
+        return "ke", group([k.col_i, k.col_j], [k.p_j, k.nhat], n)
+    if isinstance(k, CamContact):
+        return "cm", _cam_group(k, m)
     raise Unsupported(f"constraint kind {type(k).__name__}")
 
 
 def _constraints(system: System) -> tuple[tuple[Any, ...], NDArray[np.int64]]:
+    """The constraint groups and the Jacobian's columns: one row per constraint row, then each
+    cam's reduced row (``nb_joints``: the cam's body columns)."""
     parts = {key: (0, *group([[]] * ni, [[]] * nf, 0)) for key, (ni, nf) in _EMPTY.items()}
-    Jc = -np.ones((system.n_constraints, WIDTH), dtype=I64)
+    cams = [k for k in system.kernels if isinstance(k, CamContact)]
+    m = system.n_constraints
+    Jc = -np.ones((m + sum(len(k.col_i) for k in cams), CAM_WIDTH if cams else WIDTH), dtype=I64)
     off = 0
     for k in system.kernels:
         r = len(k.rows)
-        Jc[off:off + r, : k.cols.shape[1]] = np.where(k.cols < system.n_coord, k.cols, -1)
-        key, (gi, gf) = _constraint_group(k)
+        cols = np.where(k.cols < system.n_coord, k.cols, -1)
+        Jc[off:off + r, : k.cols.shape[1]] = cols
+        key, (gi, gf) = _constraint_group(k, m)
         parts[key] = (off, gi, gf)
+        if isinstance(k, CamContact):
+            Jc[gi[:, 5], :WIDTH] = cols[0::3, :WIDTH]
         off += r
-    return tuple(parts[key] for key in ("co", "ra", "pl", "gr", "cd", "dd")), Jc
+    return tuple(parts[key] for key in GROUPS), Jc
+
+
+def _rows(system: System, rows: NDArray[np.intp], cm: tuple[Any, ...]) -> NDArray[np.intp]:
+    """The rows the dynamics solve uses: the active rows with each cam's three replaced by its
+    reduced row (``nb_joints``)."""
+    off, gi, _ = cm
+    cam_rows = {off + 3 * k + i for k in range(gi.shape[0]) for i in range(3)}
+    if not cam_rows <= set(rows.tolist()):
+        raise Unsupported("a cam joint with a redundant row")
+    return np.array([r for r in rows if r not in cam_rows] + list(gi[:, 5]), dtype=np.intp)
 
 
 # the float arrays in the order nb_flat.flatten stores them in its float buffer: the constraint
 # groups' floats, the bodies (mass, inertia, cg, gravity), the load groups' floats, Baumgarte, the
 # joints' second points
-FLOAT_ARRAYS = ("co", "ra", "pl", "gr", "cd", "dd", "mass", "inertia", "cg", "gravity",
+FLOAT_ARRAYS = (*GROUPS, "mass", "inertia", "cg", "gravity",
                 "fo", "to", "sd", "rs", "pf", "baumgarte", "joint_point")
 
 
@@ -156,7 +222,7 @@ def _loads(system: System) -> tuple[Any, ...]:
 def _solve_data(Jc: NDArray[np.int64], rows: NDArray[np.intp], nb: int) -> tuple[Any, ...]:
     """Band ordering of the active rows and, per body, the rows touching it with their slots."""
     m = len(rows)
-    touch = [[(p, k) for p, r in enumerate(rows) for k in range(WIDTH) if Jc[r, k] >= 0 and Jc[r, k] // 3 == b]
+    touch = [[(p, k) for p, r in enumerate(rows) for k in range(Jc.shape[1]) if Jc[r, k] >= 0 and Jc[r, k] // 3 == b]
              for b in range(nb)]
     pattern = sp.lil_array((m, m))
     for lst in touch:
@@ -192,12 +258,14 @@ def _joints(system: System) -> tuple[Any, ...]:
 
 
 def pack(system: System, rows: NDArray[np.intp], baumgarte: tuple[float, float] | None) -> tuple[Any, ...]:
-    """(model tuple for the numba kernels, joints tuple for reactions)."""
-    if system.n_coord != 3 * system.n_body:
-        raise Unsupported("extra (non-body) coordinates")
+    """(model tuple for the numba kernels, joints tuple for reactions). The model holds two solve
+    data: ``sd`` for the dynamics (bodies, a cam's reduced row) and ``sdp`` for the projections (the
+    active rows over every coordinate, extra ones as groups of three like bodies)."""
     cons, Jc = _constraints(system)
     bodies = (_f(system.mass), _f(system.inertia), _f2(system.cg), _f(system.gravity))
-    sd = _solve_data(Jc, np.asarray(rows, dtype=np.intp), system.n_body)
+    rows = np.asarray(rows, dtype=np.intp)
+    sd = _solve_data(Jc, _rows(system, rows, cons[GROUPS.index("cm")]), system.n_body)
+    sdp = _solve_data(Jc, rows, -(-system.n_coord // 3))
     baum = _f([1.0, *baumgarte] if baumgarte else [0.0, 0.0, 0.0])
-    model = (int(system.n_coord), int(system.n_constraints), cons, Jc, bodies, _loads(system), sd, baum)
+    model = (int(system.n_coord), int(Jc.shape[0]), cons, Jc, bodies, _loads(system), sd, baum, sdp)
     return model, _joints(system)

@@ -70,8 +70,8 @@ class SolverOptions:
     max_steps: most internal steps one ``advance_to`` may take before it fails (a runaway or
     very stiff motion fails with a message instead of hanging).
     backend: "auto" (default: the compiled numba path when the mechanism and options allow it —
-    DOP853, no table/callable profiles or callable loads — else numpy), "compiled" (error if not
-    possible) or "numpy".
+    DOP853, no callable profiles, loads or cam curves, no penalty contact — else numpy),
+    "compiled" (error if not possible) or "numpy".
     """
 
     method: str = "DOP853"

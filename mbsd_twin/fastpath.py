@@ -85,7 +85,7 @@ class CompiledStepper:
         baum = (opts.baumgarte_alpha, opts.baumgarte_beta) if opts.drift == "baumgarte" else None
         self.model, joints = pack(dyn.system, dyn.rows, baum)
         self._ib, self._fb = flatten(self.model, joints)
-        n, m, cons, Jc, bodies, loads, sd, baum_f = self.model  # the float arrays, as FLOAT_ARRAYS
+        n, m, cons, Jc, bodies, loads, sd, baum_f, _ = self.model  # the float arrays, as FLOAT_ARRAYS
         self._floats = [g[2] for g in cons] + list(bodies) + [g[1] for g in loads] + [baum_f, joints[4]]
         ny = len(y0)
         self._wb = np.zeros(ns.scratch_size(self.model, ny))

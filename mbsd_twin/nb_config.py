@@ -16,7 +16,8 @@ import numpy as np
 from numba import njit
 
 from .nb_flat import unflatten
-from .nb_kernels import constraint_rows, trig
+from .nb_joints import constraint_rows
+from .nb_kernels import trig
 from .nb_solve import workspace
 
 EPS = 2.220446049250313e-16  # float64 machine epsilon
@@ -118,7 +119,7 @@ def constrained_state(t, q, v, fixed_q, fixed_v, tol, ib, fb):  # noqa: ANN001
     model, _ = unflatten(ib, fb)
     n = model[0]
     ws = workspace(model)
-    rows = np.sort(model[6][0])  # the active rows, in row order
+    rows = np.sort(model[8][0])  # the active rows (the projection's solve data), in row order
     m = rows.shape[0]
     A, c, ct = np.zeros((m, n)), np.zeros(m), np.zeros(m)
     free_q, free_v = _free(n, fixed_q), _free(n, fixed_v)

@@ -19,6 +19,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from .nb_cache import guard as guard_cache
+from .nb_curves import profile
 
 
 def _borrowed(context, builder, ty, val):  # noqa: ANN001, ANN202
@@ -137,49 +138,32 @@ def unstash(typingctx, p):  # noqa: ANN001, ANN201
 
     return p.dtype(p), codegen
 
-# profile codes: 0 constant(p0), 1 constant speed(speed p0, start p1), 2 polynomial(p0..),
-# 3 harmonic(amplitude p0, frequency p1 [Hz], phase p2, offset p3)
-
-
-@njit(cache=True)
-def profile(code: int, p: np.ndarray, t: float) -> tuple[float, float, float]:
-    if code == 0:
-        return p[0], 0.0, 0.0
-    if code == 1:
-        return p[1] + p[0] * t, p[0], 0.0
-    if code == 2:
-        f, d1, d2 = 0.0, 0.0, 0.0
-        for k in range(p.shape[0] - 1, -1, -1):  # Horner with derivatives
-            d2 = d2 * t + 2.0 * d1
-            d1 = d1 * t + f
-            f = f * t + p[k]
-        return f, d1, d2
-    w = 2.0 * math.pi * p[1]
-    s, c = math.sin(w * t + p[2]), math.cos(w * t + p[2])
-    return p[3] + p[0] * s, p[0] * w * c, -p[0] * w * w * s
-
 
 @njit(cache=True, inline="always")
 def trig(qx: np.ndarray, cs: np.ndarray) -> None:
-    """cs[col], cs[col + 1] = cos, sin of the angle qx[col + 2] of every body (ground included)."""
-    for col in range(0, qx.shape[0], 3):
+    """cs[col], cs[col + 1] = cos, sin of the angle qx[col + 2] of every body, and 1, 0 at the
+    ground's column n (qx has n + 3 entries). Extra coordinates (a cam's s1, s2) follow the bodies:
+    the entries the loop writes over them are never read."""
+    n = qx.shape[0] - 3
+    for col in range(0, n, 3):
         cs[col], cs[col + 1] = math.cos(qx[col + 2]), math.sin(qx[col + 2])
+    cs[n], cs[n + 1] = 1.0, 0.0
 
 
 @njit(cache=True)
-def _att(cs: np.ndarray, col: int, sx: float, sy: float) -> tuple[float, float]:
+def att(cs: np.ndarray, col: int, sx: float, sy: float) -> tuple[float, float]:
     """World attachment vector A(θ)·s of a body-fixed point (cs from ``trig``)."""
     c, s = cs[col], cs[col + 1]
     return c * sx - s * sy, s * sx + c * sy
 
 
 @njit(cache=True, inline="always")
-def _coincident(qx, cs, vx, co, C, Jv, Ct, G, gam):  # noqa: ANN001
+def coincident(qx, cs, vx, co, C, Jv, Ct, G, gam):  # noqa: ANN001
     off, gi, gf = co
     for k in range(gi.shape[0]):
         i, j, r = gi[k, 0], gi[k, 1], off + 2 * k
-        aix, aiy = _att(cs, i, gf[k, 0], gf[k, 1])
-        ajx, ajy = _att(cs, j, gf[k, 2], gf[k, 3])
+        aix, aiy = att(cs, i, gf[k, 0], gf[k, 1])
+        ajx, ajy = att(cs, j, gf[k, 2], gf[k, 3])
         C[r] = qx[i] + aix - qx[j] - ajx
         C[r + 1] = qx[i + 1] + aiy - qx[j + 1] - ajy
         Jv[r, 0], Jv[r, 1], Jv[r, 2], Jv[r, 3], Jv[r, 4], Jv[r, 5] = 1.0, 0.0, -aiy, -1.0, 0.0, ajy
@@ -193,7 +177,7 @@ def _coincident(qx, cs, vx, co, C, Jv, Ct, G, gam):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def _angles(qx, ra, gr, C, Jv, Ct, G):  # noqa: ANN001
+def angles(qx, ra, gr, C, Jv, Ct, G):  # noqa: ANN001
     off, gi, gf = ra
     for k in range(gi.shape[0]):
         r = off + k
@@ -210,8 +194,8 @@ def _angles(qx, ra, gr, C, Jv, Ct, G):  # noqa: ANN001
 
 @njit(cache=True)
 def _sep(qx, cs, vx, i, j, sx_i, sy_i, sx_j, sy_j):  # noqa: ANN001
-    aix, aiy = _att(cs, i, sx_i, sy_i)
-    ajx, ajy = _att(cs, j, sx_j, sy_j)
+    aix, aiy = att(cs, i, sx_i, sy_i)
+    ajx, ajy = att(cs, j, sx_j, sy_j)
     dx, dy = qx[j] + ajx - qx[i] - aix, qx[j + 1] + ajy - qx[i + 1] - aiy
     wi, wj = vx[i + 2], vx[j + 2]
     ddx = vx[j] - wj * ajy - vx[i] + wi * aiy
@@ -220,12 +204,12 @@ def _sep(qx, cs, vx, i, j, sx_i, sy_i, sx_j, sy_j):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def _point_on_line(qx, cs, vx, pl, C, Jv, Ct, G, gam):  # noqa: ANN001
+def point_on_line(qx, cs, vx, pl, C, Jv, Ct, G, gam):  # noqa: ANN001
     off, gi, gf = pl
     for k in range(gi.shape[0]):
         i, j, r = gi[k, 0], gi[k, 1], off + k
         aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, cs, vx, i, j, gf[k, 0], gf[k, 1], gf[k, 2], gf[k, 3])
-        nx, ny = _att(cs, i, gf[k, 4], gf[k, 5])
+        nx, ny = att(cs, i, gf[k, 4], gf[k, 5])
         C[r] = nx * dx + ny * dy
         Jv[r, 0], Jv[r, 1] = -nx, -ny
         Jv[r, 2] = (-ny * dx + nx * dy) - (-nx * aiy + ny * aix)
@@ -237,11 +221,11 @@ def _point_on_line(qx, cs, vx, pl, C, Jv, Ct, G, gam):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def _drivers(qx, cs, vx, t, cd, dd, C, Jv, Ct, G, gam):  # noqa: ANN001
+def drivers(qx, cs, vx, t, cd, dd, C, Jv, Ct, G, gam):  # noqa: ANN001
     off, gi, gf = cd
     for k in range(gi.shape[0]):
         i, r, axis = gi[k, 0], off + k, gi[k, 1]
-        ax, ay = _att(cs, i, gf[k, 0], gf[k, 1])
+        ax, ay = att(cs, i, gf[k, 0], gf[k, 1])
         f, fd, fdd = profile(gi[k, 2], gf[k, 2:], t)
         w2 = vx[i + 2] ** 2
         if axis == 0:
@@ -272,16 +256,6 @@ def _drivers(qx, cs, vx, t, cd, dd, C, Jv, Ct, G, gam):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, gam):  # noqa: ANN001
-    """Fill C, Jv, Ct (and γ when ``gam``) for every constraint row."""
-    co, ra, pl, gr, cd, dd = cons
-    _coincident(qx, cs, vx, co, C, Jv, Ct, G, gam)
-    _angles(qx, ra, gr, C, Jv, Ct, G)
-    _point_on_line(qx, cs, vx, pl, C, Jv, Ct, G, gam)
-    _drivers(qx, cs, vx, t, cd, dd, C, Jv, Ct, G, gam)
-
-
-@njit(cache=True, inline="always")
 def body_blocks(qx, cs, vx, bodies, Minv, Q):  # noqa: ANN001
     """Per-body inverse mass blocks Minv (nb, 3, 3) and gravity + velocity-product forces into Q.
 
@@ -293,7 +267,7 @@ def body_blocks(qx, cs, vx, bodies, Minv, Q):  # noqa: ANN001
     mass, inertia, cg, g = bodies
     for b in range(mass.shape[0]):
         col = 3 * b
-        gx, gy = _att(cs, col, cg[b, 0], cg[b, 1])
+        gx, gy = att(cs, col, cg[b, 0], cg[b, 1])
         bx, by = -gy, gx
         m = mass[b]
         im, ii = 1.0 / m, 1.0 / inertia[b]
@@ -339,9 +313,9 @@ def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
         m = _magnitude(gi, gf, k, 4, inputs, t)
         dx, dy = gf[k, 2], gf[k, 3]
         if gi[k, 1]:
-            dx, dy = _att(cs, i, dx, dy)
+            dx, dy = att(cs, i, dx, dy)
         fx, fy = dx * m, dy * m
-        ax, ay = _att(cs, i, gf[k, 0], gf[k, 1])
+        ax, ay = att(cs, i, gf[k, 0], gf[k, 1])
         _apply(Q, i, n, fx, fy, ax * fy - ay * fx)
         w = vx[i + 2]
         pin += fx * (vx[i] - w * ay) + fy * (vx[i + 1] + w * ax)
@@ -378,7 +352,7 @@ def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
     for k in range(gi.shape[0]):
         i, j, cc = gi[k, 0], gi[k, 1], gf[k, 6]
         aix, aiy, ajx, ajy, dx, dy, ddx, ddy, wi, wj = _sep(qx, cs, vx, i, j, gf[k, 0], gf[k, 1], gf[k, 2], gf[k, 3])
-        ux, uy = _att(cs, i, gf[k, 4], gf[k, 5])
+        ux, uy = att(cs, i, gf[k, 4], gf[k, 5])
         sdot = wi * (-uy * dx + ux * dy) + ux * ddx + uy * ddy
         f = -cc * sdot
         _apply(Q, i, n, -f * ux, -f * uy, f * ((-uy * dx + ux * dy) - (-ux * aiy + uy * aix)))

@@ -22,7 +22,8 @@ import math
 import numpy as np
 from numba import njit
 
-from .nb_kernels import applied_loads, body_blocks, borrow, constraint_rows, stash, trig, unstash
+from .nb_joints import cam_expand, cam_reduce, constraint_rows
+from .nb_kernels import applied_loads, body_blocks, borrow, stash, trig, unstash
 
 
 @njit(cache=True, inline="always")
@@ -145,13 +146,14 @@ def _minv_times(Minv, x, out):  # noqa: ANN001
 def workspace(model):  # noqa: ANN001
     """Scratch arrays for one model, in this order: qx, vx, cs (n + 3); C, Jv, Ct, G (rows);
     M⁻¹ blocks (nb, 3, 3); Qx (n + 3); λ (rows); a, z, tmp (n); band vector and banded S (active
-    rows); the Schur gather X (entries of sd, 3). Reused by every call; ``nb_flat.workspace_in``
-    carves the same arrays from one buffer."""
-    n, m, Jc, sd = model[0], model[1], model[3], model[6]
-    ma, nb = sd[0].shape[0], n // 3
+    rows); the Schur gather X (entries of sd, 3); the same three for the projection's solve data
+    sdp. Reused by every call; ``nb_flat.workspace_in`` carves the same arrays from one buffer."""
+    n, m, Jc, sd, sdp = model[0], model[1], model[3], model[6], model[8]
+    ma, nb, mp = sd[0].shape[0], model[4][0].shape[0], sdp[0].shape[0]
     return (np.zeros(n + 3), np.zeros(n + 3), np.zeros(n + 3), np.zeros(m), np.zeros((m, Jc.shape[1])),
             np.zeros(m), np.zeros(m), np.zeros((nb, 3, 3)), np.zeros(n + 3), np.zeros(m), np.zeros(n),
-            np.zeros(n), np.zeros(n), np.zeros(ma), np.zeros((ma, sd[4] + 1)), np.zeros((sd[2].shape[0], 3)))
+            np.zeros(n), np.zeros(n), np.zeros(ma), np.zeros((ma, sd[4] + 1)), np.zeros((sd[2].shape[0], 3)),
+            np.zeros(mp), np.zeros((mp, sdp[4] + 1)), np.zeros((sdp[2].shape[0], 3)))
 
 
 @njit(cache=True, inline="always")
@@ -164,11 +166,13 @@ def _load_state(q, v, qx, vx, cs, n):  # noqa: ANN001
 @njit(cache=True, inline="always")
 def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
     """a, λ (all rows; dropped rows 0), C, Jv, Ct into ``ws``; returns the energy rates (elastic,
-    dissipated, input) and the ok flag. Works on owner-less views (``borrow``) of the arguments:
+    dissipated, input) and the ok flag. A cam's three rows enter the solve as its reduced row
+    (``nb_joints``); λ and the parameters' accelerations are expanded afterwards. Works on
+    owner-less views (``borrow``) of the arguments:
     being inlined, it needs the caller to keep them alive across the call (no temporaries such as
     ``workspace(model)`` or ``q.copy()`` as arguments; views of a live array are fine)."""
-    n, m, cons, Jc, bodies, loads, sd, baum = borrow(model)
-    qx, vx, cs, C, Jv, Ct, G, Minv, Qx, lam, a, z, tmp, rhs, Sb, X = borrow(ws)
+    n, m, cons, Jc, bodies, loads, sd, baum, _ = borrow(model)
+    qx, vx, cs, C, Jv, Ct, G, Minv, Qx, lam, a, z, tmp, rhs, Sb, X, _, _, _ = borrow(ws)
     q, v, inputs = borrow(q), borrow(v), borrow(inputs)
     _load_state(q, v, qx, vx, cs, n)
     constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, True)
@@ -182,17 +186,18 @@ def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
         for i in range(n):
             a[i] = z[i]
         return el, di, pin, True
-    _a_times(Jv, Jc, perm, z, rhs)
-    for p in range(perm.shape[0]):
-        r = perm[p]
-        g = G[r]
-        if baum[0] > 0.0:  # Baumgarte: γ − 2α·Ċ − β²·C
+    if baum[0] > 0.0:  # Baumgarte: γ − 2α·Ċ − β²·C
+        for r in range(G.shape[0]):
             cdot = Ct[r]
             for k in range(Jc.shape[1]):
                 if Jc[r, k] >= 0:
                     cdot += Jv[r, k] * v[Jc[r, k]]
-            g -= 2.0 * baum[1] * cdot + baum[2] * baum[2] * C[r]
-        rhs[p] -= g
+            G[r] -= 2.0 * baum[1] * cdot + baum[2] * baum[2] * C[r]
+    cm = cons[7]
+    cam_reduce(cm, Jv, G)
+    _a_times(Jv, Jc, perm, z, rhs)
+    for p in range(perm.shape[0]):
+        rhs[p] -= G[perm[p]]
     _schur(Jv, Minv, sd, Sb, X)
     ok = band_solve(Sb, rhs, bw)
     for i in range(n):
@@ -201,6 +206,7 @@ def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
     _minv_times(Minv, z, a)
     for p in range(perm.shape[0]):
         lam[perm[p]] = rhs[p]
+    cam_expand(cm, Jv, Jc, G, lam, a)
     return el, di, pin, ok
 
 
@@ -240,12 +246,12 @@ def project_at(t, y, tol, ctx):  # noqa: ANN001
 @njit(cache=True)
 def _project(t, y, tol, ctx):  # noqa: ANN001
     _, model, ws = unstash(ctx)
-    n, cons, Jc, sd = model[0], model[2], model[3], model[6]
+    n, cons, Jc, sd = model[0], model[2], model[3], model[8]  # the projection's solve data
     perm, bw = sd[0], sd[4]
     if perm.shape[0] == 0:
         return True
     qx, vx, cs, C, Jv, Ct, G, Minv = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6], ws[7]
-    tmp, c, Sb, X = ws[12], ws[13], ws[14], ws[15]
+    tmp, c, Sb, X = ws[12], ws[16], ws[17], ws[18]
     q, v = y[:n], y[n:2 * n]
     vx[:] = 0.0
     factored, converged = False, False  # Sb holds the factor of A·Aᵀ at the last Newton iterate
@@ -338,7 +344,7 @@ def output_vector(t, y, inputs, model, joints, react_idx, effort_rows, e0, ws): 
     el, _, _, _ = accelerate(t, q, v, inputs, model, ws)
     a, lam, C, Jv = ws[10], ws[9], ws[3], ws[4]
     react = reactions(q, lam, Jv, model[3], joints, n)
-    nb = n // 3
+    nb = model[4][0].shape[0]
     out = np.empty(9 * nb + react_idx.shape[0] + effort_rows.shape[0] + 9)
     for b in range(nb):
         for i in range(3):

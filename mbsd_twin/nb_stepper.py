@@ -66,9 +66,15 @@ def output_state(S: NDArray[np.float64]) -> NDArray[np.float64]:
     return S[HS + 3 * ny:HS + 4 * ny]
 
 
+@njit(cache=True, inline="always")
+def _workspace_size(model):  # noqa: ANN001
+    n, m, Jc, sd, sdp = model[0], model[1], model[3], model[6], model[8]
+    return workspace_size(n, model[4][0].shape[0], m, Jc.shape[1], sd[0].shape[0], sd[4], sd[2].shape[0],
+                          sdp[0].shape[0], sdp[4], sdp[2].shape[0])
+
+
 def scratch_size(model: tuple[Any, ...], ny: int) -> int:
-    n, m, Jc, sd = model[0], model[1], model[3], model[6]
-    return int(workspace_size(n, m, Jc.shape[1], sd[0].shape[0], sd[4], sd[2].shape[0])) + (N_EXT + 3) * ny
+    return int(_workspace_size.py_func(model)) + (N_EXT + 3) * ny
 
 
 @njit(cache=True, inline="always")
@@ -81,8 +87,7 @@ def _views(S):  # noqa: ANN001
 
 @njit(cache=True, inline="always")
 def _scratch(wb, model, ny):  # noqa: ANN001
-    n, m, Jc, sd = model[0], model[1], model[3], model[6]
-    o = workspace_size(n, m, Jc.shape[1], sd[0].shape[0], sd[4], sd[2].shape[0])
+    o = _workspace_size(model)
     K = shaped(wb, o, (N_EXT, ny))
     o += N_EXT * ny
     return workspace_in(wb, model), K, wb[o:o + ny], wb[o + ny:o + 2 * ny], wb[o + 2 * ny:o + 3 * ny]

@@ -18,6 +18,9 @@ v_rel = v_P,j − v_P,i and ḋ = ṙ_j + ω_j·R90·a_j − ṙ_i.
 Its multiplier is reported as the joint's reaction ``<joint>.fx``, ``.fy``: the lateral force the
 blade receives (−Bᵀλ is a force −λ·n at P with no moment about P). Position analyses (kinematic
 sweeps of DOF-0 mechanisms) do not apply to nonholonomic mechanisms: use forward dynamics.
+
+The compiled path evaluates the same row one configuration at a time (``nb_joints._knife_edge``);
+this vectorised version is kept, written independently, as the check the tests compare it with.
 """
 
 from __future__ import annotations

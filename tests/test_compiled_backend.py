@@ -113,13 +113,13 @@ def test_unsupported_features_fall_back_to_numpy_or_fail_clearly() -> None:
     b = mt.MechanismBuilder("tabled")
     b.body("bar", 1.0, 0.1, cg=(0.5, 0.0))
     b.revolute("pin", "ground", "bar", (0, 0), (0, 0))
-    b.torque("t", "bar", profile=mt.Table((0.0, 1.0), (0.0, 1.0)))
+    b.torque("t", "bar", profile=mt.FunctionProfile(lambda t: (t, 1.0, 0.0)))
     mech = b.build()
-    with pytest.raises(Unsupported, match="table"):
+    with pytest.raises(Unsupported, match="callable"):
         pack(mt.compile_mechanism(mech), np.arange(2), None)
     auto = mt.Simulator(mech)  # falls back
     auto.advance_to(0.1)
-    with pytest.raises(mt.MbsdError, match="compiled backend does not support table profile"):
+    with pytest.raises(mt.MbsdError, match="compiled backend does not support callable profile"):
         mt.Simulator(mech, mt.SolverOptions(backend="compiled"))
 
 

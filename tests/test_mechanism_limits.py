@@ -15,6 +15,7 @@ import mbsd_twin.analysis as analysis
 from mbsd_twin import toml_guard
 from mbsd_twin.analysis import check
 from mbsd_twin.cli import main
+from mbsd_twin.dynamics import SolverOptions
 from mbsd_twin.errors import MechanismError, PlausibilityWarning
 from mbsd_twin.loader import bundled_slider_crank, load_mechanism, loads_mechanism
 from mbsd_twin.simulate import simulate
@@ -155,12 +156,12 @@ def test_cli_simulate_budget_and_warnings(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_time_limit_interrupts_the_numpy_path_inside_an_output_interval() -> None:
-    """The cam (numpy path) over one 50 s output interval: the step budget does not bound one scipy
-    step (it may reject trial steps for minutes on absurd values); the wall-clock limit, checked
-    at every right-hand-side evaluation, ends the run inside the interval."""
+    """The cam on the numpy path over one 50 s output interval: the step budget does not bound one
+    scipy step (it may reject trial steps for minutes on absurd values); the wall-clock limit,
+    checked at every right-hand-side evaluation, ends the run inside the interval."""
     mech = load_mechanism(EXAMPLES / "cam_follower.toml")
     t0 = time.perf_counter()
-    res = simulate(mech, 100.0, 50.0, time_limit=0.5)
+    res = simulate(mech, 100.0, 50.0, time_limit=0.5, options=SolverOptions(backend="numpy"))
     assert time.perf_counter() - t0 < 3.0
     assert res.status == -1 and res.message.startswith("wall-clock limit of 0.5 s reached at t=")
     assert len(res) == 1  # stopped inside the first 50 s interval, not at its end

@@ -19,9 +19,9 @@ from mbsd_twin.initial_velocity import velocity_names
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "mechanisms"
 SHIPPED = sorted([*EXAMPLES.glob("*.toml"), *(ROOT / "mbsd_twin" / "data" / "mechanisms").glob("*.toml")])
-# the mechanisms the compiled path does not support yet (issue #16 item 1): cam joints' extra
-# coordinates, the knife edge, penalty contact on terrain
-NUMPY = {"cam_follower", "chaplygin_sleigh", "terrain_wheel", "terrain_wheel_polygonal"}
+# the mechanisms the compiled path does not support yet (issue #16 item 1): penalty contact on
+# terrain
+NUMPY = {"terrain_wheel", "terrain_wheel_polygonal"}
 # simulated time [s]: 1 s except the terrain wheels, whose numpy path takes about 11 s
 # (terrain_wheel) and 20–28 s (polygonal) of wall time per simulated second; they run 0.2 s and
 # 0.1 s here (in penalty contact from the start, the drive torque setting them rolling) to keep

@@ -20,6 +20,7 @@ from numba import njit
 
 from .. import nb_config as nc
 from .. import nb_stepper as ns
+from ..nb_cache import guard as guard_cache
 from . import nb_kalman
 
 OK, FAIL_ASSEMBLY = 0, 2  # otherwise a nb_dop853 FAIL_* status (< 0) of the prediction
@@ -189,3 +190,8 @@ def sample(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0
     for i in range(d):
         x[i], x[d + i] = q[qi[i]], v[vi[i]]
     return OK
+
+
+# this module's cached code embeds the engine's compiled kernels (nb_stepper, nb_config, …), which
+# numba does not check: drop it when their sources change, as nb_cache does for theirs
+guard_cache(_run)
