@@ -15,16 +15,17 @@ freed or the host process ended) or when a reply cannot be written.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import sys
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .slave_logic import FMI2_STATE_FORMAT, Getter, Setter, SlaveLogic
-from .variables import FmuVariable
 
 OK, WARNING, DISCARD, ERROR, FATAL = range(5)
 OP_HELLO, OP_SETUP, OP_EXIT_INIT, OP_RESET, OP_GET_REAL, OP_SET_REAL, OP_DO_STEP, OP_GET_STATE, OP_SET_STATE = \
@@ -56,7 +57,7 @@ class WorkerSlave(SlaveLogic):
         self.vars: dict[int, Any] = {}
         self.logs: list[tuple[int, str]] = []
         self._load(resources)
-        self._register_all(_Var)
+        self._register_all(lambda v, getter, setter: _Var(v.name, getter, setter))
 
     def log(self, msg: str, status: int = OK, category: str | None = None) -> None:
         self.logs.append((int(status), str(msg)))
@@ -78,16 +79,18 @@ class Worker:
         self.resources = resources
         self.slave = WorkerSlave(resources)
         self.fin, self.fout = fin, fout
-        self.ops: dict[int, Callable[[int, list[int], tuple[float, ...], bytes], tuple[int, Any, bytes]]] = {
+        self.ops: dict[int, Callable[[int, list[int], list[float], bytes], tuple[int, Any, bytes]]] = {
             OP_HELLO: lambda *a: (OK, self.slave.layout(), b""),
             OP_SETUP: self._setup, OP_EXIT_INIT: self._exit_init, OP_RESET: self._reset,
             OP_GET_REAL: lambda f, vr, r, b: (OK, self.slave._get_values(vr), b""),
             OP_SET_REAL: self._set_real, OP_DO_STEP: self._do_step,
             OP_GET_STATE: lambda *a: (OK, (), self.slave._get_fmu_state()),
-            OP_SET_STATE: lambda f, vr, r, b: (self.slave._set_fmu_state(b), (OK, (), b""))[1]}
+            OP_SET_STATE: self._set_state}
 
     def _read(self, n: int) -> bytes:
-        buf = b""
+        buf = os.read(self.fin, n) if n else b""
+        if not buf and n:
+            raise EOFError
         while len(buf) < n:
             chunk = os.read(self.fin, n - len(buf))
             if not chunk:
@@ -103,19 +106,18 @@ class Worker:
                 body = self._read(12 * n_set + 4 * n_vr + 8 * n_real + n_bytes)
             except EOFError:
                 return
-            at = 12 * n_set
-            vr = list(struct.unpack_from(f"={n_vr}I", body, at))
-            reals = struct.unpack_from(f"={n_real}d", body, at + 4 * n_vr)
-            data = body[at + 4 * n_vr + 8 * n_real:]
-            self._reply(*self._handle(op, flags, body, n_set, vr, reals, data))
+            at, end = 12 * n_set, 12 * n_set + 4 * n_vr
+            vr = array("I", body[at:end]).tolist()
+            reals = array("d", body[end:end + 8 * n_real]).tolist()
+            self._reply(*self._handle(op, flags, body, n_set, vr, reals, body[end + 8 * n_real:]))
 
-    def _handle(self, op: int, flags: int, body: bytes, n_set: int, vr: list[int], reals: tuple[float, ...],
+    def _handle(self, op: int, flags: int, body: bytes, n_set: int, vr: list[int], reals: list[float],
                 data: bytes) -> tuple[int, Any, bytes]:
         slave = self.slave
         try:
-            if n_set:
-                slave._set_values(list(struct.unpack_from(f"={n_set}I", body)),
-                                  list(struct.unpack_from(f"={n_set}d", body, 4 * n_set)))
+            if n_set:  # the held inputs, sent with this request
+                values = array("d", body[4 * n_set:12 * n_set]).tolist()
+                slave._set_values(array("I", body[:4 * n_set]).tolist(), values)
             handler = self.ops.get(op)
             if handler is None:
                 slave.log(f"unknown request {op} (library and worker of different versions?)", ERROR)
@@ -127,30 +129,36 @@ class Worker:
             return ERROR, (), b""
 
     def _reply(self, status: int, reals: Any, data: bytes) -> None:
-        logs = b"".join(_LOG.pack(s, len(t)) + t for s, t in ((s, m.encode()) for s, m in self.slave.logs))
-        self.slave.logs.clear()
-        out = _REPLY.pack(status, len(reals), len(data), len(logs)) + struct.pack(f"={len(reals)}d", *reals)
-        view = memoryview(out + data + logs)
+        logs = b""
+        if self.slave.logs:
+            logs = b"".join(_LOG.pack(s, len(t)) + t for s, t in ((s, m.encode()) for s, m in self.slave.logs))
+            self.slave.logs.clear()
+        view = memoryview(_REPLY.pack(status, len(reals), len(data), len(logs)) + array("d", reals).tobytes()
+                          + data + logs)
         while view:
             view = view[os.write(self.fout, view):]
 
-    def _setup(self, flags: int, vr: list[int], reals: tuple[float, ...], data: bytes) -> tuple[int, Any, bytes]:
+    def _setup(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
         self.slave._start_time = float(reals[0])
         return OK, (), b""
 
-    def _exit_init(self, flags: int, vr: list[int], reals: tuple[float, ...], data: bytes) -> tuple[int, Any, bytes]:
+    def _exit_init(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
         self.slave.exit_initialization_mode()
         return OK, (), b""
 
-    def _reset(self, flags: int, vr: list[int], reals: tuple[float, ...], data: bytes) -> tuple[int, Any, bytes]:
+    def _reset(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
         self.slave = WorkerSlave(self.resources)
         return OK, (), b""
 
-    def _set_real(self, flags: int, vr: list[int], reals: tuple[float, ...], data: bytes) -> tuple[int, Any, bytes]:
+    def _set_state(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
+        self.slave._set_fmu_state(data)
+        return OK, (), b""
+
+    def _set_real(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
         self.slave._set_values(vr, reals)
         return OK, (), b""
 
-    def _do_step(self, flags: int, vr: list[int], reals: tuple[float, ...], data: bytes) -> tuple[int, Any, bytes]:
+    def _do_step(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
         refused = self.slave._step(reals[0], reals[1])
         if refused is not None:
             return int(refused), (), b""
@@ -173,10 +181,8 @@ def main(argv: list[str]) -> int:
         os.close(3)
     except OSError:
         pass  # started by hand, without fd 3
-    try:
+    with contextlib.suppress(BrokenPipeError):  # the library is gone: nothing to answer
         worker.serve()
-    except BrokenPipeError:
-        pass
     return 0
 
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,17 +26,6 @@ static void logf_(WorkerLink *w, int status, const char *fmt, ...) {
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
     if (w->log) w->log(w->log_ctx, status, text);
-}
-
-static int write_all(int fd, const void *buf, size_t n) {
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k; n -= (size_t)k;
-    }
-    return 0;
 }
 
 static int read_all(int fd, void *buf, size_t n) {
@@ -91,15 +81,29 @@ static const char *op_name(uint32_t op) {
     return op <= OP_SET_STATE ? names[op] : names[0];
 }
 
+/* One sendmsg for the whole frame (the worker wakes once); MSG_NOSIGNAL: no SIGPIPE from a dead worker. */
+static int send_frame(int fd, struct iovec *iov, int n) {
+    while (n > 0) {
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -1;
+        while (n > 0 && (size_t)k >= iov->iov_len) { k -= (ssize_t)iov->iov_len; iov++; n--; }
+        if (n > 0) { iov->iov_base = (char *)iov->iov_base + k; iov->iov_len -= (size_t)k; }
+    }
+    return 0;
+}
+
 static int send_request(WorkerLink *w, const Request *rq) {
     uint32_t head[6] = {rq->op, rq->flags, rq->n_set, rq->n_vr, rq->n_real, rq->n_bytes};
     if (w->dead) {
         logf_(w, 3, "%s refused: the instance's worker process is gone; free the instance", op_name(rq->op));
         return -1;
     }
-    if (write_all(w->sock, head, sizeof head) || write_all(w->sock, rq->set_vr, 4u * rq->n_set)
-        || write_all(w->sock, rq->set_val, 8u * rq->n_set) || write_all(w->sock, rq->vr, 4u * rq->n_vr)
-        || write_all(w->sock, rq->real, 8u * rq->n_real) || write_all(w->sock, rq->bytes, rq->n_bytes)) {
+    struct iovec iov[6] = {{head, sizeof head}, {(void *)rq->set_vr, 4u * rq->n_set},
+                           {(void *)rq->set_val, 8u * rq->n_set}, {(void *)rq->vr, 4u * rq->n_vr},
+                           {(void *)rq->real, 8u * rq->n_real}, {(void *)rq->bytes, rq->n_bytes}};
+    if (send_frame(w->sock, iov, 6)) {
         gone(w, op_name(rq->op));
         return -1;
     }
