@@ -283,3 +283,38 @@ def test_bad_interpreter_fails_instantiation_with_a_clear_message(fmus: dict[str
     assert r["outcome"] != "instantiated" and r["left"] == []
     assert expected in r["log"] and "MBSD_TWIN_FMU_PYTHON" in r["log"]
     assert "pip install mbsd-twin" in r["log"]
+
+
+def test_invalid_parameter_is_an_error_not_fatal_and_reset_recovers(fmus: dict[str, Path], tmp_path: Path) -> None:
+    r = _host(tmp_path, """
+        s = FMU2Slave(guid=md.guid, unzipDirectory=d, modelIdentifier=md.coSimulation.modelIdentifier,
+                      instanceName="bad")
+        s.instantiate(loggingOn=True); s.setupExperiment(startTime=0.0); s.enterInitializationMode()
+        s.setReal([vr["guide.p1_y"]], [1.0])      # the guide 1 m above the crank: cannot be assembled
+        try:
+            s.exitInitializationMode(); init = "ok"
+        except FMICallException as e:
+            init = e.status
+        s.reset()                                  # back to the defaults, same worker
+        s.setupExperiment(startTime=0.0); s.enterInitializationMode(); s.exitInitializationMode()
+        rows = run(s, 0.0, 100, 2.0)
+        ref = new("ref")
+        print(json.dumps(dict(init=init, same=rows == run(ref, 0.0, 100, 2.0), p1_y=s.getReal([vr["guide.p1_y"]])[0])))
+        os._exit(0)
+        """, fmu=str(fmus["native"]))
+    assert r["init"] == 3                           # fmi2Error (PythonFMU: fmi2Fatal)
+    assert "parameter guide.p1_y = 1.0 rejected" in r["log"]
+    assert r["same"] and r["p1_y"] == 0.0           # after fmi2Reset: the default again, same results
+
+
+def test_cli_builds_the_host_independent_fmu_with_the_recorded_interpreter(tmp_path: Path) -> None:
+    cli = [sys.executable, "-c", "import sys; from mbsd_twin.cli import main; sys.exit(main())"]
+    proc = subprocess.run([*cli, "fmu", "build", "-o", str(tmp_path), "--host-independent", "--python",
+                           "/opt/some/python"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with zipfile.ZipFile(tmp_path / "SliderCrank.fmu") as zf:
+        assert zf.read("resources/mbsd_twin_python.txt") == b"/opt/some/python\n"
+        assert "binaries/linux64/SliderCrank.so" in zf.namelist()
+    bad = subprocess.run([*cli, "fmu", "build", "-o", str(tmp_path / "x"), "--python", "/usr/bin/python3"],
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "--python needs --host-independent" in bad.stderr
