@@ -6,12 +6,14 @@
    -1 from it on (sampled at each communication point, as fmpy does with a tabulated input), steps
    N_STEPS times on fmpy's time grid (t_{n+1} = (n+1)*STEP, step = t_{n+1} - t_n) and prints the
    time and the outputs at t = 0 and after every step, one line each (%.17g: exact round trip).
-   The last line says whether libpython is mapped into this process. */
+   The last line says whether libpython is mapped into this process; the step loop's wall time
+   per step goes to stderr. */
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fmi2Functions.h"
 
@@ -56,6 +58,8 @@ int main(int argc, char **argv) {
     double torque = 2.0;
     if (SetupExperiment(c, fmi2False, 0.0, 0.0, fmi2False, 0.0) || EnterInitializationMode(c)
         || SetReal(c, &torque_vr, 1, &torque) || ExitInitializationMode(c)) { fprintf(stderr, "init failed\n"); return 4; }
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int step = 0; step <= n; step++) {
         if (GetReal(c, out_vr, (size_t)n_out, out)) { fprintf(stderr, "fmi2GetReal failed\n"); return 5; }
         printf("%.17g", t);
@@ -70,6 +74,8 @@ int main(int argc, char **argv) {
         }
         t = next;
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fprintf(stderr, "step loop: %.1f us per step\n", n ? 1e6 * ((double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec)) / n : 0.0);
     Terminate(c);
     FreeInstance(c);
     printf("libpython mapped: %d\n", libpython_mapped());

@@ -79,10 +79,13 @@ def test_contents_and_model_description_match_the_pythonfmu_flavour(fmus: dict[s
     assert {"resources/mechanism.toml", "resources/mbsd_twin_fmu.json"} <= names
 
 
-def test_fmpy_validate_reports_no_problem(fmus: dict[str, Path]) -> None:
+def test_fmpy_validate_and_fmutool_check_report_no_problem(fmus: dict[str, Path]) -> None:
     from fmpy.validation import validate_fmu
 
+    from mbsd_twin.fmi.validation import check_fmu
+
     assert validate_fmu(str(fmus["native"])) == []
+    assert check_fmu(fmus["native"]) == []  # fmpy validate and fmutool -check
 
 
 def test_fmpy_results_equal_the_pythonfmu_flavour_bit_for_bit(runs: dict[str, dict[str, np.ndarray]]) -> None:

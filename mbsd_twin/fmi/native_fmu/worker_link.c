@@ -56,6 +56,11 @@ static void reap(WorkerLink *w, int block) {
     snprintf(how, n, "still running");
     pid_t r;
     do { r = waitpid(w->pid, &st, block ? 0 : WNOHANG); } while (r < 0 && errno == EINTR);
+    if (r < 0 && errno == ECHILD) {  /* the host reaps its children itself (SIGCHLD ignored or handled) */
+        w->pid = 0;
+        snprintf(how, n, "ended; its exit status was collected by the host");
+        return;
+    }
     if (r != w->pid) return;
     w->pid = 0;
     if (WIFEXITED(st)) snprintf(how, n, "exit status %d", WEXITSTATUS(st));
