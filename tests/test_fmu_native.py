@@ -117,7 +117,7 @@ def _wrapper_python(tmp: Path) -> Path:
 
 def test_c_host_without_python_equals_fmpy(fmus: dict[str, Path], runs: dict[str, dict[str, np.ndarray]],
                                            tmp_path: Path) -> None:
-    unpacked = tmp_path / "fmu"
+    unpacked = tmp_path / "unpacked fmu #1"  # the resource URI carries percent escapes
     with zipfile.ZipFile(fmus["native"]) as zf:
         zf.extractall(unpacked)
     md = _model_description(fmus["native"])
@@ -321,3 +321,27 @@ def test_cli_builds_the_host_independent_fmu_with_the_recorded_interpreter(tmp_p
     bad = subprocess.run([*cli, "fmu", "build", "-o", str(tmp_path / "x"), "--python", "/usr/bin/python3"],
                          capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and "--python needs --host-independent" in bad.stderr
+
+
+def test_instances_step_concurrently_from_threads(fmus: dict[str, Path], tmp_path: Path) -> None:
+    r = _host(tmp_path, """
+        import threading
+        torques = [2.0, -1.5, 0.5]
+        slaves = [new(f"t{k}") for k in range(3)]
+        results = [None] * 3
+        def work(k):
+            results[k] = run(slaves[k], 0.0, 200, torques[k])
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+        for th in threads: th.start()
+        for th in threads: th.join()
+        workers = sorted(children())
+        alone = []
+        for k in range(3):   # the same runs, one after the other, in fresh instances
+            s = new(f"s{k}"); alone.append(run(s, 0.0, 200, torques[k])); s.freeInstance()
+        for s in slaves: s.freeInstance()
+        print(json.dumps(dict(same=results == alone, distinct=len({json.dumps(x[-1]) for x in results}),
+                              workers=len(workers), left=sorted(children()))))
+        os._exit(0)
+        """, fmu=str(fmus["native"]))
+    assert r["same"] and r["distinct"] == 3   # each thread's instance gives its own, undisturbed result
+    assert r["workers"] == 3 and r["left"] == []
