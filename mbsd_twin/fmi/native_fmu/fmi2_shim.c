@@ -104,10 +104,12 @@ static int take_layout(Inst *s) {
     s->n_in = (uint32_t)r[k++];
     if (s->n_in + 2 > n) return -1;
     s->in_vr = calloc(s->n_in + 1, 4);
+    if (!s->in_vr) return -1;
     for (uint32_t i = 0; i < s->n_in; i++) s->in_vr[i] = (uint32_t)r[k++];
     s->n_out = (uint32_t)r[k++];
     if (k + s->n_out != n) return -1;
     s->out_vr = calloc(s->n_out + 1, 4);
+    if (!s->out_vr) return -1;
     for (uint32_t i = 0; i < s->n_out; i++) s->out_vr[i] = (uint32_t)r[k++];
     s->max_vr = 0;
     for (uint32_t i = 0; i < s->n_in; i++) if (s->in_vr[i] >= s->max_vr) s->max_vr = s->in_vr[i] + 1;
@@ -128,6 +130,7 @@ fmi2Component fmi2Instantiate(fmi2String name, fmi2Type type, fmi2String guid, f
     Inst *s = calloc(1, sizeof *s);
     if (!s || !cb) { free(s); return NULL; }
     s->cb = *cb; s->logging = logging; s->name = strdup(name ? name : "");
+    if (!s->name) { free(s); return NULL; }
     s->link.sock = -1; s->link.log = log_msg; s->link.log_ctx = s;
     char python[4096], origin[128];
     char *res = resource_uri ? uri_to_path(resource_uri) : NULL;

@@ -157,6 +157,7 @@ static void exec_worker(int sock, int err, const char *python, char *const argv[
     int a = fcntl(sock, F_DUPFD, 10), b = fcntl(err, F_DUPFD, 10), c = fcntl(2, F_DUPFD, 10);
     if (a < 0 || b < 0 || c < 0 || dup2(a, 0) < 0 || dup2(a, 1) < 0 || dup2(c, 3) < 0 || dup2(b, 2) < 0) _exit(126);
     close(a); close(b); close(c);
+    close_range(4, ~0U, 0);  /* the host's other files stay the host's (a pipe's EOF is not held up) */
     signal(SIGPIPE, SIG_DFL);
     execv(python, argv);
     static const char msg[] = "execv of the Python interpreter failed\n";
