@@ -147,6 +147,7 @@ import json, os, signal, time
 from fmpy import read_model_description, extract
 from fmpy.fmi2 import FMU2Slave
 from fmpy.fmi1 import FMICallException
+from fmpy.fmi2 import fmi2LastSuccessfulTime
 fmu = {fmu!r}
 md = read_model_description(fmu); d = extract(fmu)
 vr = {{v.name: v.valueReference for v in md.modelVariables}}
@@ -193,6 +194,7 @@ def test_state_rollback_and_serialization_are_bit_identical(fmus: dict[str, Path
         a.setReal([vr["motor_torque"]], [99.0])
         a.setFMUstate(state)
         restored_input = a.getReal([vr["motor_torque"]])[0]
+        restored_time = a.getRealStatus(fmi2LastSuccessfulTime)
         again = run(a, 0.1, 50, -2.0)
         blob = a.serializeFMUstate(state)
         a.freeFMUstate(state)
@@ -207,11 +209,13 @@ def test_state_rollback_and_serialization_are_bit_identical(fmus: dict[str, Path
             s.terminate(); s.freeInstance()
         print(json.dumps(dict(first=first, again=again, after_deserialize=after_deserialize, workers=workers,
                               other_instance=other_instance, restored_input=restored_input, size=len(blob),
+                              restored_time=restored_time,
                               left=sorted(children()))))
         os._exit(0)
         """, fmu=str(fmus["native"]))
     assert r["first"] == r["again"] == r["after_deserialize"] == r["other_instance"]
     assert r["restored_input"] == 3.0   # the state holds the inputs (99 was set after it was taken)
+    assert abs(r["restored_time"] - 0.1) < 1e-12  # fmi2GetRealStatus(fmi2LastSuccessfulTime) after the rollback
     assert r["size"] > 500              # the full solver state
     assert len(r["workers"]) == 2 and r["left"] == []  # one worker per instance, reaped at fmi2FreeInstance
 

@@ -152,7 +152,7 @@ class Worker:
 
     def _set_state(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
         self.slave._set_fmu_state(data)
-        return OK, (), b""
+        return OK, [self.slave._sim.time], b""  # the library's fmi2LastSuccessfulTime
 
     def _set_real(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
         self.slave._set_values(vr, reals)

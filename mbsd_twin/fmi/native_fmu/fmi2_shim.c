@@ -291,7 +291,9 @@ fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate state) {
     memset(s->pending, 0, s->n_in);  /* the state carries its own inputs */
     s->outs_valid = 0;
     Request rq = {.op = OP_SET_STATE, .n_bytes = (uint32_t)b->size, .bytes = b->data};
-    return call(s, &rq);
+    fmi2Status st = call(s, &rq);
+    if (st == fmi2OK && s->link.n_real == 1) s->time = s->link.reals[0];  /* the restored time */
+    return st;
 }
 
 fmi2Status fmi2FreeFMUstate(fmi2Component c, fmi2FMUstate *state) {
