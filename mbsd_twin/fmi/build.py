@@ -120,12 +120,28 @@ def _rewrite_model_description(fmu: Path, xml: bytes) -> None:
 
 def build_fmu(mechanism: str | Path | None, dest: str | Path, outputs: Sequence[str] | None = None,
               model_name: str | None = None, stop_time: float | None = None,
-              step_size: float | None = None, *, step_time_limit: float = STEP_TIME_LIMIT) -> Path:
+              step_size: float | None = None, *, step_time_limit: float = STEP_TIME_LIMIT,
+              host_independent: bool = False, python: str | None = None) -> Path:
     """Build the FMI 2.0 FMU of ``mechanism`` (``None``: the bundled slider crank) into ``dest`` (a
     ``.fmu`` file or a folder) and return its path. ``outputs``: glob patterns over the output names
     (see :mod:`mbsd_twin.fmi.variables`). ``step_time_limit``: s of wall-clock time one doStep may
-    take before it is discarded (the host is never left waiting on a runaway integration)."""
-    return build_with(FMI2, mechanism, dest, outputs, model_name, stop_time, step_size, step_time_limit)
+    take before it is discarded (the host is never left waiting on a runaway integration).
+
+    ``host_independent``: a native library (compiled with gcc) that runs the model in a worker
+    process started with the interpreter ``python`` (default: this one), instead of PythonFMU's,
+    which runs it in the host's own interpreter (:mod:`mbsd_twin.fmi.native_build`)."""
+    if python is not None and not host_independent:
+        raise ValueError("python= is the worker interpreter of a host-independent FMU (host_independent=True)")
+    path = build_with(FMI2, mechanism, dest, outputs, model_name, stop_time, step_size, step_time_limit)
+    if host_independent:
+        from .native_build import make_host_independent
+
+        try:
+            make_host_independent(path, python)
+        except BaseException:
+            path.unlink(missing_ok=True)  # never leave a PythonFMU FMU where a host-independent one was asked for
+            raise
+    return path
 
 
 def build_with(flavour: Flavour, mechanism: str | Path | None, dest: str | Path, outputs: Sequence[str] | None,

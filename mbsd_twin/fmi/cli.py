@@ -15,15 +15,21 @@ PROFILE_HELP = ("input profile: a number (constant), step:T:V0:V1, pwc:V0:T1:V1:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    extra: dict[str, object] = {} if args.step_time_limit is None else {"step_time_limit": args.step_time_limit}
+    if args.python and not args.host_independent:
+        raise SystemExit("mbsd-twin fmu build: --python needs --host-independent")
     if args.fmi_version == "3":
+        if args.host_independent:
+            raise SystemExit("mbsd-twin fmu build: --host-independent builds FMI 2.0 FMUs only (not yet 3.0)")
         from .fmi3 import build_fmu3 as build_fmu
     else:
         from .build import build_fmu
 
+        if args.host_independent:
+            extra.update(host_independent=True, python=args.python)
     outputs = [p.strip() for p in args.outputs.split(",") if p.strip()] if args.outputs else None
     path = build_fmu(args.mechanism, args.output, outputs=outputs, model_name=args.model_name,
-                     stop_time=args.stop_time, step_size=args.step,
-                     **({} if args.step_time_limit is None else {"step_time_limit": args.step_time_limit}))
+                     stop_time=args.stop_time, step_size=args.step, **extra)  # type: ignore[arg-type]
     print(f"FMU written: {path}")
     note = _start_note(args.mechanism)
     if note:
@@ -88,6 +94,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--step-time-limit", type=float, default=None, metavar="S",
                    help="wall-clock seconds one doStep may take before it returns Discard (default 10: "
                         "mbsd_twin.fmi.slave_logic.STEP_TIME_LIMIT)")
+    b.add_argument("--host-independent", action="store_true",
+                   help="FMI 2.0 FMU whose native library (compiled with gcc) runs the model in a Python worker "
+                        "process: loadable by hosts without Python (C/C++ FMI tools); see fmu/README.md")
+    b.add_argument("--python", default=None, metavar="PATH",
+                   help="with --host-independent: the interpreter the FMU starts its worker with (default: the "
+                        "one running this build; MBSD_TWIN_FMU_PYTHON overrides it at run time)")
     b.add_argument("--check", action="store_true", help="run fmpy validate and fmutool -check afterwards")
     b.set_defaults(func=cmd_build)
     v = cmds.add_parser("validate", help="check an FMU and compare it with the native Simulator")

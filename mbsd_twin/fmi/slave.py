@@ -18,12 +18,12 @@ from typing import Any
 from pythonfmu import DefaultExperiment, Fmi2Causality, Fmi2Initial, Fmi2Slave, Fmi2Variability, Real
 from pythonfmu.enums import Fmi2Status
 
-from .slave_logic import META_FILE, Getter, Setter, SlaveLogic
+from .slave_logic import FMI2_STATE_FORMAT, META_FILE, Getter, Setter, SlaveLogic
 from .variables import FmuVariable
 
 __all__ = ["META_FILE", "STATE_FORMAT", "MechanismSlave"]
 
-STATE_FORMAT = "mbsd-twin-fmu-state/1"
+STATE_FORMAT = FMI2_STATE_FORMAT
 _CAUSALITY = {"input": Fmi2Causality.input, "output": Fmi2Causality.output, "parameter": Fmi2Causality.parameter}
 _INITIAL = {"output": Fmi2Initial.calculated, "parameter": Fmi2Initial.exact}  # inputs: none allowed
 _VARIABILITY = {"continuous": Fmi2Variability.continuous, "fixed": Fmi2Variability.fixed,

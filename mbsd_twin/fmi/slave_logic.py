@@ -40,6 +40,7 @@ from .native import build_simulator
 from .variables import FmuVariable, fmu_variables
 
 META_FILE = "mbsd_twin_fmu.json"
+FMI2_STATE_FORMAT = "mbsd-twin-fmu-state/1"  # the FMI 2.0 slaves' state (PythonFMU and worker)
 STEP_TIME_LIMIT = 10.0  # s of wall-clock time one doStep may take (default of the build option)
 Getter = Callable[[], float]
 Setter = Callable[[float], None] | None

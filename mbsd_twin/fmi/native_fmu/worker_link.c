@@ -1,0 +1,238 @@
+/* Worker process and framed I/O for the host-independent FMU (see worker_link.h). */
+#define _GNU_SOURCE
+#include "worker_link.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ERR_TAIL 2000  /* bytes of the worker's start-up stderr kept for the message */
+
+static void logf_(WorkerLink *w, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void logf_(WorkerLink *w, int status, const char *fmt, ...) {
+    char text[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (w->log) w->log(w->log_ctx, status, text);
+}
+
+static int read_all(int fd, void *buf, size_t n) {
+    char *p = buf;
+    while (n > 0) {
+        ssize_t k = read(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k; n -= (size_t)k;
+    }
+    return 0;
+}
+
+static int reserve(void **buf, size_t *cap, size_t need) {
+    if (need <= *cap) return 0;
+    void *p = realloc(*buf, need);
+    if (!p) return -1;
+    *buf = p; *cap = need;
+    return 0;
+}
+
+/* How the worker ended, for a message ("exit status 1", "killed by signal 9", "still running"). */
+static void reap(WorkerLink *w, int block) {
+    int st = 0;
+    char *how = w->ended;
+    size_t n = sizeof w->ended;
+    if (w->pid <= 0) return;
+    snprintf(how, n, "still running");
+    pid_t r;
+    do { r = waitpid(w->pid, &st, block ? 0 : WNOHANG); } while (r < 0 && errno == EINTR);
+    if (r < 0 && errno == ECHILD) {  /* the host reaps its children itself (SIGCHLD ignored or handled) */
+        w->pid = 0;
+        snprintf(how, n, "ended; its exit status was collected by the host");
+        return;
+    }
+    if (r != w->pid) return;
+    w->pid = 0;
+    if (WIFEXITED(st)) snprintf(how, n, "exit status %d", WEXITSTATUS(st));
+    else if (WIFSIGNALED(st)) snprintf(how, n, "killed by signal %d", WTERMSIG(st));
+}
+
+static void gone(WorkerLink *w, const char *during) {
+    pid_t pid = w->pid;
+    if (w->dead) return;
+    w->dead = 1;
+    for (int k = 0; k < 50 && w->pid > 0; k++) {  /* give the kernel a moment to report the exit */
+        reap(w, 0);
+        if (w->pid > 0) { struct timespec ts = {0, 2000000}; nanosleep(&ts, NULL); }
+    }
+    logf_(w, 3, "the mbsd-twin worker process (pid %d) is gone (%s) during %s: this instance cannot continue; "
+          "free it and instantiate the FMU again", (int)pid, w->pid > 0 ? "no reply" : w->ended, during);
+}
+
+static const char *op_name(uint32_t op) {
+    static const char *names[] = {"?", "instantiation", "fmi2SetupExperiment", "fmi2ExitInitializationMode",
+                                  "fmi2Reset", "fmi2GetReal", "fmi2SetReal", "fmi2DoStep", "fmi2GetFMUstate",
+                                  "fmi2SetFMUstate"};
+    return op <= OP_SET_STATE ? names[op] : names[0];
+}
+
+/* One sendmsg for the whole frame (the worker wakes once); MSG_NOSIGNAL: no SIGPIPE from a dead worker. */
+static int send_frame(int fd, struct iovec *iov, int n) {
+    while (n > 0) {
+        struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -1;
+        while (n > 0 && (size_t)k >= iov->iov_len) { k -= (ssize_t)iov->iov_len; iov++; n--; }
+        if (n > 0) { iov->iov_base = (char *)iov->iov_base + k; iov->iov_len -= (size_t)k; }
+    }
+    return 0;
+}
+
+static int send_request(WorkerLink *w, const Request *rq) {
+    uint32_t head[6] = {rq->op, rq->flags, rq->n_set, rq->n_vr, rq->n_real, rq->n_bytes};
+    if (w->dead) {
+        logf_(w, 3, "%s refused: the instance's worker process is gone; free the instance", op_name(rq->op));
+        return -1;
+    }
+    struct iovec iov[6] = {{head, sizeof head}, {(void *)rq->set_vr, 4u * rq->n_set},
+                           {(void *)rq->set_val, 8u * rq->n_set}, {(void *)rq->vr, 4u * rq->n_vr},
+                           {(void *)rq->real, 8u * rq->n_real}, {(void *)rq->bytes, rq->n_bytes}};
+    if (send_frame(w->sock, iov, 6)) {
+        gone(w, op_name(rq->op));
+        return -1;
+    }
+    return 0;
+}
+
+static int read_reply(WorkerLink *w, uint32_t op) {
+    uint32_t rep[4];
+    const char *during = op_name(op);
+    if (read_all(w->sock, rep, sizeof rep)) {
+        gone(w, during);
+        return -1;
+    }
+    w->status = (int32_t)rep[0]; w->n_real = rep[1]; w->n_bytes = rep[2];
+    char *logs = NULL;
+    if (reserve((void **)&w->reals, &w->cap_real, 8u * rep[1] + 8) ||
+        reserve((void **)&w->bytes, &w->cap_bytes, (size_t)rep[2] + 1) || !(logs = malloc((size_t)rep[3] + 1))
+        || read_all(w->sock, w->reals, 8u * rep[1]) || read_all(w->sock, w->bytes, rep[2])
+        || read_all(w->sock, logs, rep[3])) {
+        free(logs);
+        gone(w, during);
+        return -1;
+    }
+    for (uint32_t at = 0; at + 8 <= rep[3];) {  /* log records: status, length, text */
+        uint32_t rec[2];
+        memcpy(rec, logs + at, 8);
+        at += 8;
+        if (rec[1] > rep[3] - at) break;
+        char keep = logs[at + rec[1]];
+        logs[at + rec[1]] = '\0';
+        if (w->log) w->log(w->log_ctx, (int)rec[0], logs + at);
+        logs[at + rec[1]] = keep;
+        at += rec[1];
+    }
+    free(logs);
+    return 0;
+}
+
+int link_call(WorkerLink *w, const Request *rq) {
+    return send_request(w, rq) || read_reply(w, rq->op) ? -1 : 0;
+}
+
+static void exec_worker(int sock, int err, const char *python, char *const argv[]) {
+    /* In the child between fork and exec: async-signal-safe calls only. fds 0/1: the socket, 2: the
+       start-up pipe, 3: the host's stderr (the worker moves to it once ready). */
+    int a = fcntl(sock, F_DUPFD, 10), b = fcntl(err, F_DUPFD, 10), c = fcntl(2, F_DUPFD, 10);
+    if (a < 0 || b < 0 || c < 0 || dup2(a, 0) < 0 || dup2(a, 1) < 0 || dup2(c, 3) < 0 || dup2(b, 2) < 0) _exit(126);
+    close(a); close(b); close(c);
+    close_range(4, ~0U, 0);  /* the host's other files stay the host's (a pipe's EOF is not held up) */
+    signal(SIGPIPE, SIG_DFL);
+    execv(python, argv);
+    static const char msg[] = "execv of the Python interpreter failed\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(127);
+}
+
+/* Read the worker's start-up stderr while waiting for its HELLO reply; keep the tail in tail[]. */
+static int await_ready(WorkerLink *w, int err, char *tail, size_t *n_tail) {
+    struct pollfd fds[2] = {{w->sock, POLLIN, 0}, {err, POLLIN, 0}};
+    for (;;) {
+        int r = poll(fds, err >= 0 ? 2 : 1, -1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (fds[0].revents) return 0;  /* the reply (or EOF: link_call finds out) */
+        if (fds[1].revents) {
+            char buf[1024];
+            ssize_t k = read(err, buf, sizeof buf);
+            if (k <= 0) { err = -1; continue; }
+            if (*n_tail + (size_t)k > ERR_TAIL) {
+                size_t drop = *n_tail + (size_t)k - ERR_TAIL;
+                if (drop > *n_tail) drop = *n_tail;
+                memmove(tail, tail + drop, *n_tail - drop);
+                *n_tail -= drop;
+            }
+            size_t take = (size_t)k > ERR_TAIL - *n_tail ? ERR_TAIL - *n_tail : (size_t)k;
+            memcpy(tail + *n_tail, buf + k - take, take);
+            *n_tail += take;
+        }
+    }
+}
+
+int link_start(WorkerLink *w, const char *python, const char *origin, const char *resources, const char *name) {
+    int sv[2], ep[2];
+    char tail[ERR_TAIL + 1];
+    size_t n_tail = 0;
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) { logf_(w, 3, "socketpair failed: %s", strerror(errno)); return -1; }
+    if (pipe2(ep, O_CLOEXEC)) { close(sv[0]); close(sv[1]); logf_(w, 3, "pipe failed: %s", strerror(errno)); return -1; }
+    char *argv[] = {(char *)python, "-m", "mbsd_twin.fmi.worker", (char *)resources, NULL};
+    pid_t pid = fork();
+    if (pid == 0) exec_worker(sv[1], ep[1], python, argv);
+    close(sv[1]); close(ep[1]);
+    if (pid < 0) { close(sv[0]); close(ep[0]); logf_(w, 3, "fork failed: %s", strerror(errno)); return -1; }
+    w->pid = pid; w->sock = sv[0]; w->dead = 0;
+    Request rq = {.op = OP_HELLO, .n_bytes = (uint32_t)strlen(name), .bytes = name};
+    link_log_fn log = w->log;
+    w->log = NULL;  /* a failed start-up gets one message, below */
+    int bad = send_request(w, &rq) || await_ready(w, ep[0], tail, &n_tail) || read_reply(w, OP_HELLO)
+              || w->status != 0;
+    w->log = log;
+    /* the worker has moved its stderr to the host's (or is gone): drain what it wrote while starting */
+    for (ssize_t k; n_tail < ERR_TAIL && (k = read(ep[0], tail + n_tail, ERR_TAIL - n_tail)) > 0;) n_tail += (size_t)k;
+    close(ep[0]);
+    tail[n_tail] = '\0';
+    if (!bad) {
+        if (n_tail) logf_(w, 0, "mbsd-twin worker (pid %d) start-up output: %s", (int)pid, tail);
+        return 0;
+    }
+    close(w->sock); w->sock = -1;
+    reap(w, 1);
+    logf_(w, 3, "the mbsd-twin worker could not start (%s %s -m mbsd_twin.fmi.worker; %s): %s -- the FMU needs a "
+          "Python 3.11+ with mbsd-twin installed (python -m pip install mbsd-twin); point the environment variable "
+          "MBSD_TWIN_FMU_PYTHON at that interpreter", origin, python, w->ended, n_tail ? tail : "no output");
+    return -1;
+}
+
+void link_stop(WorkerLink *w) {
+    if (w->sock >= 0) close(w->sock);
+    w->sock = -1;
+    for (int k = 0; k < 500 && w->pid > 0; k++) {  /* EOF on its stdin ends the worker */
+        reap(w, 0);
+        if (w->pid > 0) { struct timespec ts = {0, 10000000}; nanosleep(&ts, NULL); }
+    }
+    if (w->pid > 0) { kill(w->pid, SIGKILL); reap(w, 1); }
+    free(w->reals); free(w->bytes);
+    w->reals = NULL; w->bytes = NULL; w->cap_real = w->cap_bytes = 0;
+}

@@ -1,0 +1,54 @@
+/* The link between the host-independent FMU's shared library and its Python worker process.
+
+   One worker per FMU instance: `<python> -m mbsd_twin.fmi.worker <resources dir>`, its stdin and
+   stdout one end of a Unix socket pair (written with MSG_NOSIGNAL: a dead worker never raises
+   SIGPIPE in the host), its stderr a pipe read by the library until the worker is ready (the text
+   of a failed start-up goes into the logged message), then the host's stderr (fd 3 at exec).
+
+   Request frame: six uint32 (op, flags, n_set, n_vr, n_real, n_bytes), then n_set uint32 value
+   references and n_set doubles (held input values applied before the op), n_vr uint32 value
+   references, n_real doubles, n_bytes bytes.
+   Reply frame: four uint32 (status, n_real, n_bytes, n_log), then n_real doubles, n_bytes bytes and
+   n_log bytes of log records (uint32 status, uint32 length, text).
+   Native byte order: both ends run on the same machine. The Python end: mbsd_twin/fmi/worker.py. */
+#ifndef MBSD_WORKER_LINK_H
+#define MBSD_WORKER_LINK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum { OP_HELLO = 1, OP_SETUP = 2, OP_EXIT_INIT = 3, OP_RESET = 4, OP_GET_REAL = 5, OP_SET_REAL = 6,
+       OP_DO_STEP = 7, OP_GET_STATE = 8, OP_SET_STATE = 9 };
+enum { FLAG_WANT_OUTPUTS = 1 };
+
+typedef void (*link_log_fn)(void *ctx, int status, const char *text);
+
+typedef struct {
+    pid_t pid;            /* the worker, 0 once reaped */
+    int sock;             /* our end of the socket pair, -1 once closed */
+    int dead;             /* the worker is gone: every call fails */
+    char ended[64];       /* how it ended: "exit status 1", "killed by signal 9" */
+    /* the last reply */
+    int32_t status;
+    double *reals; uint32_t n_real; size_t cap_real;
+    unsigned char *bytes; uint32_t n_bytes; size_t cap_bytes;
+    link_log_fn log; void *log_ctx;
+} WorkerLink;
+
+typedef struct {
+    uint32_t op, flags, n_set, n_vr, n_real, n_bytes;
+    const uint32_t *set_vr; const double *set_val;
+    const uint32_t *vr; const double *real; const void *bytes;
+} Request;
+
+/* Start the worker and wait until it has loaded the model. Returns 0, or -1 with the reason logged. */
+int link_start(WorkerLink *w, const char *python, const char *python_origin, const char *resources,
+               const char *instance_name);
+/* Send a request and read the reply into w (status, reals, bytes; logs passed to w->log).
+   Returns 0, or -1 when the worker is gone (logged once, w->dead set). */
+int link_call(WorkerLink *w, const Request *rq);
+/* Close the link, let the worker exit (pipe EOF), reap it (SIGKILL after 5 s), free the buffers. */
+void link_stop(WorkerLink *w);
+
+#endif
