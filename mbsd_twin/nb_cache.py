@@ -30,13 +30,18 @@ MODULES = ("nb_kernels.py", "nb_curves.py", "nb_joints.py", "nb_solve.py", "nb_d
 STAMP = "mbsd_twin_nb.stamp"
 NOTICE_AFTER = 2.0  # s: loading from the cache takes about a second; longer means compiling
 LOG = logging.getLogger("mbsd_twin")
+_READY: set[str] = set()  # what compile_notice has seen loaded in this process
 
 
 @contextmanager
 def compile_notice(what: str, after: float = NOTICE_AFTER) -> Iterator[None]:
     """Within the block the kernels of ``what`` are loaded or compiled: when that takes more than
     ``after`` seconds, log that they are being compiled (once, while it happens) and then how long
-    it took."""
+    it took. Once ``what`` has loaded, later blocks in the process start no timer (a twin builds a
+    Simulator at every parameter change)."""
+    if what in _READY:
+        yield
+        return
     t0 = time.perf_counter()
     timer = threading.Timer(after, LOG.warning, ("mbsd-twin: compiling %s into numba's disk cache (the first "
                                                  "run after an install or upgrade: about two minutes on a "
@@ -47,6 +52,7 @@ def compile_notice(what: str, after: float = NOTICE_AFTER) -> Iterator[None]:
         yield
     finally:
         timer.cancel()
+        _READY.add(what)
         took = time.perf_counter() - t0
         if took > after:
             LOG.warning("mbsd-twin: %s ready after %.1f s", what, took)
