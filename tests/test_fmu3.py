@@ -5,10 +5,8 @@ ends with ``os._exit`` after printing its result.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import textwrap
 import zipfile
 from pathlib import Path
 
@@ -17,6 +15,8 @@ import pytest
 
 pytest.importorskip("pythonfmu3")
 pytest.importorskip("fmpy")
+
+from fmu_harness import finish, importer, run_script  # noqa: E402
 
 from mbsd_twin.fmi.build import build_fmu  # noqa: E402
 from mbsd_twin.fmi.fmi3 import build_fmu3  # noqa: E402
@@ -28,6 +28,7 @@ from mbsd_twin.fmi.validation import check_fmu, fmu_mechanism  # noqa: E402
 STOP, FINE = 5.0, 1e-3
 TORQUE = "pwc:2:1:-1:2:3:3.5:0"
 FORCE = "step:2.5:0:-20"
+INPUTS = {"motor_torque": TORQUE, "piston_force": FORCE}
 
 
 @pytest.fixture(scope="module")
@@ -35,26 +36,13 @@ def fmu(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_fmu3(None, tmp_path_factory.mktemp("fmu3") / "SliderCrank.fmu")
 
 
-def _importer(fmu: Path, out: Path, step: float) -> subprocess.Popen[str]:
-    cmd = [sys.executable, "-m", "mbsd_twin.fmi.importers", "fmpy", str(fmu), "--stop", repr(STOP), "--step",
-           repr(step), f"--input=motor_torque={TORQUE}", f"--input=piston_force={FORCE}", "--out", str(out)]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def _finish(proc: subprocess.Popen[str], out: Path) -> dict[str, np.ndarray]:
-    log, _ = proc.communicate(timeout=900)
-    assert proc.returncode == 0 and out.exists(), log
-    with np.load(out) as data:
-        return {k: np.array(data[k]) for k in data.files}
-
-
 @pytest.fixture(scope="module")
 def runs(fmu: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, np.ndarray]]:
     tmp = tmp_path_factory.mktemp("runs3")
-    procs = {h: (_importer(fmu, tmp / f"fmpy_{h}.npz", h), tmp / f"fmpy_{h}.npz") for h in (FINE, 0.1)}
+    procs = {h: (importer(fmu, tmp / f"fmpy_{h}.npz", STOP, h, INPUTS), tmp / f"fmpy_{h}.npz") for h in (FINE, 0.1)}
     profiles = {"motor_torque": parse_profile(TORQUE), "piston_force": parse_profile(FORCE)}
     native = run_native(fmu_mechanism(fmu), communication_points(0.0, STOP, FINE), profiles, output_names(fmu))
-    return {"native": native, **{f"fmpy_{h}": _finish(p, out) for h, (p, out) in procs.items()}}
+    return {"native": native, **{f"fmpy_{h}": finish(p, out) for h, (p, out) in procs.items()}}
 
 
 def test_is_fmi3_with_the_fmi2_variables(fmu: Path, tmp_path: Path) -> None:
@@ -162,18 +150,8 @@ os._exit(0)
 """
 
 
-def _script(tmp_path: Path, text: str, **kw: object) -> dict:
-    path = tmp_path / "scenario.py"
-    path.write_text(textwrap.dedent(text).format(**kw))
-    proc = subprocess.run([sys.executable, "-W", "ignore", str(path)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result: dict = json.loads(proc.stdout.strip().splitlines()[-1])
-    result["log"] = proc.stdout
-    return result
-
-
 def test_state_get_set_and_serialize_are_bit_identical(fmu: Path, tmp_path: Path) -> None:
-    r = _script(tmp_path, STATE_SCRIPT, fmu=str(fmu))
+    r = run_script(tmp_path, STATE_SCRIPT, fmu=str(fmu))
     assert r["first"] == r["again"]
     assert r["first"] == r["after_deserialize"]
     assert r["first"] == r["other_instance"]
@@ -207,7 +185,7 @@ os._exit(0)
 
 
 def test_error_paths(fmu: Path, tmp_path: Path) -> None:
-    r = _script(tmp_path, ERROR_SCRIPT, fmu=str(fmu))
+    r = run_script(tmp_path, ERROR_SCRIPT, fmu=str(fmu))
     bad_log, step_log = r["log"].split("---")
     assert r["init"] == 4  # fmi3Fatal: pythonfmu3 turns every Python exception into it
     assert "parameter guide.p1_y = 1.0 rejected" in bad_log and "cannot be assembled" in bad_log
@@ -239,7 +217,7 @@ os._exit(0)
 
 
 def test_instances_are_independent_and_reinstantiable(fmu: Path, tmp_path: Path) -> None:
-    r = _script(tmp_path, INSTANCES_SCRIPT, fmu=str(fmu))
+    r = run_script(tmp_path, INSTANCES_SCRIPT, fmu=str(fmu))
     assert r["res"][0] == r["ref"] == r["ref2"]
     assert r["res"][1] != r["ref"] and r["res"][2] != r["ref"]
     (fx0, fy0, th0), (fx1, fy1, th1) = r["r0"], r["r1"]

@@ -10,8 +10,6 @@ a wrapper interpreter (``MBSD_TWIN_FMU_PYTHON``) that puts this checkout on the 
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import sys
@@ -29,14 +27,22 @@ pytest.importorskip("fmpy")
 if not shutil.which("gcc"):
     pytest.skip("gcc is needed to build the host-independent FMU", allow_module_level=True)
 
-import mbsd_twin  # noqa: E402
+from fmu_harness import (  # noqa: E402
+    children_code,
+    clean_env,
+    compile_c_host,
+    finish,
+    importer,
+    run_script,
+    unpack,
+)
+
 from mbsd_twin.fmi.build import build_fmu  # noqa: E402
 from mbsd_twin.fmi.native_build import SOURCE_DIR  # noqa: E402
 
 STOP, STEP = 1.0, 1e-3
 SWITCH = 0.5005                      # torque 2 N·m, then -1 N·m from the first point at or after 0.5005 s
 TORQUE = f"pwc:2:{SWITCH}:-1"
-REPO = Path(mbsd_twin.__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +53,7 @@ def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _fmpy_run(fmu: Path, out: Path) -> dict[str, np.ndarray]:
-    cmd = [sys.executable, "-m", "mbsd_twin.fmi.importers", "fmpy", str(fmu), "--stop", repr(STOP), "--step",
-           repr(STEP), f"--input=motor_torque={TORQUE}", "--out", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr
-    with np.load(out) as data:
-        return {k: np.array(data[k]) for k in data.files}
+    return finish(importer(fmu, out, STOP, STEP, {"motor_torque": TORQUE}), out)
 
 
 @pytest.fixture(scope="module")
@@ -99,27 +100,9 @@ def test_fmpy_results_equal_the_pythonfmu_flavour_bit_for_bit(runs: dict[str, di
     assert float(np.abs(native["energy.balance_error"]).max()) < 1e-6 * work  # energy is conserved
 
 
-def _host_binary(tmp: Path) -> Path:
-    exe = tmp / "fmi2_host"
-    proc = subprocess.run(["gcc", "-O1", "-Wall", "-Werror", f"-I{SOURCE_DIR}", "-o", str(exe),
-                           str(Path(__file__).with_name("fmi2_host.c")), "-ldl"], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return exe
-
-
-def _wrapper_python(tmp: Path) -> Path:
-    """An interpreter for MBSD_TWIN_FMU_PYTHON that imports this checkout's mbsd_twin."""
-    path = tmp / "python-for-worker"
-    path.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" "$@"\n')
-    path.chmod(0o755)
-    return path
-
-
 def test_c_host_without_python_equals_fmpy(fmus: dict[str, Path], runs: dict[str, dict[str, np.ndarray]],
                                            tmp_path: Path) -> None:
-    unpacked = tmp_path / "unpacked fmu #1"  # the resource URI carries percent escapes
-    with zipfile.ZipFile(fmus["native"]) as zf:
-        zf.extractall(unpacked)
+    unpacked = unpack(fmus["native"], tmp_path / "unpacked fmu #1")  # the resource URI carries percent escapes
     md = _model_description(fmus["native"])
     variables = md.find("ModelVariables")
     assert variables is not None
@@ -128,8 +111,9 @@ def test_c_host_without_python_equals_fmpy(fmus: dict[str, Path], runs: dict[str
     lib = unpacked / "binaries" / "linux64" / "SliderCrank.so"
     needed = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True).stdout
     assert "libpython" not in needed
-    env = {"PATH": "/usr/bin:/bin", "MBSD_TWIN_FMU_PYTHON": str(_wrapper_python(tmp_path))}
-    cmd = [str(_host_binary(tmp_path)), str(lib), (unpacked / "resources").as_uri(), md.get("guid", ""),
+    env = clean_env(tmp_path)
+    cmd = [str(compile_c_host(tmp_path, "fmi2_host.c", SOURCE_DIR)), str(lib), (unpacked / "resources").as_uri(),
+           md.get("guid", ""),
            str(round(STOP / STEP)), repr(STEP), vr["motor_torque"], repr(SWITCH), *(vr[n] for n in outputs)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -152,13 +136,7 @@ fmu = {fmu!r}
 md = read_model_description(fmu); d = extract(fmu)
 vr = {{v.name: v.valueReference for v in md.modelVariables}}
 outs = [vr[v.name] for v in md.modelVariables if v.causality == "output"]
-def children():
-    pids = set()
-    for task in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{{task}}/children") as f:
-            pids |= {{int(p) for p in f.read().split()}}
-    return pids
-def new(name):
+{children}def new(name):
     s = FMU2Slave(guid=md.guid, unzipDirectory=d, modelIdentifier=md.coSimulation.modelIdentifier,
                   instanceName=name)
     s.instantiate(loggingOn=True); s.setupExperiment(startTime=0.0); s.enterInitializationMode()
@@ -175,14 +153,8 @@ def run(s, t, n, torque):
 
 
 def _host(tmp_path: Path, body: str, env: dict[str, str] | None = None, **kw: object) -> dict:  # type: ignore[type-arg]
-    path = tmp_path / "host.py"
-    path.write_text(textwrap.dedent(HOST_PRELUDE).format(**kw) + textwrap.dedent(body))
-    proc = subprocess.run([sys.executable, "-W", "ignore", str(path)], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **(env or {})})
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result: dict = json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[type-arg]
-    result["log"] = proc.stdout + proc.stderr
-    return result
+    prelude = textwrap.dedent(HOST_PRELUDE).format(children=children_code(), **kw)
+    return run_script(tmp_path, prelude + textwrap.dedent(body), env)
 
 
 def test_state_rollback_and_serialization_are_bit_identical(fmus: dict[str, Path], tmp_path: Path) -> None:
@@ -244,6 +216,44 @@ def test_killed_worker_makes_the_next_step_fail_and_the_host_survives(fmus: dict
     assert r["status"] == 3 and r["again"] == 3       # fmi2Error, then every call on that instance
     assert r["n"] == 10 and r["left"] == []           # a new instance works; no worker left behind
     assert f"worker process (pid {r['killed']}) is gone (killed by signal 9) during fmi2DoStep" in r["log"]
+
+
+def test_hung_worker_is_killed_at_the_reply_bound_and_the_host_survives(fmus: dict[str, Path],
+                                                                       tmp_path: Path) -> None:
+    r = _host(tmp_path, """
+        with open(os.path.join(d, "resources", "mbsd_twin_timeout.txt"), "w") as f:
+            f.write("1.5\\n")                 # the bound, in a file beside the FMU's other resources
+        s = new("frozen")
+        run(s, 0.0, 10, 2.0)
+        (pid,) = children()
+        os.kill(pid, signal.SIGSTOP)          # alive but silent
+        t0 = time.monotonic()
+        try:
+            run(s, 0.01, 1, 2.0); status = "ok"
+        except FMICallException as e:
+            status = e.status
+        waited = time.monotonic() - t0
+        try:
+            s.getReal(outs); again = "ok"
+        except FMICallException as e:
+            again = e.status
+        s.freeInstance()
+        os.remove(os.path.join(d, "resources", "mbsd_twin_timeout.txt"))
+        fresh = new("fresh")                  # the default bound: step time limit (10 s) + 20 s
+        rows = run(fresh, 0.0, 10, 2.0)
+        fresh.terminate(); fresh.freeInstance()
+        os.environ["MBSD_TWIN_FMU_TIMEOUT"] = "7"
+        env = new("env"); env.freeInstance()
+        print(json.dumps(dict(status=status, again=again, waited=waited, pid=pid, n=len(rows),
+                              left=sorted(children()))))
+        os._exit(0)
+        """, fmu=str(fmus["native"]))
+    assert r["status"] == 3 and r["again"] == 3      # fmi2Error, then every call on that instance
+    assert 1.5 <= r["waited"] < 1.5 + 5.0            # within the bound (plus killing and reaping)
+    assert f"worker process (pid {r['pid']}) did not answer fmi2DoStep within 1.5 s: it was killed" in r["log"]
+    assert not _alive_worker(r["pid"]) and r["left"] == []
+    assert r["n"] == 10 and "replies awaited for at most 30 s" in r["log"]
+    assert "replies awaited for at most 7 s" in r["log"]    # MBSD_TWIN_FMU_TIMEOUT
 
 
 def test_host_exit_without_free_ends_the_worker(fmus: dict[str, Path], tmp_path: Path) -> None:

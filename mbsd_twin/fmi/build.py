@@ -133,15 +133,19 @@ def build_fmu(mechanism: str | Path | None, dest: str | Path, outputs: Sequence[
     if python is not None and not host_independent:
         raise ValueError("python= is the worker interpreter of a host-independent FMU (host_independent=True)")
     path = build_with(FMI2, mechanism, dest, outputs, model_name, stop_time, step_size, step_time_limit)
-    if host_independent:
-        from .native_build import make_host_independent
+    return finish_host_independent(path, python) if host_independent else path
 
-        try:
-            make_host_independent(path, python)
-        except BaseException:
-            path.unlink(missing_ok=True)  # never leave a PythonFMU FMU where a host-independent one was asked for
-            raise
-    return path
+
+def finish_host_independent(path: Path, python: str | None) -> Path:
+    """Turn the freshly built PythonFMU FMU at ``path`` into the host-independent one (either FMI
+    version); on failure no FMU is left at ``path``."""
+    from .native_build import make_host_independent
+
+    try:
+        return make_host_independent(path, python)
+    except BaseException:
+        path.unlink(missing_ok=True)  # never leave a PythonFMU FMU where a host-independent one was asked for
+        raise
 
 
 def build_with(flavour: Flavour, mechanism: str | Path | None, dest: str | Path, outputs: Sequence[str] | None,

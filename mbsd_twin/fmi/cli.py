@@ -19,14 +19,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.python and not args.host_independent:
         raise SystemExit("mbsd-twin fmu build: --python needs --host-independent")
     if args.fmi_version == "3":
-        if args.host_independent:
-            raise SystemExit("mbsd-twin fmu build: --host-independent builds FMI 2.0 FMUs only (not yet 3.0)")
         from .fmi3 import build_fmu3 as build_fmu
     else:
         from .build import build_fmu
-
-        if args.host_independent:
-            extra.update(host_independent=True, python=args.python)
+    if args.host_independent:
+        extra.update(host_independent=True, python=args.python)
     outputs = [p.strip() for p in args.outputs.split(",") if p.strip()] if args.outputs else None
     path = build_fmu(args.mechanism, args.output, outputs=outputs, model_name=args.model_name,
                      stop_time=args.stop_time, step_size=args.step, **extra)  # type: ignore[arg-type]
@@ -95,8 +92,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="wall-clock seconds one doStep may take before it returns Discard (default 10: "
                         "mbsd_twin.fmi.slave_logic.STEP_TIME_LIMIT)")
     b.add_argument("--host-independent", action="store_true",
-                   help="FMI 2.0 FMU whose native library (compiled with gcc) runs the model in a Python worker "
-                        "process: loadable by hosts without Python (C/C++ FMI tools); see fmu/README.md")
+                   help="an FMU (FMI 2.0 or, with --fmi-version 3, 3.0) whose native library (compiled with gcc) runs "
+                        "the model in a Python worker process: loadable by hosts without Python (C/C++ FMI tools); "
+                        "see fmu/README.md")
     b.add_argument("--python", default=None, metavar="PATH",
                    help="with --host-independent: the interpreter the FMU starts its worker with (default: the "
                         "one running this build; MBSD_TWIN_FMU_PYTHON overrides it at run time)")

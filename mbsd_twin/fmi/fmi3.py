@@ -24,11 +24,11 @@ from typing import Any
 from pythonfmu3 import DefaultExperiment, Float64, Fmi3Causality, Fmi3Slave, Fmi3Status, Fmi3StepResult, Fmi3Variability
 
 from .modeldescription import assemble, naming_convention, unit_definitions
+from .slave_logic import FMI3_STATE_FORMAT as STATE_FORMAT
 from .slave_logic import STEP_TIME_LIMIT, Getter, Setter, SlaveLogic
 from .units import DECLARED_TYPES, declared_type
 from .variables import FmuVariable
 
-STATE_FORMAT = "mbsd-twin-fmu3-state/1"
 ENTRY_MODULE = "mbsd_twin_fmu3"
 # pythonfmu3 finds the slave class by a regular expression over the script text: the class
 # statement itself must name Fmi3Slave.
@@ -167,11 +167,16 @@ def _fmi3_builder() -> Any:
 
 def build_fmu3(mechanism: str | Path | None, dest: str | Path, outputs: Sequence[str] | None = None,
                model_name: str | None = None, stop_time: float | None = None,
-               step_size: float | None = None, *, step_time_limit: float = STEP_TIME_LIMIT) -> Path:
+               step_size: float | None = None, *, step_time_limit: float = STEP_TIME_LIMIT,
+               host_independent: bool = False, python: str | None = None) -> Path:
     """Build the FMI 3.0 co-simulation FMU of ``mechanism`` (``None``: the bundled slider crank)
-    into ``dest`` (a ``.fmu`` file or a folder); same arguments as :func:`~mbsd_twin.fmi.build.build_fmu`."""
-    from .build import Flavour, build_with
+    into ``dest`` (a ``.fmu`` file or a folder); same arguments as :func:`~mbsd_twin.fmi.build.build_fmu`
+    (``host_independent``: the native library and worker process instead of pythonfmu3's library)."""
+    from .build import Flavour, build_with, finish_host_independent
 
+    if python is not None and not host_independent:
+        raise ValueError("python= is the worker interpreter of a host-independent FMU (host_independent=True)")
     flavour = Flavour(", FMI 3.0", _fmi3_builder, ENTRY_MODULE, ENTRY_SCRIPT, postprocess3, FMU_OPTIONS,
                       {"fmi_version": "3.0"})
-    return build_with(flavour, mechanism, dest, outputs, model_name, stop_time, step_size, step_time_limit)
+    path = build_with(flavour, mechanism, dest, outputs, model_name, stop_time, step_size, step_time_limit)
+    return finish_host_independent(path, python) if host_independent else path

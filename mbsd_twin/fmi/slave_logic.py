@@ -41,6 +41,7 @@ from .variables import FmuVariable, fmu_variables
 
 META_FILE = "mbsd_twin_fmu.json"
 FMI2_STATE_FORMAT = "mbsd-twin-fmu-state/1"  # the FMI 2.0 slaves' state (PythonFMU and worker)
+FMI3_STATE_FORMAT = "mbsd-twin-fmu3-state/1"  # the FMI 3.0 slaves' state (pythonfmu3 and worker)
 STEP_TIME_LIMIT = 10.0  # s of wall-clock time one doStep may take (default of the build option)
 Getter = Callable[[], float]
 Setter = Callable[[float], None] | None

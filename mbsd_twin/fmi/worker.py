@@ -1,6 +1,6 @@
 """The worker process of a host-independent FMU: ``python -m mbsd_twin.fmi.worker RESOURCES_DIR``.
 
-The FMU's shared library (``native_fmu/fmi2_shim.c``) starts one worker per instance and talks to
+The FMU's shared library (``native_fmu/fmi2_shim.c`` or ``fmi3_shim.c``) starts one worker per instance and talks to
 it over its stdin/stdout, a Unix socket pair; the frames are described in
 ``native_fmu/worker_link.h``. The worker serves the model with :class:`WorkerSlave`, which is the
 PythonFMU slave's :class:`~mbsd_twin.fmi.slave_logic.SlaveLogic` without PythonFMU: the same
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .slave_logic import FMI2_STATE_FORMAT, Getter, Setter, SlaveLogic
+from .slave_logic import FMI2_STATE_FORMAT, FMI3_STATE_FORMAT, Getter, Setter, SlaveLogic
 
 OK, WARNING, DISCARD, ERROR, FATAL = range(5)
 OP_HELLO, OP_SETUP, OP_EXIT_INIT, OP_RESET, OP_GET_REAL, OP_SET_REAL, OP_DO_STEP, OP_GET_STATE, OP_SET_STATE = \
@@ -45,18 +45,25 @@ class _Var:
 
 
 class WorkerSlave(SlaveLogic):
-    """The FMI 2.0 slave behaviour (SlaveLogic) with PythonFMU's registration and logging replaced
-    by plain Python: value references in registration order, log messages kept for the reply."""
+    """The slave behaviour (SlaveLogic) with PythonFMU's registration and logging replaced by plain
+    Python: value references in registration order, log messages kept for the reply. The FMU's
+    metadata says which FMI version it serves: 3.0 as the pythonfmu3 slave (``time`` at value
+    reference 0, a bad step size is an error, its state format), else 2.0 as the PythonFMU slave."""
 
     STATUS_ERROR = ERROR
     STATUS_DISCARD = DISCARD
-    STATUS_BAD_STEP = DISCARD  # as the PythonFMU FMU
+    STATUS_BAD_STEP = DISCARD  # FMI 2.0, as the PythonFMU FMU
     STATE_FORMAT = FMI2_STATE_FORMAT
 
     def __init__(self, resources: str) -> None:
         self.vars: dict[int, Any] = {}
         self.logs: list[tuple[int, str]] = []
-        self._load(resources)
+        meta = self._load(resources)
+        if meta.get("fmi_version") == "3.0":  # as MechanismSlave3
+            self.STATUS_BAD_STEP = ERROR
+            self.STATE_FORMAT = FMI3_STATE_FORMAT
+            self.register_variable(_Var("time", lambda: self._sim.time if self._initialized else self._start_time,
+                                        None))
         self._register_all(lambda v, getter, setter: _Var(v.name, getter, setter))
 
     def log(self, msg: str, status: int = OK, category: str | None = None) -> None:
@@ -67,9 +74,10 @@ class WorkerSlave(SlaveLogic):
         self.vars[var.value_reference] = var
 
     def layout(self) -> list[float]:
-        """The HELLO reply: input and output value references, as the library expects them."""
+        """The HELLO reply: input and output value references and the step time limit (s), as the
+        library expects them."""
         return [float(len(self._in_vrs)), *map(float, self._in_vrs), float(len(self._out_vrs)),
-                *map(float, self._out_vrs)]
+                *map(float, self._out_vrs), self._step_limit]
 
 
 class Worker:

@@ -28,11 +28,26 @@ static void logf_(WorkerLink *w, int status, const char *fmt, ...) {
     if (w->log) w->log(w->log_ctx, status, text);
 }
 
-static int read_all(int fd, void *buf, size_t n) {
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Read n bytes before the monotonic time `deadline`: 0, -1 (end of file, error), -2 (timed out). */
+static int read_all(int fd, void *buf, size_t n, double deadline) {
     char *p = buf;
     while (n > 0) {
-        ssize_t k = read(fd, p, n);
+        ssize_t k = read(fd, p, n);  /* non-blocking socket */
         if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            double left = deadline - now();
+            if (left <= 0) return -2;
+            struct pollfd pfd = {fd, POLLIN, 0};
+            int r = poll(&pfd, 1, left > 1e6 ? 1000000000 : (int)(left * 1e3) + 1);
+            if (r < 0 && errno != EINTR) return -1;
+            continue;
+        }
         if (k <= 0) return -1;
         p += k; n -= (size_t)k;
     }
@@ -79,19 +94,34 @@ static void gone(WorkerLink *w, const char *during) {
           "free it and instantiate the FMU again", (int)pid, w->pid > 0 ? "no reply" : w->ended, during);
 }
 
-static const char *op_name(uint32_t op) {
-    static const char *names[] = {"?", "instantiation", "fmi2SetupExperiment", "fmi2ExitInitializationMode",
-                                  "fmi2Reset", "fmi2GetReal", "fmi2SetReal", "fmi2DoStep", "fmi2GetFMUstate",
-                                  "fmi2SetFMUstate"};
-    return op <= OP_SET_STATE ? names[op] : names[0];
+static const char *op_name(const WorkerLink *w, uint32_t op) {
+    return w->op_names && op >= OP_HELLO && op <= OP_SET_STATE ? w->op_names[op] : "a request";
+}
+
+/* The worker did not answer in time: kill it (a stopped process dies of SIGKILL too), say so. */
+static void hung(WorkerLink *w, uint32_t op, double waited) {
+    pid_t pid = w->pid;
+    w->dead = 1;
+    if (pid > 0) { kill(pid, SIGKILL); reap(w, 1); }
+    logf_(w, 3, "the mbsd-twin worker process (pid %d) did not answer %s within %.3g s: it was killed; this "
+          "instance cannot continue: free it and instantiate the FMU again (the bound is set with the environment "
+          "variable MBSD_TWIN_FMU_TIMEOUT or resources/mbsd_twin_timeout.txt, in seconds)", (int)pid,
+          op_name(w, op), waited);
 }
 
 /* One sendmsg for the whole frame (the worker wakes once); MSG_NOSIGNAL: no SIGPIPE from a dead worker. */
-static int send_frame(int fd, struct iovec *iov, int n) {
+static int send_frame(int fd, struct iovec *iov, int n, double deadline) {
     while (n > 0) {
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
         ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
         if (k < 0 && errno == EINTR) continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {  /* a large frame: the worker reads it */
+            double left = deadline - now();
+            if (left <= 0) return -2;
+            struct pollfd pfd = {fd, POLLOUT, 0};
+            if (poll(&pfd, 1, left > 1e6 ? 1000000000 : (int)(left * 1e3) + 1) < 0 && errno != EINTR) return -1;
+            continue;
+        }
         if (k < 0) return -1;
         while (n > 0 && (size_t)k >= iov->iov_len) { k -= (ssize_t)iov->iov_len; iov++; n--; }
         if (n > 0) { iov->iov_base = (char *)iov->iov_base + k; iov->iov_len -= (size_t)k; }
@@ -102,14 +132,17 @@ static int send_frame(int fd, struct iovec *iov, int n) {
 static int send_request(WorkerLink *w, const Request *rq) {
     uint32_t head[6] = {rq->op, rq->flags, rq->n_set, rq->n_vr, rq->n_real, rq->n_bytes};
     if (w->dead) {
-        logf_(w, 3, "%s refused: the instance's worker process is gone; free the instance", op_name(rq->op));
+        logf_(w, 3, "%s refused: the instance's worker process is gone; free the instance", op_name(w, rq->op));
         return -1;
     }
     struct iovec iov[6] = {{head, sizeof head}, {(void *)rq->set_vr, 4u * rq->n_set},
                            {(void *)rq->set_val, 8u * rq->n_set}, {(void *)rq->vr, 4u * rq->n_vr},
                            {(void *)rq->real, 8u * rq->n_real}, {(void *)rq->bytes, rq->n_bytes}};
-    if (send_frame(w->sock, iov, 6)) {
-        gone(w, op_name(rq->op));
+    double wait = w->timeout > 0 ? w->timeout : LINK_DEFAULT_TIMEOUT;
+    int r = send_frame(w->sock, iov, 6, now() + wait);
+    if (r == -2) { hung(w, rq->op, wait); return -1; }
+    if (r) {
+        gone(w, op_name(w, rq->op));
         return -1;
     }
     return 0;
@@ -117,8 +150,13 @@ static int send_request(WorkerLink *w, const Request *rq) {
 
 static int read_reply(WorkerLink *w, uint32_t op) {
     uint32_t rep[4];
-    const char *during = op_name(op);
-    if (read_all(w->sock, rep, sizeof rep)) {
+    const char *during = op_name(w, op);
+    double wait = op == OP_HELLO ? (w->start_timeout > 0 ? w->start_timeout : LINK_START_TIMEOUT)
+                                 : (w->timeout > 0 ? w->timeout : LINK_DEFAULT_TIMEOUT);
+    double deadline = now() + wait;
+    int r = read_all(w->sock, rep, sizeof rep, deadline);
+    if (r == -2) { hung(w, op, wait); return -1; }
+    if (r) {
         gone(w, during);
         return -1;
     }
@@ -126,10 +164,10 @@ static int read_reply(WorkerLink *w, uint32_t op) {
     char *logs = NULL;
     if (reserve((void **)&w->reals, &w->cap_real, 8u * rep[1] + 8) ||
         reserve((void **)&w->bytes, &w->cap_bytes, (size_t)rep[2] + 1) || !(logs = malloc((size_t)rep[3] + 1))
-        || read_all(w->sock, w->reals, 8u * rep[1]) || read_all(w->sock, w->bytes, rep[2])
-        || read_all(w->sock, logs, rep[3])) {
+        || (r = read_all(w->sock, w->reals, 8u * rep[1], deadline)) || (r = read_all(w->sock, w->bytes, rep[2], deadline))
+        || (r = read_all(w->sock, logs, rep[3], deadline))) {
         free(logs);
-        gone(w, during);
+        if (r == -2) hung(w, op, wait); else gone(w, during);
         return -1;
     }
     for (uint32_t at = 0; at + 8 <= rep[3];) {  /* log records: status, length, text */
@@ -169,8 +207,16 @@ static void exec_worker(int sock, int err, const char *python, char *const argv[
 /* Read the worker's start-up stderr while waiting for its HELLO reply; keep the tail in tail[]. */
 static int await_ready(WorkerLink *w, int err, char *tail, size_t *n_tail) {
     struct pollfd fds[2] = {{w->sock, POLLIN, 0}, {err, POLLIN, 0}};
+    double wait = w->start_timeout > 0 ? w->start_timeout : LINK_START_TIMEOUT, deadline = now() + wait;
     for (;;) {
-        int r = poll(fds, err >= 0 ? 2 : 1, -1);
+        double left = deadline - now();
+        if (left <= 0) {  /* the model does not load (a stuck import): the failure message follows */
+            kill(w->pid, SIGKILL);
+            snprintf(tail + *n_tail, ERR_TAIL + 1 - *n_tail, "%s[no reply within %.3g s]", *n_tail ? " " : "", wait);
+            *n_tail += strlen(tail + *n_tail);
+            return -1;
+        }
+        int r = poll(fds, err >= 0 ? 2 : 1, (int)(left * 1e3) + 1);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return -1;
         if (fds[0].revents) return 0;  /* the reply (or EOF: link_call finds out) */
@@ -203,6 +249,7 @@ int link_start(WorkerLink *w, const char *python, const char *origin, const char
     close(sv[1]); close(ep[1]);
     if (pid < 0) { close(sv[0]); close(ep[0]); logf_(w, 3, "fork failed: %s", strerror(errno)); return -1; }
     w->pid = pid; w->sock = sv[0]; w->dead = 0;
+    fcntl(w->sock, F_SETFL, fcntl(w->sock, F_GETFL) | O_NONBLOCK);  /* reads are bounded in time (poll) */
     Request rq = {.op = OP_HELLO, .n_bytes = (uint32_t)strlen(name), .bytes = name};
     link_log_fn log = w->log;
     w->log = NULL;  /* a failed start-up gets one message, below */

@@ -10,7 +10,11 @@
    references, n_real doubles, n_bytes bytes.
    Reply frame: four uint32 (status, n_real, n_bytes, n_log), then n_real doubles, n_bytes bytes and
    n_log bytes of log records (uint32 status, uint32 length, text).
-   Native byte order: both ends run on the same machine. The Python end: mbsd_twin/fmi/worker.py. */
+   Native byte order: both ends run on the same machine. The Python end: mbsd_twin/fmi/worker.py.
+
+   Every reply is awaited for at most w->timeout seconds (the start-up's for at most
+   w->start_timeout): a worker that is alive but silent (stopped, deadlocked) is killed, the call
+   fails with the reason logged, and the instance is gone as if the worker had died. */
 #ifndef MBSD_WORKER_LINK_H
 #define MBSD_WORKER_LINK_H
 
@@ -34,7 +38,13 @@ typedef struct {
     double *reals; uint32_t n_real; size_t cap_real;
     unsigned char *bytes; uint32_t n_bytes; size_t cap_bytes;
     link_log_fn log; void *log_ctx;
+    const char *const *op_names;  /* each op's name in the FMI version's terms, for messages */
+    double timeout;        /* s a reply may take (0: the default, LINK_DEFAULT_TIMEOUT) */
+    double start_timeout;  /* s the start-up may take (0: LINK_START_TIMEOUT) */
 } WorkerLink;
+
+#define LINK_DEFAULT_TIMEOUT 30.0  /* without the step time limit reported by the worker */
+#define LINK_START_TIMEOUT 300.0   /* loading the model; the first start may compile the engine */
 
 typedef struct {
     uint32_t op, flags, n_set, n_vr, n_real, n_bytes;
