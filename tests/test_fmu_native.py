@@ -100,8 +100,9 @@ def test_fmpy_results_equal_the_pythonfmu_flavour_bit_for_bit(runs: dict[str, di
     assert float(np.abs(native["energy.balance_error"]).max()) < 1e-6 * work  # energy is conserved
 
 
+@pytest.mark.parametrize("transport", ["shm", "socket"])  # the step through the shared page, or socket messages
 def test_c_host_without_python_equals_fmpy(fmus: dict[str, Path], runs: dict[str, dict[str, np.ndarray]],
-                                           tmp_path: Path) -> None:
+                                           tmp_path: Path, transport: str) -> None:
     unpacked = unpack(fmus["native"], tmp_path / "unpacked fmu #1")  # the resource URI carries percent escapes
     md = _model_description(fmus["native"])
     variables = md.find("ModelVariables")
@@ -111,7 +112,8 @@ def test_c_host_without_python_equals_fmpy(fmus: dict[str, Path], runs: dict[str
     lib = unpacked / "binaries" / "linux64" / "SliderCrank.so"
     needed = subprocess.run(["readelf", "-d", str(lib)], capture_output=True, text=True).stdout
     assert "libpython" not in needed
-    env = clean_env(tmp_path)
+    env = {**clean_env(tmp_path), "MBSD_TWIN_FMU_NO_SHM": "1" if transport == "socket" else "0",
+           "MBSD_TWIN_FMU_SPIN_US": "50"}  # spinning, then asleep: both paths of the handshake
     cmd = [str(compile_c_host(tmp_path, "fmi2_host.c", SOURCE_DIR)), str(lib), (unpacked / "resources").as_uri(),
            md.get("guid", ""),
            str(round(STOP / STEP)), repr(STEP), vr["motor_torque"], repr(SWITCH), *(vr[n] for n in outputs)]

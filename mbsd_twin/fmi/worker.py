@@ -7,6 +7,10 @@ PythonFMU slave's :class:`~mbsd_twin.fmi.slave_logic.SlaveLogic` without PythonF
 variable table and value references (registration order), the same step, the same FMU state
 format, so the results are bit-identical to the PythonFMU FMU's.
 
+When the library passes a shared page (fd 4, announced in the HELLO request), the steps go through
+it instead (:mod:`mbsd_twin.fmi.worker_shm`): no socket message, no frame to parse per step; the
+other requests still come over the socket, announced in the page.
+
 Start-up: the model is loaded while stderr is the library's start-up pipe (its text goes into
 the message of a failed instantiation); then stdout and stderr move to the host's stderr (fd 3)
 and the HELLO request is answered. The worker exits at end of file on stdin (the instance was
@@ -26,11 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from .slave_logic import FMI2_STATE_FORMAT, FMI3_STATE_FORMAT, Getter, Setter, SlaveLogic
+from .worker_shm import SHM_SOCKET, SHM_STEP, SharedPage
 
 OK, WARNING, DISCARD, ERROR, FATAL = range(5)
 OP_HELLO, OP_SETUP, OP_EXIT_INIT, OP_RESET, OP_GET_REAL, OP_SET_REAL, OP_DO_STEP, OP_GET_STATE, OP_SET_STATE = \
     range(1, 10)
-FLAG_WANT_OUTPUTS = 1
+FLAG_WANT_OUTPUTS, FLAG_SHM = 1, 2
+SHM_FD = 4
 _HEAD = struct.Struct("=6I")
 _REPLY = struct.Struct("=4I")
 _LOG = struct.Struct("=2I")
@@ -87,8 +93,9 @@ class Worker:
         self.resources = resources
         self.slave = WorkerSlave(resources)
         self.fin, self.fout = fin, fout
+        self.page: SharedPage | None = None
         self.ops: dict[int, Callable[[int, list[int], list[float], bytes], tuple[int, Any, bytes]]] = {
-            OP_HELLO: lambda *a: (OK, self.slave.layout(), b""),
+            OP_HELLO: self._hello,
             OP_SETUP: self._setup, OP_EXIT_INIT: self._exit_init, OP_RESET: self._reset,
             OP_GET_REAL: lambda f, vr, r, b: (OK, self.slave._get_values(vr), b""),
             OP_SET_REAL: self._set_real, OP_DO_STEP: self._do_step,
@@ -107,25 +114,46 @@ class Worker:
         return buf
 
     def serve(self) -> None:
-        """Answer requests until end of file on the input."""
-        while True:
-            try:
-                op, flags, n_set, n_vr, n_real, n_bytes = _HEAD.unpack(self._read(_HEAD.size))
-                body = self._read(12 * n_set + 4 * n_vr + 8 * n_real + n_bytes)
-            except EOFError:
-                return
-            at, end = 12 * n_set, 12 * n_set + 4 * n_vr
-            vr = array("I", body[at:end]).tolist()
-            reals = array("d", body[end:end + 8 * n_real]).tolist()
-            self._reply(*self._handle(op, flags, body, n_set, vr, reals, body[end + 8 * n_real:]))
+        """Answer requests until end of file on the input (after a HELLO that maps the shared
+        page, the requests are announced in the page)."""
+        try:
+            while self.page is None:
+                self._serve_frame()
+            while True:
+                kind = self.page.wait()
+                if kind == SHM_STEP:
+                    self._serve_step(self.page)
+                elif kind == SHM_SOCKET:
+                    self._serve_frame()
+                else:
+                    return
+        except EOFError:
+            return
 
-    def _handle(self, op: int, flags: int, body: bytes, n_set: int, vr: list[int], reals: list[float],
+    def _serve_frame(self) -> None:
+        """One request from the socket, its reply to the socket."""
+        op, flags, n_set, n_vr, n_real, n_bytes = _HEAD.unpack(self._read(_HEAD.size))
+        body = self._read(12 * n_set + 4 * n_vr + 8 * n_real + n_bytes)
+        at, end = 12 * n_set, 12 * n_set + 4 * n_vr
+        held = (array("I", body[:4 * n_set]).tolist(), array("d", body[4 * n_set:at]).tolist())
+        vr = array("I", body[at:end]).tolist()
+        reals = array("d", body[end:end + 8 * n_real]).tolist()
+        self._reply(*self._handle(op, flags, held, vr, reals, body[end + 8 * n_real:]))
+
+    def _serve_step(self, page: SharedPage) -> None:
+        """A step announced in the shared page; the reply into the page unless it carries logs."""
+        flags, set_vr, set_val, th = page.step_request()
+        status, outputs, _ = self._handle(OP_DO_STEP, flags, (set_vr, set_val), [], th, b"")
+        if self.slave.logs or not page.reply_step(status, outputs):
+            self._reply(status, outputs, b"")
+            page.reply_on_socket()
+
+    def _handle(self, op: int, flags: int, held: tuple[list[int], list[float]], vr: list[int], reals: list[float],
                 data: bytes) -> tuple[int, Any, bytes]:
         slave = self.slave
         try:
-            if n_set:  # the held inputs, sent with this request
-                values = array("d", body[4 * n_set:12 * n_set]).tolist()
-                slave._set_values(array("I", body[:4 * n_set]).tolist(), values)
+            if held[0]:  # the held inputs, sent with this request
+                slave._set_values(*held)
             handler = self.ops.get(op)
             if handler is None:
                 slave.log(f"unknown request {op} (library and worker of different versions?)", ERROR)
@@ -145,6 +173,11 @@ class Worker:
                           + data + logs)
         while view:
             view = view[os.write(self.fout, view):]
+
+    def _hello(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
+        if flags & FLAG_SHM and self.page is None:  # fd 4: the shared page
+            self.page = SharedPage(SHM_FD, self.fin)
+        return OK, self.slave.layout(), b""
 
     def _setup(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
         self.slave._start_time = float(reals[0])

@@ -28,7 +28,7 @@ static void logf_(WorkerLink *w, int status, const char *fmt, ...) {
     if (w->log) w->log(w->log_ctx, status, text);
 }
 
-static double now(void) {
+double link_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -41,7 +41,7 @@ static int read_all(int fd, void *buf, size_t n, double deadline) {
         ssize_t k = read(fd, p, n);  /* non-blocking socket */
         if (k < 0 && errno == EINTR) continue;
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            double left = deadline - now();
+            double left = deadline - link_now();
             if (left <= 0) return -2;
             struct pollfd pfd = {fd, POLLIN, 0};
             int r = poll(&pfd, 1, left > 1e6 ? 1000000000 : (int)(left * 1e3) + 1);
@@ -82,7 +82,12 @@ static void reap(WorkerLink *w, int block) {
     else if (WIFSIGNALED(st)) snprintf(how, n, "killed by signal %d", WTERMSIG(st));
 }
 
-static void gone(WorkerLink *w, const char *during) {
+static const char *op_name(const WorkerLink *w, uint32_t op) {
+    return w->op_names && op >= OP_HELLO && op <= OP_SET_STATE ? w->op_names[op] : "a request";
+}
+
+void link_gone(WorkerLink *w, uint32_t op) {
+    const char *during = op_name(w, op);
     pid_t pid = w->pid;
     if (w->dead) return;
     w->dead = 1;
@@ -94,12 +99,9 @@ static void gone(WorkerLink *w, const char *during) {
           "free it and instantiate the FMU again", (int)pid, w->pid > 0 ? "no reply" : w->ended, during);
 }
 
-static const char *op_name(const WorkerLink *w, uint32_t op) {
-    return w->op_names && op >= OP_HELLO && op <= OP_SET_STATE ? w->op_names[op] : "a request";
-}
 
 /* The worker did not answer in time: kill it (a stopped process dies of SIGKILL too), say so. */
-static void hung(WorkerLink *w, uint32_t op, double waited) {
+void link_hung(WorkerLink *w, uint32_t op, double waited) {
     pid_t pid = w->pid;
     w->dead = 1;
     if (pid > 0) { kill(pid, SIGKILL); reap(w, 1); }
@@ -116,7 +118,7 @@ static int send_frame(int fd, struct iovec *iov, int n, double deadline) {
         ssize_t k = sendmsg(fd, &msg, MSG_NOSIGNAL);
         if (k < 0 && errno == EINTR) continue;
         if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {  /* a large frame: the worker reads it */
-            double left = deadline - now();
+            double left = deadline - link_now();
             if (left <= 0) return -2;
             struct pollfd pfd = {fd, POLLOUT, 0};
             if (poll(&pfd, 1, left > 1e6 ? 1000000000 : (int)(left * 1e3) + 1) < 0 && errno != EINTR) return -1;
@@ -129,7 +131,7 @@ static int send_frame(int fd, struct iovec *iov, int n, double deadline) {
     return 0;
 }
 
-static int send_request(WorkerLink *w, const Request *rq) {
+int link_send(WorkerLink *w, const Request *rq) {
     uint32_t head[6] = {rq->op, rq->flags, rq->n_set, rq->n_vr, rq->n_real, rq->n_bytes};
     if (w->dead) {
         logf_(w, 3, "%s refused: the instance's worker process is gone; free the instance", op_name(w, rq->op));
@@ -139,25 +141,24 @@ static int send_request(WorkerLink *w, const Request *rq) {
                            {(void *)rq->set_val, 8u * rq->n_set}, {(void *)rq->vr, 4u * rq->n_vr},
                            {(void *)rq->real, 8u * rq->n_real}, {(void *)rq->bytes, rq->n_bytes}};
     double wait = w->timeout > 0 ? w->timeout : LINK_DEFAULT_TIMEOUT;
-    int r = send_frame(w->sock, iov, 6, now() + wait);
-    if (r == -2) { hung(w, rq->op, wait); return -1; }
+    int r = send_frame(w->sock, iov, 6, link_now() + wait);
+    if (r == -2) { link_hung(w, rq->op, wait); return -1; }
     if (r) {
-        gone(w, op_name(w, rq->op));
+        link_gone(w, rq->op);
         return -1;
     }
     return 0;
 }
 
-static int read_reply(WorkerLink *w, uint32_t op) {
+int link_read_reply(WorkerLink *w, uint32_t op) {
     uint32_t rep[4];
-    const char *during = op_name(w, op);
     double wait = op == OP_HELLO ? (w->start_timeout > 0 ? w->start_timeout : LINK_START_TIMEOUT)
                                  : (w->timeout > 0 ? w->timeout : LINK_DEFAULT_TIMEOUT);
-    double deadline = now() + wait;
+    double deadline = link_now() + wait;
     int r = read_all(w->sock, rep, sizeof rep, deadline);
-    if (r == -2) { hung(w, op, wait); return -1; }
+    if (r == -2) { link_hung(w, op, wait); return -1; }
     if (r) {
-        gone(w, during);
+        link_gone(w, op);
         return -1;
     }
     w->status = (int32_t)rep[0]; w->n_real = rep[1]; w->n_bytes = rep[2];
@@ -167,7 +168,7 @@ static int read_reply(WorkerLink *w, uint32_t op) {
         || (r = read_all(w->sock, w->reals, 8u * rep[1], deadline)) || (r = read_all(w->sock, w->bytes, rep[2], deadline))
         || (r = read_all(w->sock, logs, rep[3], deadline))) {
         free(logs);
-        if (r == -2) hung(w, op, wait); else gone(w, during);
+        if (r == -2) link_hung(w, op, wait); else link_gone(w, op);
         return -1;
     }
     for (uint32_t at = 0; at + 8 <= rep[3];) {  /* log records: status, length, text */
@@ -186,16 +187,20 @@ static int read_reply(WorkerLink *w, uint32_t op) {
 }
 
 int link_call(WorkerLink *w, const Request *rq) {
-    return send_request(w, rq) || read_reply(w, rq->op) ? -1 : 0;
+    if (w->shm) return shm_call(w, rq);
+    return link_send(w, rq) || link_read_reply(w, rq->op) ? -1 : 0;
 }
 
-static void exec_worker(int sock, int err, const char *python, char *const argv[]) {
+static void exec_worker(int sock, int err, int shm, const char *python, char *const argv[]) {
     /* In the child between fork and exec: async-signal-safe calls only. fds 0/1: the socket, 2: the
-       start-up pipe, 3: the host's stderr (the worker moves to it once ready). */
+       start-up pipe, 3: the host's stderr (the worker moves to it once ready), 4: the shared page. */
     int a = fcntl(sock, F_DUPFD, 10), b = fcntl(err, F_DUPFD, 10), c = fcntl(2, F_DUPFD, 10);
+    int d = shm >= 0 ? fcntl(shm, F_DUPFD, 10) : -1;
     if (a < 0 || b < 0 || c < 0 || dup2(a, 0) < 0 || dup2(a, 1) < 0 || dup2(c, 3) < 0 || dup2(b, 2) < 0) _exit(126);
+    if (d >= 0 && dup2(d, 4) < 0) _exit(126);
     close(a); close(b); close(c);
-    close_range(4, ~0U, 0);  /* the host's other files stay the host's (a pipe's EOF is not held up) */
+    if (d >= 0) close(d);
+    close_range(d >= 0 ? 5 : 4, ~0U, 0);  /* the host's other files stay the host's (a pipe's EOF is not held up) */
     signal(SIGPIPE, SIG_DFL);
     execv(python, argv);
     static const char msg[] = "execv of the Python interpreter failed\n";
@@ -207,9 +212,9 @@ static void exec_worker(int sock, int err, const char *python, char *const argv[
 /* Read the worker's start-up stderr while waiting for its HELLO reply; keep the tail in tail[]. */
 static int await_ready(WorkerLink *w, int err, char *tail, size_t *n_tail) {
     struct pollfd fds[2] = {{w->sock, POLLIN, 0}, {err, POLLIN, 0}};
-    double wait = w->start_timeout > 0 ? w->start_timeout : LINK_START_TIMEOUT, deadline = now() + wait;
+    double wait = w->start_timeout > 0 ? w->start_timeout : LINK_START_TIMEOUT, deadline = link_now() + wait;
     for (;;) {
-        double left = deadline - now();
+        double left = deadline - link_now();
         if (left <= 0) {  /* the model does not load (a stuck import): the failure message follows */
             kill(w->pid, SIGKILL);
             snprintf(tail + *n_tail, ERR_TAIL + 1 - *n_tail, "%s[no reply within %.3g s]", *n_tail ? " " : "", wait);
@@ -244,16 +249,20 @@ int link_start(WorkerLink *w, const char *python, const char *origin, const char
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) { logf_(w, 3, "socketpair failed: %s", strerror(errno)); return -1; }
     if (pipe2(ep, O_CLOEXEC)) { close(sv[0]); close(sv[1]); logf_(w, 3, "pipe failed: %s", strerror(errno)); return -1; }
     char *argv[] = {(char *)python, "-m", "mbsd_twin.fmi.worker", (char *)resources, NULL};
+    int shm = shm_create(w) ? -1 : w->shm_fd;  /* without it, every request over the socket */
     pid_t pid = fork();
-    if (pid == 0) exec_worker(sv[1], ep[1], python, argv);
+    if (pid == 0) exec_worker(sv[1], ep[1], shm, python, argv);
+    if (shm >= 0) { close(shm); w->shm_fd = -1; }
     close(sv[1]); close(ep[1]);
     if (pid < 0) { close(sv[0]); close(ep[0]); logf_(w, 3, "fork failed: %s", strerror(errno)); return -1; }
     w->pid = pid; w->sock = sv[0]; w->dead = 0;
     fcntl(w->sock, F_SETFL, fcntl(w->sock, F_GETFL) | O_NONBLOCK);  /* reads are bounded in time (poll) */
-    Request rq = {.op = OP_HELLO, .n_bytes = (uint32_t)strlen(name), .bytes = name};
+    Request rq = {.op = OP_HELLO, .flags = shm >= 0 ? FLAG_SHM : 0, .n_bytes = (uint32_t)strlen(name), .bytes = name};
+    ShmHead *page = w->shm;
+    w->shm = NULL;  /* HELLO over the socket; the page in use once the worker has mapped it */
     link_log_fn log = w->log;
     w->log = NULL;  /* a failed start-up gets one message, below */
-    int bad = send_request(w, &rq) || await_ready(w, ep[0], tail, &n_tail) || read_reply(w, OP_HELLO)
+    int bad = link_send(w, &rq) || await_ready(w, ep[0], tail, &n_tail) || link_read_reply(w, OP_HELLO)
               || w->status != 0;
     w->log = log;
     /* the worker has moved its stderr to the host's (or is gone): drain what it wrote while starting */
@@ -261,10 +270,12 @@ int link_start(WorkerLink *w, const char *python, const char *origin, const char
     close(ep[0]);
     tail[n_tail] = '\0';
     if (!bad) {
+        w->shm = page;
         if (n_tail) logf_(w, 0, "mbsd-twin worker (pid %d) start-up output: %s", (int)pid, tail);
         return 0;
     }
     close(w->sock); w->sock = -1;
+    w->shm = page;
     reap(w, 1);
     logf_(w, 3, "the mbsd-twin worker could not start (%s %s -m mbsd_twin.fmi.worker; %s): %s -- the FMU needs a "
           "Python 3.11+ with mbsd-twin installed (python -m pip install mbsd-twin); point the environment variable "
@@ -280,6 +291,7 @@ void link_stop(WorkerLink *w) {
         if (w->pid > 0) { struct timespec ts = {0, 10000000}; nanosleep(&ts, NULL); }
     }
     if (w->pid > 0) { kill(w->pid, SIGKILL); reap(w, 1); }
+    shm_destroy(w);
     free(w->reals); free(w->bytes);
     w->reals = NULL; w->bytes = NULL; w->cap_real = w->cap_bytes = 0;
 }

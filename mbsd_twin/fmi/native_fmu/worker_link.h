@@ -24,7 +24,25 @@
 
 enum { OP_HELLO = 1, OP_SETUP = 2, OP_EXIT_INIT = 3, OP_RESET = 4, OP_GET_REAL = 5, OP_SET_REAL = 6,
        OP_DO_STEP = 7, OP_GET_STATE = 8, OP_SET_STATE = 9 };
-enum { FLAG_WANT_OUTPUTS = 1 };
+enum { FLAG_WANT_OUTPUTS = 1, FLAG_SHM = 2 /* HELLO: fd 4 of the worker is the shared page */ };
+
+/* The shared page (worker_shm.c): a memfd mapped by both ends, fd 4 of the worker. The DO_STEP
+   requests and their replies go through it instead of the socket: the library writes the held
+   inputs, t and h and bumps `req`; the worker (spinning for a while, then asleep on the futex
+   `req`) steps, writes the status and the outputs and bumps `rep`, on which the library spins for
+   a while, then sleeps. A reply that carries log records goes over the socket instead
+   (`on_socket`). Every other request goes over the socket, announced by a bump of `req` with
+   kind SHM_SOCKET. Offsets are mirrored in mbsd_twin/fmi/worker.py (SHM_*). */
+enum { SHM_SIZE = 65536, SHM_MAX = 2048, SHM_VR = 64, SHM_VAL = SHM_VR + 4 * SHM_MAX, SHM_OUT = SHM_VAL + 8 * SHM_MAX };
+enum { SHM_STEP = 1, SHM_SOCKET = 2 };
+typedef struct {
+    uint32_t req, rep;                 /* sequence numbers (futex words) */
+    uint32_t worker_waits, host_waits; /* asleep on req / rep: wake it */
+    uint32_t kind, flags, n_set;       /* the request: SHM_STEP or SHM_SOCKET, its flags, held inputs */
+    uint32_t status, on_socket, n_out; /* the reply */
+    uint32_t spin_us, pad;             /* how long the worker spins before sleeping */
+    double t, h;
+} ShmHead;
 
 typedef void (*link_log_fn)(void *ctx, int status, const char *text);
 
@@ -39,6 +57,11 @@ typedef struct {
     unsigned char *bytes; uint32_t n_bytes; size_t cap_bytes;
     link_log_fn log; void *log_ctx;
     const char *const *op_names;  /* each op's name in the FMI version's terms, for messages */
+    ShmHead *shm;          /* the shared page, NULL: every request over the socket */
+    int shm_fd;            /* its memfd until the worker has it, -1 */
+    double spin_us;        /* how long the library spins on a reply before sleeping */
+    unsigned spin_skip;    /* replies still to await without spinning (after a spin in vain) */
+    unsigned spin_backoff; /* how many: doubled after each spin in vain, reset by a spin that paid */
     double timeout;        /* s a reply may take (0: the default, LINK_DEFAULT_TIMEOUT) */
     double start_timeout;  /* s the start-up may take (0: LINK_START_TIMEOUT) */
 } WorkerLink;
@@ -60,5 +83,16 @@ int link_start(WorkerLink *w, const char *python, const char *python_origin, con
 int link_call(WorkerLink *w, const Request *rq);
 /* Close the link, let the worker exit (pipe EOF), reap it (SIGKILL after 5 s), free the buffers. */
 void link_stop(WorkerLink *w);
+
+/* worker_link.c, for worker_shm.c */
+double link_now(void);
+int link_send(WorkerLink *w, const Request *rq);
+int link_read_reply(WorkerLink *w, uint32_t op);
+void link_gone(WorkerLink *w, uint32_t op);
+void link_hung(WorkerLink *w, uint32_t op, double waited);
+/* worker_shm.c */
+int shm_create(WorkerLink *w);   /* the memfd and its mapping: 0, or -1 (then the socket only) */
+int shm_call(WorkerLink *w, const Request *rq);
+void shm_destroy(WorkerLink *w);
 
 #endif
