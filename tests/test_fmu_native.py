@@ -228,6 +228,7 @@ def test_hung_worker_is_killed_at_the_reply_bound_and_the_host_survives(fmus: di
         s = new("frozen")
         run(s, 0.0, 10, 2.0)
         (pid,) = children()
+        page = "memfd:mbsd-twin-fmu" in open(f"/proc/{pid}/maps").read()  # steps through the shared page
         os.kill(pid, signal.SIGSTOP)          # alive but silent
         t0 = time.monotonic()
         try:
@@ -246,12 +247,13 @@ def test_hung_worker_is_killed_at_the_reply_bound_and_the_host_survives(fmus: di
         fresh.terminate(); fresh.freeInstance()
         os.environ["MBSD_TWIN_FMU_TIMEOUT"] = "7"
         env = new("env"); env.freeInstance()
-        print(json.dumps(dict(status=status, again=again, waited=waited, pid=pid, n=len(rows),
+        print(json.dumps(dict(status=status, again=again, waited=waited, pid=pid, n=len(rows), page=page,
                               left=sorted(children()))))
         os._exit(0)
         """, fmu=str(fmus["native"]))
     assert r["status"] == 3 and r["again"] == 3      # fmi2Error, then every call on that instance
     assert 1.5 <= r["waited"] < 1.5 + 5.0            # within the bound (plus killing and reaping)
+    assert r["page"]                                 # the worker maps the shared page: the step waited on it
     assert f"worker process (pid {r['pid']}) did not answer fmi2DoStep within 1.5 s: it was killed" in r["log"]
     assert not _alive_worker(r["pid"]) and r["left"] == []
     assert r["n"] == 10 and "replies awaited for at most 30 s" in r["log"]

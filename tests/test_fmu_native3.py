@@ -207,6 +207,7 @@ def test_killed_or_hung_worker_makes_the_call_fail_and_the_host_survives(fmus: d
         killed, hung = new("killed"), new("hung")
         run(killed, 0.0, 5, 2.0); run(hung, 0.0, 5, 2.0)
         pid_killed, pid_hung = sorted(children())
+        pages = ["memfd:mbsd-twin-fmu" in open(f"/proc/{pid}/maps").read() for pid in (pid_killed, pid_hung)]
         os.kill(pid_killed, signal.SIGKILL)
         os.kill(pid_hung, signal.SIGSTOP)
         st_killed = status(run, killed, 5e-3, 1, 2.0)
@@ -218,11 +219,12 @@ def test_killed_or_hung_worker_makes_the_call_fail_and_the_host_survives(fmus: d
             s.freeInstance()
         fresh = new("fresh"); rows = run(fresh, 0.0, 5, 2.0); fresh.terminate(); fresh.freeInstance()
         print(json.dumps(dict(st=[st_killed, st_hung], again=again, waited=waited, pids=[pid_killed, pid_hung],
-                              n=len(rows), left=sorted(children()))))
+                              n=len(rows), pages=pages, left=sorted(children()))))
         os._exit(0)
         """)
     assert r["st"] == [3, 3] and r["again"] == [3, 3]  # fmi3Error, then every call on those instances
     assert 1.5 <= r["waited"] < 1.5 + 5.0
+    assert r["pages"] == [True, True]  # both workers map the shared page: the steps go through it
     killed, hung = r["pids"]
     assert f"worker process (pid {killed}) is gone (killed by signal 9) during fmi3DoStep" in r["log"]
     assert f"worker process (pid {hung}) did not answer fmi3DoStep within 1.5 s: it was killed" in r["log"]
