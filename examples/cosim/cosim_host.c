@@ -181,7 +181,8 @@ static void load_component(Comp *c, const char *ssp_dir, const char *tag) {
 
 /* The component's inline Real parameter values, set in the instantiated state. */
 static void set_parameters(Comp *c, const char *tag) {
-    const char *end = strstr(tag, "</ssd:Component>");
+    const char *end = strstr(tag, "</ssd:Component>"), *next = next_tag(tag + 1, NULL, "ssd:Component");
+    if (!end || (next && next < end)) end = next;  /* a self-closing component has no parameters */
     char name[MAX_TEXT], value[MAX_TEXT];
     for (const char *p = tag; (p = next_tag(p, end, "ssv:Parameter")) != NULL; p++) {
         need_attr(p, "name", name);
@@ -250,11 +251,21 @@ static void run(Comp *cs, int n_comp, Conn *cn, int n_conn, double stop, int64_t
     }
 }
 
+/* What this host does not implement is refused, not ignored. */
+static void refuse_unsupported(const char *ssd) {
+    char source[MAX_TEXT];
+    if (next_tag(ssd, NULL, "ssc:LinearTransformation"))
+        die("connections with a linear transformation are not supported");
+    for (const char *p = ssd; (p = next_tag(p, NULL, "ssd:ParameterBinding")) != NULL; p++)
+        if (attr(p, "source", source)) die("parameter files (ParameterBinding source=%s) are not supported", source);
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) die("usage: cosim_host SSP_DIR OUT.csv");
     char path[MAX_TEXT + 32], value[MAX_TEXT];
     format(path, sizeof path, "%s/%s", argv[1], "SystemStructure.ssd");
     char *ssd = read_file(path);
+    refuse_unsupported(ssd);
     Comp cs[MAX_COMP] = {0};
     Conn cn[MAX_CONN] = {0};
     int n_comp = 0;
