@@ -128,10 +128,14 @@ def test_integral_action_removes_the_steady_state_error(example: tuple[Path, dic
         assert abs(error) < 0.1 * offset        # the integral removes the mean error
 
 
-def test_the_c_fmus_pass_fmpy_validation(example: tuple[Path, dict[str, float]]) -> None:
+def test_the_ssd_and_the_c_fmus_pass_fmpy_validation(example: tuple[Path, dict[str, float]]) -> None:
+    from fmpy.ssp.ssd import read_ssd
     from fmpy.validation import validate_fmu
 
     out, _ = example
+    ssd = read_ssd(str(out / "SpeedControl.ssp"), validate=True)  # against the SSP 1.0 schema (XSD) in fmpy
+    assert [e.name for e in ssd.system.elements] == ["profile", "controller", "mechanism"]
+    assert len(ssd.system.connections) == 3
     with zipfile.ZipFile(out / "SpeedControl.ssp") as zf:
         names = sorted(zf.namelist())
         zf.extractall(out / "validate")
