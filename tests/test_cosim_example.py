@@ -33,8 +33,8 @@ import mbsd_twin as mt  # noqa: E402
 COSIM = Path(__file__).resolve().parents[1] / "examples" / "cosim"
 sys.path.insert(0, str(COSIM))
 from cosim_build import PI_CONTROLLER, SLIDER_CRANK, Settings, build_c_fmu  # noqa: E402
+from fmu_harness import wrapper_python  # noqa: E402
 from speed_control import SETPOINT, SPEED, TORQUE, main, read_csv  # noqa: E402
-from test_fmu_native import _wrapper_python  # noqa: E402
 
 SETTINGS = Settings(controller={"kp": 3.0, "ki": 30.0, "torque_max": 15.0},
                     profile={"ramp_start": 0.1, "ramp_end": 0.6, "ramp_speed": 15.0, "step_time": 1.5,
@@ -47,7 +47,7 @@ STEP_NS = 1_000_000
 def example(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, float]]]:
     out = tmp_path_factory.mktemp("cosim")
     with pytest.MonkeyPatch.context() as mp:  # the workers import this checkout's mbsd_twin
-        mp.setenv("MBSD_TWIN_FMU_PYTHON", str(_wrapper_python(out)))
+        mp.setenv("MBSD_TWIN_FMU_PYTHON", str(wrapper_python(out)))
         yield out, main(out, SETTINGS)
 
 
