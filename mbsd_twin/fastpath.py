@@ -25,7 +25,7 @@ from . import nb_dop853 as nd
 from . import nb_stepper as ns
 from .compiled_model import FLOAT_ARRAYS, Unsupported, pack
 from .errors import SolverFailure
-from .nb_cache import compile_notice
+from .nb_cache import cached, compile_aside, compile_notice, join_aside
 from .nb_flat import HEAD, N_INT, flatten
 
 F = NDArray[Any]
@@ -38,6 +38,22 @@ _FAILURES = {nd.FAIL_STEP: "required step size became too small",
 def failure_text(status: int) -> str:
     """What a compiled integration's FAIL_* status means."""
     return _FAILURES.get(status, f"status {status}")
+
+
+def advance_signature() -> tuple[Any, ...]:
+    """The numba types of ``nb_stepper.advance``'s arguments as the stepper passes them (the same
+    for every mechanism: the model is in flat buffers)."""
+    f, i = np.zeros(1), np.zeros(1, dtype=np.int64)
+    return tuple(numba.typeof(a) for a in (f, 0.0, f, False, i, f, f, f, i))
+
+
+def compile_advance() -> None:
+    """Compile ``nb_stepper.advance`` into numba's disk cache: what a cold start runs in a second
+    process (``nb_cache.compile_aside``) while the first compiles the other entry points."""
+    ns.advance.compile(advance_signature())
+
+
+_ASIDE = "from mbsd_twin.fastpath import compile_advance; compile_advance()"
 
 
 def _entry(dispatcher: Any, args: tuple[Any, ...]) -> Any:
@@ -98,25 +114,33 @@ class CompiledStepper:
         self._S = np.zeros(ns.state_size(ny))
         self._changed = self._changed_before = False  # inputs changed for this call / the previous one
         with compile_notice("the engine's kernels"):
+            aside = None if cached(ns.advance) else compile_aside(_ASIDE)  # cold: advance on another CPU
             self._cb = np.zeros(-(-int(ns.context_bytes(self._u, self._ib, self._fb, self._wb)) // 8), dtype=np.int64)
-            self._bind()
+            self._bind(find_advance=False)
             self.reset_state(t0, y0)
             ints = np.zeros((0, 2), dtype=np.int64)  # what the first input change and output read need
             ns.outputs.compile(tuple(numba.typeof(a) for a in (self._S, self._u, self._ib, self._fb, self._wb, ints,
                                                                 ints[:, 0].copy(), 0.0)))
             ns.restart.compile(tuple(numba.typeof(a) for a in (self._S, self._u, self._ib, self._fb, self._wb,
                                                                 self._cb)))
+            join_aside(aside)
+            self._find_advance()
 
-    def _bind(self) -> None:
+    def _bind(self, find_advance: bool = True) -> None:
         """Make ``y`` the view of the state at t (q, v, energy integrals) in _S, pin the compiled
         context (views of _u, _ib, _fb and _wb, which therefore stay these arrays: the inputs are
-        written into _u in place) and find advance's entry point (safe: its arguments are always
-        the stepper's own arrays, of fixed dtype and layout, a float and a bool)."""
+        written into _u in place) and find advance's entry point."""
         self.y = ns.output_state(self._S)
         ns.bind(self._cb, self._u, self._ib, self._fb, self._wb)
+        self._advance_held: Any = None  # on first use (the twin's): a fresh install compiles it then
+        if find_advance:
+            self._find_advance()
+
+    def _find_advance(self) -> None:
+        """advance's entry point (safe: its arguments are always the stepper's own arrays, of fixed
+        dtype and layout, a float and a bool)."""
         self._advance = _entry(ns.advance, (self._S, 0.0, self._u, False, self._ib, self._fb, self._wb, self._ob,
                                             self._cb))
-        self._advance_held: Any = None  # on first use (the twin's): a fresh install compiles it then
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k not in ("_advance", "_advance_held", "y")}
@@ -249,6 +273,6 @@ class CompiledStepper:
             self.inputs = dict(inputs)
             self._u[:] = self._input_array()
         ns.start(self._S, float(t), np.ascontiguousarray(y, dtype=float), self._u, self._ib, self._fb, self._wb,
-                 self._ob)
+                 self._ob, self._cb)
         self._changed_before = streaming and (self._changed or self._changed_before)
         self._changed = False

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +31,7 @@ import numba
 MODULES = ("nb_kernels.py", "nb_curves.py", "nb_joints.py", "nb_solve.py", "nb_dop853.py", "nb_flat.py",
            "nb_stepper.py", "nb_config.py")
 STAMP = "mbsd_twin_nb.stamp"
+ASIDE_ENV = "MBSD_TWIN_COMPILE_ASIDE"  # "0": never compile in a second process
 NOTICE_AFTER = 2.0  # s: loading from the cache takes about a second; longer means compiling
 LOG = logging.getLogger("mbsd_twin")
 _READY: set[str] = set()  # what compile_notice has seen loaded in this process
@@ -44,8 +48,9 @@ def compile_notice(what: str, after: float = NOTICE_AFTER) -> Iterator[None]:
         return
     t0 = time.perf_counter()
     timer = threading.Timer(after, LOG.warning, ("mbsd-twin: compiling %s into numba's disk cache (the first "
-                                                 "run after an install or upgrade: about two minutes on a "
-                                                 "2-core machine; later runs load it in about a second) ...", what))
+                                                 "run after an install or upgrade: about half a minute on "
+                                                 "a 2-core machine; later runs load it in about a second) ...",
+                                                 what))
     timer.daemon = True
     timer.start()
     try:
@@ -86,3 +91,41 @@ def guard(dispatcher: Any) -> None:
         stamp.write_text(want)
     except OSError:  # a read-only cache folder: numba then compiles in memory, nothing stale is read
         pass
+
+
+def cached(dispatcher: Any) -> bool:
+    """Whether numba's disk cache holds an index for ``dispatcher`` (a cached njit function)."""
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    index = getattr(cache_file, "_index_path", None)
+    return isinstance(index, str) and os.path.exists(index)
+
+
+def compile_aside(code: str) -> subprocess.Popen[bytes] | None:
+    """Start a Python process that runs ``code`` (statements that compile kernels into numba's
+    disk cache) beside this one, so that a cold start compiles on two CPUs: this process then
+    loads what the other compiled from the cache. None — compile everything here — when only
+    one CPU is available to this process, when ``MBSD_TWIN_COMPILE_ASIDE=0``, or when this
+    interpreter is embedded in a program that is not a Python executable (an FMU host). The
+    child sees this process's ``sys.path`` and prints nothing."""
+    exe = sys.executable or ""
+    if (os.environ.get(ASIDE_ENV, "1") == "0" or len(os.sched_getaffinity(0)) < 2
+            or not os.path.basename(exe).startswith("python")):
+        return None
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    try:
+        return subprocess.Popen([exe, "-c", code], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+def join_aside(proc: subprocess.Popen[bytes] | None, timeout: float = 600.0) -> None:
+    """Wait for a :func:`compile_aside` process (killed after ``timeout`` seconds: this process
+    then compiles what it needs itself)."""
+    if proc is None:
+        return
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -19,7 +19,7 @@ from numba import njit
 from scipy.integrate._ivp import dop853_coefficients as _tab
 
 from .nb_kernels import borrow, unstash
-from .nb_solve import accelerate, context, workspace
+from .nb_solve import accelerate
 
 TAB_A = np.ascontiguousarray(_tab.A[:_tab.N_STAGES, :_tab.N_STAGES])
 TAB_B = np.ascontiguousarray(_tab.B)
@@ -34,11 +34,12 @@ OK, FAIL_STEP, FAIL_SOLVE, FAIL_PROJECT, FAIL_MAX_STEPS = 0, -1, -2, -3, -4
 
 @njit(cache=True)
 def _rhs(t, y, dy, ctx):  # noqa: ANN001
-    """rhs_into with (inputs, model, ws) behind the ``nb_solve.context`` pointer ``ctx``."""
+    """dy/dt into ``dy``; False if the solve failed or the result is not finite. (inputs, model,
+    ws) are behind the ``nb_solve.context`` pointer ``ctx``."""
     inputs, model, ws = unstash(ctx)
     n, Jc = model[0], model[3]
     v = y[n:2 * n]
-    _, di, pin, ok = accelerate(t, y[:n], v, inputs, model, ws)
+    _, di, pin, ok = accelerate(t, y[:n], v, ctx)
     Jv, lam, a = ws[4], ws[9], ws[10]
     for i in range(n):
         dy[i], dy[n + i] = v[i], a[i]
@@ -58,27 +59,11 @@ def _rhs(t, y, dy, ctx):  # noqa: ANN001
     return finite
 
 
-@njit(cache=True)
-def rhs_into(t, y, inputs, model, ws, dy):  # noqa: ANN001
-    """dy/dt into ``dy`` using the workspace ``ws`` (nb_solve.workspace); False if the solve failed
-    or the result is not finite. Not inlined on purpose: the call keeps the caller's arrays alive
-    while _rhs works on owner-less views of them (``rhs`` passes a temporary workspace)."""
-    return _rhs(t, borrow(y), borrow(dy), context(inputs, model, ws))
-
-
 @njit(cache=True, inline="always")
 def rhs_at(t, y, dy, ctx):  # noqa: ANN001
-    """:func:`rhs_into` with (inputs, model, ws) behind a ``nb_solve.context`` pointer made once by
-    the caller (or pinned by ``nb_stepper.bind``) instead of once per call."""
+    """:func:`_rhs` on owner-less views of y and dy, with (inputs, model, ws) behind a
+    ``nb_solve.context`` pointer made once by the caller (or pinned by ``nb_stepper.bind``)."""
     return _rhs(t, borrow(y), borrow(dy), ctx)
-
-
-@njit(cache=True)
-def rhs(t, y, inputs, model):  # noqa: ANN001
-    """One-off call: (dy/dt, finite)."""
-    dy = np.empty_like(y)
-    finite = rhs_into(t, y, inputs, model, workspace(model), dy)
-    return dy, finite
 
 
 @njit(cache=True)
@@ -90,13 +75,22 @@ def _rms(x, scale):  # noqa: ANN001
 
 
 @njit(cache=True)
-def initial_step(t, y, f, inputs, model, rtol, atol, max_step):  # noqa: ANN001
-    scale = atol + np.abs(y) * rtol
+def initial_step(t, y, f, ctx, rtol, atol, max_step):  # noqa: ANN001
+    """Hairer's initial step size for DOP853 at (t, y) with f = f(t, y); one more evaluation of
+    the right-hand side with (inputs, model, ws) behind the ``nb_solve.context`` pointer ``ctx``."""
+    ny = y.shape[0]  # loops, not array expressions: no broadcast checks to compile (cold start)
+    scale, y1, f1 = np.empty(ny), np.empty(ny), np.empty(ny)
+    for i in range(ny):
+        scale[i] = atol + abs(y[i]) * rtol
     d0, d1 = _rms(y, scale), _rms(f, scale)
     h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / d1
     h0 = min(h0, max_step)
-    f1, _ = rhs(t + h0, y + h0 * f, inputs, model)
-    d2 = _rms(f1 - f, scale) / h0
+    for i in range(ny):
+        y1[i] = y[i] + h0 * f[i]
+    rhs_at(t + h0, y1, f1, ctx)
+    for i in range(ny):
+        f1[i] -= f[i]
+    d2 = _rms(f1, scale) / h0
     h1 = max(1e-6, h0 * 1e-3) if (d1 <= 1e-15 and d2 <= 1e-15) else (0.01 / max(d1, d2)) ** (1.0 / 8.0)
     return min(100.0 * h0, h1, max_step)
 
@@ -126,7 +120,8 @@ def advance_by(y, h, out):  # noqa: ANN001
 def _stages(t, y, f, h, ctx, K, ys, y_new):  # noqa: ANN001
     """Stages into K (K[N_STAGES] = f(t + h, y_new)) and the 8th-order solution into y_new
     ((inputs, model, ws) behind the ``nb_solve.context`` pointer ``ctx``)."""
-    K[0] = f
+    for i in range(f.shape[0]):  # K[0] = f without numba's shape check (its message costs compile time)
+        K[0, i] = f[i]
     ok = True
     Kb = borrow(K)
     for s in range(1, N_STAGES):

@@ -163,19 +163,35 @@ def _load_state(q, v, qx, vx, cs, n):  # noqa: ANN001
     trig(qx, cs)
 
 
+@njit(cache=True)
+def rows_at(t, ctx):  # noqa: ANN001
+    """C, Jv, Ct and γ of every constraint row at the configuration in the
+    workspace's qx, cs, vx, with (inputs, model, ws) behind the :func:`context` pointer ``ctx``.
+    Not inlined: the constraint rows of every kind are compiled once, for the dynamics and the
+    projections alike (a cold start compiles each inlined copy anew)."""
+    _, model, ws = unstash(ctx)
+    constraint_rows(ws[0], ws[2], ws[1], t, model[2], ws[3], ws[4], ws[5], ws[6], True)
+
+
 @njit(cache=True, inline="always")
-def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
-    """a, λ (all rows; dropped rows 0), C, Jv, Ct into ``ws``; returns the energy rates (elastic,
-    dissipated, input) and the ok flag. A cam's three rows enter the solve as its reduced row
-    (``nb_joints``); λ and the parameters' accelerations are expanded afterwards. Works on
-    owner-less views (``borrow``) of the arguments:
-    being inlined, it needs the caller to keep them alive across the call (no temporaries such as
-    ``workspace(model)`` or ``q.copy()`` as arguments; views of a live array are fine)."""
-    n, m, cons, Jc, bodies, loads, sd, baum, _ = borrow(model)
-    qx, vx, cs, C, Jv, Ct, G, Minv, Qx, lam, a, z, tmp, rhs, Sb, X, _, _, _ = borrow(ws)
-    q, v, inputs = borrow(q), borrow(v), borrow(inputs)
+def accelerate(t, q, v, ctx):  # noqa: ANN001
+    """a, λ (all rows; dropped rows 0), C, Jv, Ct into the workspace; returns the energy rates
+    (elastic, dissipated, input) and the ok flag, with (inputs, model, ws) behind the
+    :func:`context` pointer ``ctx``. q and v must stay alive across the call (views of a live
+    array are fine)."""
+    return _accelerate(t, borrow(q), borrow(v), ctx)
+
+
+@njit(cache=True)
+def _accelerate(t, q, v, ctx):  # noqa: ANN001
+    """:func:`accelerate`, compiled once (the stepper's right-hand side and the output vector both
+    call it). A cam's three rows enter the solve as its reduced row (``nb_joints``); λ and the
+    parameters' accelerations are expanded afterwards."""
+    inputs, model, ws = unstash(ctx)
+    n, _, cons, Jc, bodies, loads, sd, baum, _ = model
+    qx, vx, cs, C, Jv, Ct, G, Minv, Qx, lam, a, z, tmp, rhs, Sb, X, _, _, _ = ws
     _load_state(q, v, qx, vx, cs, n)
-    constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, True)
+    rows_at(t, ctx)
     Qx[:] = 0.0
     body_blocks(qx, cs, vx, bodies, Minv, Qx)
     el, di, pin = applied_loads(qx, cs, vx, t, inputs, loads, Qx, n)
@@ -214,7 +230,7 @@ def accelerate(t, q, v, inputs, model, ws):  # noqa: ANN001
 def accelerations(t, q, v, inputs, model):  # noqa: ANN001
     """One-off call: a, λ, energy rates (elastic, dissipated, input), C, Jv, Ct (fresh arrays); ok."""
     ws = workspace(model)
-    el, di, pin, ok = accelerate(t, q, v, inputs, model, ws)
+    el, di, pin, ok = accelerate(t, q, v, context(inputs, model, ws))
     return ws[10], ws[9], el, di, pin, ws[3], ws[4], ws[5], ok
 
 
@@ -246,19 +262,20 @@ def project_at(t, y, tol, ctx):  # noqa: ANN001
 @njit(cache=True)
 def _project(t, y, tol, ctx):  # noqa: ANN001
     _, model, ws = unstash(ctx)
-    n, cons, Jc, sd = model[0], model[2], model[3], model[8]  # the projection's solve data
+    n, Jc, sd = model[0], model[3], model[8]  # the projection's solve data
     perm, bw = sd[0], sd[4]
     if perm.shape[0] == 0:
         return True
-    qx, vx, cs, C, Jv, Ct, G, Minv = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[6], ws[7]
+    qx, vx, cs, C, Jv, Ct, Minv = ws[0], ws[1], ws[2], ws[3], ws[4], ws[5], ws[7]
     tmp, c, Sb, X = ws[12], ws[16], ws[17], ws[18]
     q, v = y[:n], y[n:2 * n]
     vx[:] = 0.0
     factored, converged = False, False  # Sb holds the factor of A·Aᵀ at the last Newton iterate
     for _ in range(8):
-        qx[:n] = q
+        for i in range(n):  # qx[:n] = q without numba's shape check (cold start)
+            qx[i] = q[i]
         trig(qx, cs)
-        constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, False)
+        rows_at(t, ctx)
         worst = 0.0
         for k in range(perm.shape[0]):
             c[k] = C[perm[k]]
@@ -273,9 +290,10 @@ def _project(t, y, tol, ctx):  # noqa: ANN001
         _sub_at_times(Jv, Jc, perm, c, q, tmp)
         factored = worst < 1e-8  # then A·Aᵀ at the final q is within ~1e-8 of this factor
     if not converged:  # C, Jv, Ct at the final q
-        qx[:n] = q
+        for i in range(n):  # qx[:n] = q without numba's shape check (cold start)
+            qx[i] = q[i]
         trig(qx, cs)
-        constraint_rows(qx, cs, vx, t, cons, C, Jv, Ct, G, False)
+        rows_at(t, ctx)
     _a_times(Jv, Jc, perm, v, c)
     big = 0.0
     for k in range(perm.shape[0]):
@@ -341,7 +359,7 @@ def output_vector(t, y, inputs, model, joints, react_idx, effort_rows, e0, ws): 
     driver efforts; energy terms; position residual (``ws``: scratch from ``workspace``)."""
     n = model[0]
     q, v = y[:n], y[n:2 * n]
-    el, _, _, _ = accelerate(t, q, v, inputs, model, ws)
+    el, _, _, _ = accelerate(t, q, v, context(inputs, model, ws))
     a, lam, C, Jv = ws[10], ws[9], ws[3], ws[4]
     react = reactions(q, lam, Jv, model[3], joints, n)
     nb = model[4][0].shape[0]

@@ -78,6 +78,14 @@ def scratch_size(model: tuple[Any, ...], ny: int) -> int:
 
 
 @njit(cache=True, inline="always")
+def _copy(dst, src):  # noqa: ANN001
+    """dst[:] = src for vectors of equal length, without the shape check whose error message
+    numba would compile into every entry point (seconds of a cold start)."""
+    for i in range(dst.shape[0]):
+        dst[i] = src[i]
+
+
+@njit(cache=True, inline="always")
 def _views(S):  # noqa: ANN001
     ny = (S.shape[0] - HS) // 11
     o = HS
@@ -121,19 +129,19 @@ def bind(cb, u, ib, fb, wb):  # noqa: ANN001
 
 
 @njit(cache=True, nogil=True)
-def start(S, t0, y0, u, ib, fb, wb, ob):  # noqa: ANN001
-    """Fill S from (t0, y0) with a fresh initial step size; False if f(t0, y0) failed."""
-    S, y0, u, ib, fb, wb, ob = borrow((S, y0, u, ib, fb, wb, ob))
-    model, _ = unflatten(ib, fb)
+def start(S, t0, y0, u, ib, fb, wb, ob, cb):  # noqa: ANN001
+    """Fill S from (t0, y0) with a fresh initial step size; False if f(t0, y0) failed. ``cb``: the
+    buffer of :func:`bind`."""
+    S, y0, ob = borrow((S, y0, ob))
     y_new, f_new, y_old, y_out, _F = _views(S)
-    ws, _K, _ys, _yr, _ye = _scratch(wb, model, y0.shape[0])
-    y_new[:] = y0
-    y_old[:] = y0
-    y_out[:] = y0
+    ctx = pinned(cb, _context_value(u, ib, fb, wb))  # only its type is read
+    _copy(y_new, y0)
+    _copy(y_old, y0)
+    _copy(y_out, y0)
     S[0] = S[1] = S[2] = t0
     S[4] = S[5] = 0.0
-    ok = nd.rhs_into(t0, y_new, u, model, ws, f_new)
-    S[3] = nd.initial_step(t0, y_new, f_new, u, model, ob[0], ob[1], ob[2])
+    ok = nd.rhs_at(t0, y_new, f_new, ctx)
+    S[3] = nd.initial_step(t0, y_new, f_new, ctx, ob[0], ob[1], ob[2])
     return ok
 
 
@@ -144,7 +152,7 @@ def restart(S, u, ib, fb, wb, cb):  # noqa: ANN001
     S = borrow(S)
     y_new, f_new, _y_old, y_out, _F = _views(S)
     ctx = pinned(cb, _context_value(u, ib, fb, wb))  # only its type is read
-    y_new[:] = y_out
+    _copy(y_new, y_out)
     S[1] = S[2] = S[0]
     S[5] = 0.0
     return nd.rhs_at(S[0], y_new, f_new, ctx)
@@ -188,8 +196,8 @@ def _step(S, ctx, K, ys, yr, ye, t_limit, ob):  # noqa: ANN001
             break
         h_abs = h * max(0.2, 0.9 * err ** (-1.0 / 8.0)) if math.isfinite(err) else 0.5 * h
         rejected = True
-    y_old[:] = y_new
-    y_new[:] = yr
+    _copy(y_old, y_new)
+    _copy(y_new, yr)
     S[1], S[2], S[5] = t, t_next, 0.0
     S[4] += 1.0
     if ob[3] > 0.0:
@@ -198,7 +206,7 @@ def _step(S, ctx, K, ys, yr, ye, t_limit, ob):  # noqa: ANN001
         if not nd.rhs_at(t_next, y_new, f_new, ctx):
             return FAIL_SOLVE
     else:
-        f_new[:] = K[nd.N_STAGES]
+        _copy(f_new, K[nd.N_STAGES])
     return OK
 
 
@@ -269,11 +277,11 @@ def advance(S, t_end, u, clip, ib, fb, wb, ob, cb):  # noqa: ANN001
         if status != OK:
             break
     if status != OK or S[2] == t_end:
-        y_out[:] = y_new
+        _copy(y_out, y_new)
         S[0], S[5] = S[2], 0.0
         return status
     if not _dense(S, ctx, K, ys, yr):
-        y_out[:] = y_new
+        _copy(y_out, y_new)
         S[0], S[5] = S[2], 0.0
         return FAIL_SOLVE
     return _interpolate(S, t_end, ctx, ob)
@@ -298,7 +306,7 @@ def advance_held(S, times, U, u, ib, fb, wb, ob, cb, flags):  # noqa: ANN001
     (status, rows done)."""
     for k in range(times.shape[0]):
         if not np.array_equal(U[k], u):
-            u[:] = U[k]
+            _copy(u, U[k])
             flags[0] = 1
             restart(S, u, ib, fb, wb, cb)
         status = advance(S, times[k], u, flags[0] == 1 and flags[1] == 1, ib, fb, wb, ob, cb)

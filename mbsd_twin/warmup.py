@@ -12,10 +12,10 @@ from .simulator import Simulator
 
 
 def warm() -> float:
-    """Compile the compiled path's kernels into numba's disk cache (a fresh install compiles for
-    one to two minutes on first use; afterwards loading takes about a second) by stepping the
-    bundled slider crank. Returns the wall time [s]. Run by ``make`` after installing, and by the
-    test session before any test starts a process of its own."""
+    """Compile the compiled path's kernels into numba's disk cache (on a fresh install, about half
+    a minute for the engine and a minute for the estimator on a 2-core machine; afterwards loading
+    takes about a second) by stepping the bundled slider crank. Returns the wall time [s]. Run by
+    ``make`` after installing, and by the test session before any test starts a process of its own."""
     t0 = time.perf_counter()
     mech = load_mechanism(bundled_slider_crank())
     sim = Simulator(mech)

@@ -4,13 +4,20 @@ sources (or numba) changes, and kept otherwise."""
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import numba
 import pytest
 
-from mbsd_twin import nb_cache
+from mbsd_twin import Simulator, load_mechanism, nb_cache
+from mbsd_twin.fastpath import advance_signature
+from mbsd_twin.loader import bundled_slider_crank
+from mbsd_twin.nb_cache import ASIDE_ENV
 
 
 def _fake_dispatcher(folder: Path) -> SimpleNamespace:
@@ -53,3 +60,35 @@ def test_compile_notice_while_slow_and_silent_when_fast(caplog: pytest.LogCaptur
         pass
     time.sleep(0.6)  # the cancelled timer never fires
     assert caplog.records == []
+
+
+def test_advance_signature_is_the_steppers() -> None:
+    """The second process of a cold start compiles advance for exactly the argument types the
+    stepper calls it with (else the first process would compile it again)."""
+    sim = Simulator(load_mechanism(bundled_slider_crank()))
+    st = sim._stepper
+    args = (st._S, 0.0, st._u, False, st._ib, st._fb, st._wb, st._ob, st._cb)
+    assert advance_signature() == tuple(numba.typeof(a) for a in args)
+
+
+def test_cold_start_compiles_advance_in_a_second_process(tmp_path: Path) -> None:
+    """With an empty cache, the first Simulator loads advance from the cache the second process
+    filled (a cache hit, no compile of its own), says that it is compiling, and steps the slider
+    crank to the same state, bit for bit, as this process does."""
+    code = ("import numpy as np, mbsd_twin.nb_stepper as ns\n"
+            "from mbsd_twin import Simulator, load_mechanism\n"
+            "from mbsd_twin.loader import bundled_slider_crank\n"
+            "sim = Simulator(load_mechanism(bundled_slider_crank()))\n"
+            "sim.set_input('motor_torque', 1.0); sim.advance_to(0.05)\n"
+            "print(sum(ns.advance.stats.cache_hits.values()), len(ns.advance.stats.cache_misses))\n"
+            "print(repr(sim.outputs()['crank.theta']))\n")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop(ASIDE_ENV, None)
+    cold = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    hits, misses = cold.stdout.split()[:2]
+    assert (hits, misses) == ("1", "0")
+    assert "compiling the engine's kernels" in cold.stderr
+    sim = Simulator(load_mechanism(bundled_slider_crank()))
+    sim.set_input("motor_torque", 1.0)
+    sim.advance_to(0.05)
+    assert cold.stdout.split()[2] == repr(sim.outputs()["crank.theta"])

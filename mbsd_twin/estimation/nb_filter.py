@@ -67,14 +67,14 @@ def _output_state(S):  # noqa: ANN001
 
 
 @njit(cache=True)
-def _reinit(S, u, ib, fb, wb, ob, flags, react_idx, effort_rows, i_energy, q, v):  # noqa: ANN001
+def _reinit(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, q, v):  # noqa: ANN001
     """Restart at (q, v) with the energy integrals at zero (``Simulator._restart_at``: the record of
     streamed inputs kept); the new energy baseline [J]."""
     y_out = _output_state(S)
     nq = q.shape[0]
     y0 = np.zeros(y_out.shape[0])
     y0[:nq], y0[nq:2 * nq] = q, v
-    ns.start(S, S[0], y0, u, ib, fb, wb, ob)
+    ns.start(S, S[0], y0, u, ib, fb, wb, ob, cb)
     flags[1] = 1 if flags[0] == 1 or flags[1] == 1 else 0  # CompiledStepper.reset_state(streaming=True)
     flags[0] = 0
     return ns.outputs(S, u, ib, fb, wb, react_idx, effort_rows, 0.0)[i_energy]
@@ -114,12 +114,12 @@ def linearise(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy,
             if left > LEFT:
                 status = FAIL_ASSEMBLY
                 break
-            e = _reinit(S, u, ib, fb, wb, ob, flags, react_idx, effort_rows, i_energy, q, v)
+            e = _reinit(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, q, v)
         elif kind[p] == 1:
             fb[where[p]] = value[p] + delta[p]
             y_out = _output_state(S)
             nq = (y_out.shape[0] - 3) // 2
-            e = _reinit(S, u, ib, fb, wb, ob, flags, react_idx, effort_rows, i_energy, y_out[:nq].copy(),
+            e = _reinit(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, y_out[:nq].copy(),
                         y_out[nq:2 * nq].copy())
         else:
             Up, rp = U.copy(), row.copy()
@@ -186,7 +186,7 @@ def sample(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0
     for k in range(bias_cols.shape[0]):  # the corrected biases take effect with the restart
         row[bias_cols[k]] = u_base[bias_cols[k]] + x[bias_idx[k]]
     u[:] = row
-    out[-2] = _reinit(S, u, ib, fb, wb, ob, flags, react_idx, effort_rows, i_energy, q, v)
+    out[-2] = _reinit(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, q, v)
     for i in range(d):
         x[i], x[d + i] = q[qi[i]], v[vi[i]]
     return OK
