@@ -86,3 +86,14 @@ def test_cli_validate_exits_nonzero_on_mismatch(fmu: Path, tmp_path: Path) -> No
 def test_cli_rejects_bad_profile(fmu: Path) -> None:
     res = _cli("fmu", "validate", str(fmu), "--input", "motor_torque=step:1", "--no-checks")
     assert res.returncode == 2 and "expected step:T:V0:V1" in res.stderr
+
+
+def test_libcosim_refuses_an_fmi3_fmu_with_a_reason(tmp_path: Path) -> None:
+    """libcosimpy 0.0.6 has no FMI 3.0 importer and crashes on such an FMU: the runner names the
+    FMU's version and what to build instead, and runs nothing."""
+    from mbsd_twin.fmi.fmi3 import build_fmu3
+    from mbsd_twin.fmi.importers import run_libcosim
+
+    fmu3 = build_fmu3(None, tmp_path / "SliderCrank3.fmu")
+    with pytest.raises(ValueError, match=r"FMI 1\.0 and 2\.0 FMUs only, this one is FMI 3\.0.*--fmi-version 2"):
+        run_libcosim(fmu3, 0.01, 0.001)

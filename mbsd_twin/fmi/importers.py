@@ -74,12 +74,17 @@ def run_libcosim(fmu: str | Path, stop: float, step: float, inputs: Mapping[str,
     """OSP libcosim: one local slave, an override manipulator for the inputs (sampled at the
     start of each step), a last-value observer read after each step. Starts at t = 0; the step must
     be a whole number of nanoseconds. The rows are t = step, 2·step … (no t = 0 row)."""
+    from fmpy import read_model_description
     from libcosimpy.CosimExecution import CosimExecution
     from libcosimpy.CosimLogging import CosimLogLevel, log_output_level
     from libcosimpy.CosimManipulator import CosimManipulator
     from libcosimpy.CosimObserver import CosimObserver
     from libcosimpy.CosimSlave import CosimLocalSlave
 
+    version = read_model_description(str(fmu)).fmiVersion
+    if not version.startswith(("1.", "2.")):  # libcosimpy 0.0.6 segfaults on an FMI 3.0 FMU
+        raise ValueError(f"{fmu}: libcosim (libcosimpy 0.0.6) loads FMI 1.0 and 2.0 FMUs only, this one is FMI "
+                         f"{version}; build it with --fmi-version 2 to run it in libcosim")
     step_ns = round(step * 1e9)
     if step_ns <= 0 or abs(step_ns * 1e-9 - step) > 1e-15:
         raise ValueError(f"libcosim needs a step of whole nanoseconds, got {step!r} s")
