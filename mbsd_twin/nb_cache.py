@@ -26,7 +26,7 @@ from typing import Any
 import numba
 
 MODULES = ("nb_kernels.py", "nb_curves.py", "nb_joints.py", "nb_solve.py", "nb_dop853.py", "nb_flat.py",
-           "nb_stepper.py", "nb_config.py")
+           "nb_stepper.py", "nb_config.py", "nb_contact.py", "contact_search.py")
 STAMP = "mbsd_twin_nb.stamp"
 NOTICE_AFTER = 2.0  # s: loading from the cache takes about a second; longer means compiling
 LOG = logging.getLogger("mbsd_twin")
