@@ -1,7 +1,7 @@
 """Pack a compiled :class:`System` into the flat arrays the numba kernels read.
 
 ``pack(system, rows, opts)`` returns the model tuple, or raises :class:`Unsupported` naming the
-feature the compiled path lacks (a callable profile, load or cam curve, penalty contact); the caller
+feature the compiled path lacks (a callable profile, load or curve, a rotating frame); the caller
 then uses the numpy path, which supports everything.
 """
 
@@ -18,6 +18,8 @@ from scipy.sparse.csgraph import reverse_cuthill_mckee
 from . import kernels as kn
 from . import loads as ld
 from .cam import CamContact
+from .contact import PenaltyContacts
+from .contact_search import POLYLINE, blocks, segments
 from .model import Load
 from .nonholonomic import KnifeEdge
 from .profiles import Constant, ConstantSpeed, Harmonic, Polynomial, Profile, Table
@@ -95,8 +97,8 @@ _EMPTY = {"co": (2, 4), "ra": (2, 1), "pl": (2, 6), "gr": (2, 2), "cd": (3, 6), 
 GROUPS = tuple(_EMPTY)
 
 
-def surface_code(surf: Any) -> tuple[int, list[float]]:
-    """The compiled code and parameters of a cam curve (``nb_joints.curve``)."""
+def surface_code(surf: Any, what: str = "cam surface") -> tuple[int, list[float]]:
+    """The compiled code and parameters of a cam curve or contact profile (``nb_curves.curve``)."""
     if isinstance(surf, Circle):
         return 0, [surf.radius, *surf.center]
     if isinstance(surf, Line):
@@ -110,7 +112,7 @@ def surface_code(surf: Any) -> tuple[int, list[float]]:
         return 5, [float(surf.angles[0]), *cubic_block(surf._spline)]
     if isinstance(surf, Spline):
         return 4, [float(surf.closed), *cubic_block(surf._spline, 0), *cubic_block(surf._spline, 1)]
-    raise Unsupported(f"{getattr(surf, 'kind', type(surf).__name__)} cam surface")
+    raise Unsupported(f"{getattr(surf, 'kind', type(surf).__name__)} {what}")
 
 
 def _cam_group(k: CamContact, first_reduced: int) -> tuple[Any, ...]:
@@ -181,7 +183,7 @@ def _rows(system: System, rows: NDArray[np.intp], cm: tuple[Any, ...]) -> NDArra
 # groups' floats, the bodies (mass, inertia, cg, gravity), the load groups' floats, Baumgarte, the
 # joints' second points
 FLOAT_ARRAYS = (*GROUPS, "mass", "inertia", "cg", "gravity",
-                "fo", "to", "sd", "rs", "pf", "baumgarte", "joint_point")
+                "fo", "to", "sd", "rs", "pf", "ct", "baumgarte", "joint_point")
 
 
 def _magnitudes(loads: Sequence[Load], inputs: Sequence[str]) -> tuple[list[Any], list[Any]]:
@@ -194,12 +196,39 @@ def _magnitudes(loads: Sequence[Load], inputs: Sequence[str]) -> tuple[list[Any]
 
 # columns: fo I[ci, body_frame, kind, idx, profile] F[p, d, value, profile params];
 # to I[ci, cj, kind, idx, profile] F[value, profile params]; sd I[ci, cj] F[p_i, p_j, k, c, L0];
-# rs I[ci, cj] F[k, c, phi0]; pf I[ci, cj] F[p_i, p_j, u, c]
+# rs I[ci, cj] F[k, c, phi0]; pf I[ci, cj] F[p_i, p_j, u, c]; ct (penalty contact, see nb_contact)
+# I[ci, cj, profile code, probes, curve params, segments, block size]
+# F[K, C, R, μ, v_lim, probes (x, y each), curve params, segments, blocks] (contact_search)
+def contact_profile(surf: Any) -> tuple[int, list[float], F, int, F]:
+    """A contact profile as ``nb_contact.nearest`` reads it: code, curve parameters, segment table,
+    block size and blocks (``contact_search``)."""
+    code, par = (POLYLINE, []) if getattr(surf, "kind", "") == "polyline" else surface_code(surf, "contact profile")
+    seg = segments(surf)
+    size, blk = blocks(seg)
+    return code, par, seg, size, blk
+
+
+def _contacts(g: PenaltyContacts) -> tuple[Any, ...]:
+    ints, rows = [], []
+    for k, spec in enumerate(g.specs):
+        code, par, seg, size, blk = contact_profile(spec.surface)
+        probes = g.probes[k]
+        ints.append([g.ci[k], g.cj[k], code, len(probes), len(par), len(seg), size])
+        rows.append([g.K[k], g.C[k], spec.radius, spec.friction, spec.slip_velocity, *probes.ravel(), *par,
+                     *seg.ravel(), *blk.ravel()])
+    table = np.zeros((len(rows), max(len(r) for r in rows)))
+    for k, r in enumerate(rows):
+        table[k, : len(r)] = r
+    return group([np.asarray(ints)], [table], len(rows))
+
+
 def _loads(system: System) -> tuple[Any, ...]:
     fo, to = group([[]] * 5, [[]] * 9, 0), group([[]] * 5, [[]] * 5, 0)
     sd, rs, pf = group([[]] * 2, [[]] * 7, 0), group([[]] * 2, [[]] * 3, 0), group([[]] * 2, [[]] * 7, 0)
+    ct = group([[]] * 7, [[]] * 5, 0)
     names = list(system.input_names)
-    kinds = (ld.Forces, ld.Torques, ld.SpringDampers, ld.RotationalSpringDampers, ld.PrismaticFriction)
+    kinds = (ld.Forces, ld.Torques, ld.SpringDampers, ld.RotationalSpringDampers, ld.PrismaticFriction,
+             PenaltyContacts)
     for g in system.loads.groups:
         if not isinstance(g, kinds):
             raise Unsupported(f"load kind {type(g).__name__}")
@@ -214,9 +243,11 @@ def _loads(system: System) -> tuple[Any, ...]:
             sd = group([g.ci, g.cj], [g.pi, g.pj, g.k, g.c, g.L0], n)
         elif isinstance(g, ld.RotationalSpringDampers):
             rs = group([g.ci, g.cj], [g.k, g.c, g.phi0], n)
+        elif isinstance(g, PenaltyContacts):
+            ct = _contacts(g)
         else:
             pf = group([g.ci, g.cj], [g.pi, g.pj, g.u, g.c], n)
-    return fo, to, sd, rs, pf
+    return fo, to, sd, rs, pf, ct
 
 
 def _solve_data(Jc: NDArray[np.int64], rows: NDArray[np.intp], nb: int) -> tuple[Any, ...]:

@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from .contact_search import NEWTON_STEPS
 from .load_base import Group, LoadContext
 from .model import Load
 from .output_spec import OutputSpec
 from .surfaces import Surface
 
 F = NDArray[Any]
-NEWTON_STEPS = 8
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from .compiled_model import Unsupported
-from .error_norm import ERROR_NORMS, EXPLICIT, explicit_method
+from .error_norm import ERROR_NORMS, EXPLICIT, controlled_integrals, explicit_method
 from .errors import MbsdError, SolverFailure
 from .fastpath import CompiledStepper
 from .initial_velocity import InitialVelocityReport, changes, inconsistent, violations
@@ -56,7 +56,8 @@ class SolverOptions:
     in the step-size control. The constraint work of a scleronomic mechanism is almost zero and its
     rate is the constraint drift of the trial stages, so True makes the steps smaller than the
     motion needs: on the slider crank at 2 N·m over 10 s, 8,194 instead of 2,506 steps, balance
-    error 4e-11 instead of 5e-7 J of 708 J input work (see docs/simulator.md).
+    error 4e-11 instead of 5e-7 J of 708 J input work (see docs/simulator.md). A mechanism with
+    penalty contact always has its dissipated energy controlled (``controlled_integrals``).
     max_step: largest internal step [s] (inf: no limit).
     drift: "projection" (default: after every step, positions by minimum-norm Newton and
     velocities by minimum-norm correction onto the constraints; explicit methods only),
@@ -70,7 +71,7 @@ class SolverOptions:
     max_steps: most internal steps one ``advance_to`` may take before it fails (a runaway or
     very stiff motion fails with a message instead of hanging).
     backend: "auto" (default: the compiled numba path when the mechanism and options allow it —
-    DOP853, no callable profiles, loads or cam curves, no penalty contact — else numpy),
+    DOP853, no callable profiles, loads or curves, no rotating frame — else numpy),
     "compiled" (error if not possible) or "numpy".
     """
 
@@ -287,8 +288,7 @@ class Stepper:
         method = self.opts.method
         cls = explicit_method(method, self.opts.error_norm) if method in EXPLICIT else IMPLICIT[method]
         atol = np.full(len(y0), self.opts.atol)
-        if not self.opts.energy_error_control:  # the energy integrals out of the norm (see nb_dop853)
-            atol[-3:] = np.inf
+        atol[len(y0) - 3 + controlled_integrals(self.dyn.system, self.opts):] = np.inf  # out of the norm
         self.solver = cls(self._fun, t0, y0, t_bound=t0 + 1e9, rtol=self.opts.rtol, atol=atol,
                           max_step=self.opts.max_step)
 

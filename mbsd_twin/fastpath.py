@@ -24,6 +24,7 @@ from . import nb_config as nc
 from . import nb_dop853 as nd
 from . import nb_stepper as ns
 from .compiled_model import FLOAT_ARRAYS, Unsupported, pack
+from .error_norm import controlled_integrals
 from .errors import SolverFailure
 from .nb_cache import cached, compile_aside, compile_notice, join_aside
 from .nb_flat import HEAD, N_INT, flatten
@@ -106,7 +107,7 @@ class CompiledStepper:
         ny = len(y0)
         self._wb = np.zeros(ns.scratch_size(self.model, ny))
         self._ob = np.array([opts.rtol, opts.atol, opts.max_step, float(opts.drift == "projection"),
-                             opts.projection_tol, float(opts.max_steps), float(opts.energy_error_control),
+                             opts.projection_tol, float(opts.max_steps), float(controlled_integrals(dyn.system, opts)),
                              float(opts.error_norm == "max")])
         self.names = list(dyn.system.input_names)
         self.inputs = dict(inputs)

@@ -36,21 +36,34 @@ def polynomial(p: np.ndarray, s: float) -> tuple[float, float, float, float]:
     return f, d1, d2, d3
 
 
-@njit(cache=True)
-def piecewise(p: np.ndarray, o: int, s: float) -> tuple[float, float, float, float]:
-    """The piecewise cubic block starting at p[o] and its first three derivatives at s."""
-    k = int(p[o])
-    lo, hi = 0, k - 2  # the segment: largest i ≤ k − 2 with x_i ≤ s (0 below x_0)
+@njit(cache=True, inline="always")
+def _segment(p: np.ndarray, o: int, s: float) -> int:
+    """The segment of the piecewise cubic block at p[o] that s falls in: the largest i ≤ k − 2
+    with x_i ≤ s (0 below x_0)."""
+    lo, hi = 0, int(p[o]) - 2
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if p[o + 1 + mid] <= s:
             lo = mid
         else:
             hi = mid - 1
-    d = s - p[o + 1 + lo]
-    c = o + 1 + k + 4 * lo
+    return lo
+
+
+@njit(cache=True, inline="always")
+def _cubic(p: np.ndarray, o: int, i: int, s: float) -> tuple[float, float, float, float]:
+    """Segment i of the block at p[o] and its first three derivatives at s."""
+    k = int(p[o])
+    d = s - p[o + 1 + i]
+    c = o + 1 + k + 4 * i
     c0, c1, c2, c3 = p[c], p[c + 1], p[c + 2], p[c + 3]
     return ((c0 * d + c1) * d + c2) * d + c3, (3.0 * c0 * d + 2.0 * c1) * d + c2, 6.0 * c0 * d + 2.0 * c1, 6.0 * c0
+
+
+@njit(cache=True)
+def piecewise(p: np.ndarray, o: int, s: float) -> tuple[float, float, float, float]:
+    """The piecewise cubic block starting at p[o] and its first three derivatives at s."""
+    return _cubic(p, o, _segment(p, o, s), s)
 
 
 @njit(cache=True)
@@ -106,8 +119,9 @@ def _spline(p: np.ndarray, s: float) -> tuple[float, float, float, float, float,
     k = int(p[1])
     if p[0] > 0.0:
         s = s % p[1 + k]  # the length, the last breakpoint (Python's modulo: as np.mod)
-    x, x1, x2, x3 = piecewise(p, 1, s)
-    y, y1, y2, y3 = piecewise(p, 1 + 1 + k + 4 * (k - 1), s)
+    i = _segment(p, 1, s)  # both blocks have the same breakpoints
+    x, x1, x2, x3 = _cubic(p, 1, i, s)
+    y, y1, y2, y3 = _cubic(p, 1 + 1 + k + 4 * (k - 1), i, s)
     return x, y, x1, y1, x2, y2, x3, y3
 
 

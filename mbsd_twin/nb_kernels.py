@@ -19,6 +19,7 @@ from numba.core import cgutils, types
 from numba.extending import intrinsic
 
 from .nb_cache import guard as guard_cache
+from .nb_contact import probe
 from .nb_curves import profile
 
 
@@ -305,7 +306,7 @@ def _magnitude(gi, gf, k, o, inputs, t):  # noqa: ANN001
 @njit(cache=True, inline="always")
 def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
     """Add every applied load into Q; return (elastic energy, dissipated power, input power)."""
-    fo, to, sd, rs, pf = loads
+    fo, to, sd, rs, pf, ct = loads
     el, di, pin = 0.0, 0.0, 0.0
     gi, gf = fo  # I[ci, body_frame, kind, idx, profile] F[p, d, value, profile params]
     for k in range(gi.shape[0]):
@@ -358,7 +359,25 @@ def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
         _apply(Q, i, n, -f * ux, -f * uy, f * ((-uy * dx + ux * dy) - (-ux * aiy + uy * aix)))
         _apply(Q, j, n, f * ux, f * uy, f * (-ux * ajy + uy * ajx))
         di += cc * sdot * sdot
-    return el, di, pin
+    e, d = _contacts(qx, cs, vx, ct, Q, n)
+    return el + e, di + d, pin
+
+
+@njit(cache=True, inline="always")
+def _contacts(qx, cs, vx, ct, Q, n):  # noqa: ANN001
+    """Penalty contact, probe by probe (``nb_contact``: records and physics): forces into Q at the
+    contact point P, (elastic energy, dissipated power)."""
+    el, di = 0.0, 0.0
+    gi, gf = ct
+    for k in range(gi.shape[0]):
+        i, j = gi[k, 0], gi[k, 1]
+        for p in range(gi[k, 3]):
+            px, py, fx, fy, _, _, _, _, e, d = probe(qx, cs, vx, gi[k], gf[k], p)
+            _apply(Q, j, n, fx, fy, (px - qx[j]) * fy - (py - qx[j + 1]) * fx)
+            _apply(Q, i, n, -fx, -fy, (py - qx[i + 1]) * fx - (px - qx[i]) * fy)
+            el += e
+            di += d
+    return el, di
 
 
 # nb_kernels is imported first by every compiled module: drop cached code from older sources now

@@ -22,6 +22,7 @@ import math
 import numpy as np
 from numba import njit
 
+from .nb_contact import contact_outputs
 from .nb_joints import cam_expand, cam_reduce, constraint_rows
 from .nb_kernels import applied_loads, body_blocks, borrow, stash, trig, unstash
 
@@ -356,14 +357,16 @@ def energies(q, v, bodies):  # noqa: ANN001
 @njit(cache=True, inline="always")
 def output_vector(t, y, inputs, model, joints, react_idx, effort_rows, e0, ws):  # noqa: ANN001
     """Every Simulator output in port order: per body x, y, θ, vx, vy, ω, ax, ay, α; reactions;
-    driver efforts; energy terms; position residual (``ws``: scratch from ``workspace``)."""
+    driver efforts; energy terms; position residual; four per contact load (``ws``: scratch from
+    ``workspace``)."""
     n = model[0]
     q, v = y[:n], y[n:2 * n]
     el, _, _, _ = accelerate(t, q, v, context(inputs, model, ws))
     a, lam, C, Jv = ws[10], ws[9], ws[3], ws[4]
     react = reactions(q, lam, Jv, model[3], joints, n)
     nb = model[4][0].shape[0]
-    out = np.empty(9 * nb + react_idx.shape[0] + effort_rows.shape[0] + 9)
+    contacts = model[5][5]
+    out = np.empty(9 * nb + react_idx.shape[0] + effort_rows.shape[0] + 9 + 4 * contacts[0].shape[0])
     for b in range(nb):
         for i in range(3):
             out[9 * b + i], out[9 * b + 3 + i], out[9 * b + 6 + i] = q[3 * b + i], v[3 * b + i], a[3 * b + i]
@@ -384,4 +387,5 @@ def output_vector(t, y, inputs, model, joints, react_idx, effort_rows, e0, ws): 
     for x in vals:
         out[k] = x
         k += 1
+    contact_outputs(ws[0], ws[2], ws[1], contacts[0], contacts[1], out, k)  # qx, cs, vx of accelerate
     return out

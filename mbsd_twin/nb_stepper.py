@@ -23,9 +23,10 @@ All of it lives in one float64 array ``S`` (``state_size``), so ``S`` is the com
     F (7 × ny dense-output coefficients).
 
 The model comes as flat buffers (``nb_flat``); ``wb`` is scratch, ``ob`` the options
-(rtol, atol, max_step, projection 0/1, projection tolerance, max steps per call, energy error
-control 0/1, max error norm 0/1: ``error_norm.py``), ``cb`` the context that the right-hand side and
-the projection read (views of the inputs, the model and the scratch), pinned once by :func:`bind`.
+(rtol, atol, max_step, projection 0/1, projection tolerance, max steps per call, energy integrals
+under error control 0/1/3 and max error norm 0/1: ``error_norm.py``), ``cb`` the context that the
+right-hand side and the projection read (views of the inputs, the model and the scratch), pinned
+once by :func:`bind`.
 Each entry point works on owner-less views of its arguments (``nb_kernels.borrow``: no reference
 counting on the ~60 views it builds); the caller, Python, holds the arrays meanwhile, and nothing
 borrowed is returned. The entry points release the GIL (``nogil``): a twin's network thread
@@ -172,7 +173,7 @@ def _step(S, ctx, K, ys, yr, ye, t_limit, ob):  # noqa: ANN001
     projected result. Returns a status. ``ctx``: (inputs, model, ws), ``nb_solve.context``."""
     y_new, f_new, y_old, _y_out, _F = _views(S)
     rtol, atol, max_step, ptol = ob[0], ob[1], ob[2], ob[4]
-    n_ctrl = y_new.shape[0] - (0 if ob[6] > 0.0 else nd.N_QUAD)
+    n_ctrl = y_new.shape[0] - nd.N_QUAD + int(ob[6])  # ob[6]: energy integrals under control
     t = S[2]
     min_step = 10.0 * (np.nextafter(t, np.inf) - t)
     if S[3] != S[3]:  # a NaN step size (non-finite state or inputs) would never end the loop below

@@ -19,14 +19,6 @@ from mbsd_twin.initial_velocity import velocity_names
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "mechanisms"
 SHIPPED = sorted([*EXAMPLES.glob("*.toml"), *(ROOT / "mbsd_twin" / "data" / "mechanisms").glob("*.toml")])
-# the mechanisms the compiled path does not support yet (issue #16 item 1): penalty contact on
-# terrain
-NUMPY = {"terrain_wheel", "terrain_wheel_polygonal"}
-# simulated time [s]: 1 s except the terrain wheels, whose numpy path takes about 11 s
-# (terrain_wheel) and 20–28 s (polygonal) of wall time per simulated second; they run 0.2 s and
-# 0.1 s here (in penalty contact from the start, the drive torque setting them rolling) to keep
-# this test's wall time near 10 s; it never skips one
-HORIZON = {"terrain_wheel": 0.2, "terrain_wheel_polygonal": 0.1}
 RESIDUAL_TOL = 1e-9  # constraints.position_residual [m or rad]; the projection drives it below 1e-12
 
 
@@ -38,13 +30,13 @@ def _state(sim: mt.Simulator) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
 def test_every_shipped_mechanism_runs_with_default_options(path: Path) -> None:
-    """``Simulator(load_mechanism(f))`` and one simulated second (the terrain wheels: a shorter
-    horizon, see HORIZON): no error, the constraint residual below 1e-9 at every 0.05 s, and the
-    backend the mechanism is expected to use (NUMPY lists the ones that fall back)."""
+    """``Simulator(load_mechanism(f))`` and one simulated second: no error, the constraint residual
+    below 1e-9 at every 0.05 s, and every one on the compiled backend (issue #16: the terrain
+    wheels' penalty contact included)."""
     started = time.perf_counter()
     sim = mt.Simulator(mt.load_mechanism(path))
-    assert sim.backend == ("numpy" if path.stem in NUMPY else "compiled")
-    horizon = HORIZON.get(path.stem, 1.0)
+    assert sim.backend == "compiled"
+    horizon = 1.0
     worst = 0.0
     for t in np.linspace(0.05, horizon, round(horizon / 0.05)):
         sim.advance_to(float(t))
