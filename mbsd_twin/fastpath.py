@@ -48,6 +48,12 @@ def advance_signature() -> tuple[Any, ...]:
     return tuple(numba.typeof(a) for a in (f, 0.0, f, False, i, f, f, f, i))
 
 
+def restart_signature() -> tuple[Any, ...]:
+    """The numba types of ``nb_stepper.restart``'s arguments as the stepper passes them."""
+    f, i = np.zeros(1), np.zeros(1, dtype=np.int64)
+    return tuple(numba.typeof(a) for a in (f, f, i, f, f, i))
+
+
 def compile_advance() -> None:
     """Compile ``nb_stepper.advance`` into numba's disk cache: what a cold start runs in a second
     process (``nb_cache.compile_aside``) while the first compiles the other entry points."""
@@ -116,14 +122,14 @@ class CompiledStepper:
         self._changed = self._changed_before = False  # inputs changed for this call / the previous one
         with compile_notice("the engine's kernels"):
             aside = None if cached(ns.advance) else compile_aside(_ASIDE)  # cold: advance on another CPU
-            self._cb = np.zeros(-(-int(ns.context_bytes(self._u, self._ib, self._fb, self._wb)) // 8), dtype=np.int64)
+            need = int(ns.bind(np.zeros(0, dtype=np.int64), self._u, self._ib, self._fb, self._wb))
+            self._cb = np.zeros(-(-need // 8), dtype=np.int64)
             self._bind(find_advance=False)
             self.reset_state(t0, y0)
             ints = np.zeros((0, 2), dtype=np.int64)  # what the first input change and output read need
             ns.outputs.compile(tuple(numba.typeof(a) for a in (self._S, self._u, self._ib, self._fb, self._wb, ints,
                                                                 ints[:, 0].copy(), 0.0)))
-            ns.restart.compile(tuple(numba.typeof(a) for a in (self._S, self._u, self._ib, self._fb, self._wb,
-                                                                self._cb)))
+            ns.restart.compile(restart_signature())
             join_aside(aside)
             self._find_advance()
 
@@ -132,7 +138,8 @@ class CompiledStepper:
         context (views of _u, _ib, _fb and _wb, which therefore stay these arrays: the inputs are
         written into _u in place) and find advance's entry point."""
         self.y = ns.output_state(self._S)
-        ns.bind(self._cb, self._u, self._ib, self._fb, self._wb)
+        if ns.bind(self._cb, self._u, self._ib, self._fb, self._wb) > 8 * len(self._cb):
+            raise ValueError("context buffer too small")
         self._advance_held: Any = None  # on first use (the twin's): a fresh install compiles it then
         if find_advance:
             self._find_advance()

@@ -111,22 +111,19 @@ def _context_value(u, ib, fb, wb):  # noqa: ANN001
 
 
 @njit(cache=True)
-def context_bytes(u, ib, fb, wb):  # noqa: ANN001
-    """Bytes that :func:`bind` needs in its buffer."""
-    return byte_size(_context_value(u, ib, fb, wb))
-
-
-@njit(cache=True)
 def bind(cb, u, ib, fb, wb):  # noqa: ANN001
-    """Pin the views (inputs, model, ws) of these arrays into the buffer ``cb`` (an int64 array of at
-    least :func:`context_bytes`): the ``nb_solve.context`` of every later :func:`advance` and
-    :func:`restart` with them. Building that context costs about 0.35 µs (some sixty array
-    views), which an entry call that only interpolates would otherwise pay every time. The caller
-    keeps the arrays, changes the inputs ``u`` in place only, and binds once."""
+    """Pin the views (inputs, model, ws) of these arrays into the buffer ``cb`` (an int64 array)
+    when it is large enough, and return the bytes it needs (a call with an empty buffer asks; one
+    entry point for both keeps a cold start short). The pinned value is the ``nb_solve.context``
+    of every later :func:`start`, :func:`advance` and :func:`restart` with them. Building that
+    context costs about 0.35 µs (some sixty array views), which an entry call that only
+    interpolates would otherwise pay every time. The caller keeps the arrays, changes the inputs
+    ``u`` in place only, and binds once."""
     value = _context_value(u, ib, fb, wb)
-    if cb.shape[0] * 8 < byte_size(value):
-        raise ValueError("context buffer too small")
-    pin(cb, value)
+    need = byte_size(value)
+    if cb.shape[0] * 8 >= need:
+        pin(cb, value)
+    return need
 
 
 @njit(cache=True, nogil=True)

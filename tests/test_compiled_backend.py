@@ -222,9 +222,8 @@ def test_pinned_context_follows_inputs_written_in_place_and_refuses_a_short_buff
     np.testing.assert_allclose(alpha["compiled"], alpha["numpy"], rtol=1e-6)
     st = sims["compiled"]._stepper
     assert st._u.tolist() == [3.0, 0.0]
-    short = np.zeros(st._cb.shape[0] - 1, dtype=np.int64)
-    with pytest.raises(ValueError, match="too small"):
-        ns.bind(short, st._u, st._ib, st._fb, st._wb)
+    short = np.zeros(st._cb.shape[0] - 1, dtype=np.int64)  # too small: left as it was, the need returned
+    assert ns.bind(short, st._u, st._ib, st._fb, st._wb) > 8 * short.shape[0] and not short.any()
 
 
 def test_copied_compiled_stepper_points_at_its_own_arrays() -> None:

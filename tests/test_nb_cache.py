@@ -15,7 +15,7 @@ import numba
 import pytest
 
 from mbsd_twin import Simulator, load_mechanism, nb_cache
-from mbsd_twin.fastpath import advance_signature
+from mbsd_twin.fastpath import advance_signature, restart_signature
 from mbsd_twin.loader import bundled_slider_crank
 from mbsd_twin.nb_cache import ASIDE_ENV
 
@@ -63,13 +63,15 @@ def test_compile_notice_while_slow_and_silent_when_fast(caplog: pytest.LogCaptur
     assert caplog.records == []
 
 
-def test_advance_signature_is_the_steppers() -> None:
-    """The second process of a cold start compiles advance for exactly the argument types the
-    stepper calls it with (else the first process would compile it again)."""
+def test_advance_and_restart_signatures_are_the_steppers() -> None:
+    """A cold start compiles advance (in the second process) and restart for exactly the argument
+    types the stepper calls them with (else they would be compiled again on first use)."""
     sim = Simulator(load_mechanism(bundled_slider_crank()))
     st = sim._stepper
     args = (st._S, 0.0, st._u, False, st._ib, st._fb, st._wb, st._ob, st._cb)
     assert advance_signature() == tuple(numba.typeof(a) for a in args)
+    args = (st._S, st._u, st._ib, st._fb, st._wb, st._cb)
+    assert restart_signature() == tuple(numba.typeof(a) for a in args)
 
 
 def test_cold_start_compiles_advance_in_a_second_process(tmp_path: Path) -> None:
