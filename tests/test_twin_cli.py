@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from test_twin_broker import MECH, _wait
 
+from mbsd_twin.loader import bundled_slider_crank
 from mbsd_twin.twin.config import load_config
 from mbsd_twin.twin.service import TwinService
 
@@ -25,25 +26,28 @@ def _env(**extra: str) -> dict[str, str]:
     return env | extra
 
 
-def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
+         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mbsd_twin.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env or _env())
+                          timeout=timeout, env=env or _env(), cwd=cwd)
 
 
 def test_rig_and_replay_commands(broker: Any, tmp_path: Path) -> None:
     """``rig`` streams 3 s with faults into a recording twin (exit 0, manifest); the twin counts exactly
     the manifest's faults; ``twin replay`` reproduces the recording (exit 0), finds a tampered output
-    (exit 1) and reports a missing file (exit 2)."""
+    (exit 1) and reports a missing file (exit 2). Neither the twin nor the rig is given a mechanism
+    and the rig runs outside the checkout: both use the slider crank packaged with mbsd-twin."""
     rec, manifest_path = tmp_path / "rec.jsonl", tmp_path / "manifest.json"
     cfg = load_config(None, env={}, overrides={
-        "broker": {"url": broker.url, "protocol": broker.protocol}, "service": {"mechanism": MECH, "queue_size": 500,
-                                                                               "max_lag": 10.0},
+        "broker": {"url": broker.url, "protocol": broker.protocol}, "service": {"queue_size": 500, "max_lag": 10.0},
         "core": {"resync_bounds": {"theta": 0.01}}, "record": {"path": str(rec)}})
     with TwinService(cfg) as svc:
         assert _wait(svc.connected.is_set, 5)
         run = _cli("rig", "--broker", broker.url, "--protocol", str(broker.protocol), "--duration", "3",
-                   "--faults", "0.06", "--seed", "5", "--precompute", "--manifest", str(manifest_path))
+                   "--faults", "0.06", "--seed", "5", "--precompute", "--manifest", str(manifest_path),
+                   cwd=tmp_path)
         assert run.returncode == 0, run.stderr
+        assert svc.mech_path == str(bundled_slider_crank())
         assert _wait(lambda: not svc.batches and not svc.seq.buffer, 10)
         counters = svc.health()["counters"]
     manifest = json.loads(manifest_path.read_text())

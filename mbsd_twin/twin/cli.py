@@ -82,7 +82,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_rig(args: argparse.Namespace) -> int:
-    from ..loader import load_mechanism
+    from ..loader import bundled_slider_crank, load_mechanism
     from .rig import RigConfig
     from .rig_client import Rig, write_manifest
 
@@ -93,7 +93,8 @@ def _cmd_rig(args: argparse.Namespace) -> int:
         extra["mismatch"] = {} if "none" in args.mismatch else dict(args.mismatch)
     cfg = RigConfig(asset=args.asset, prefix=args.prefix, rate=args.rate, batch=args.batch, seed=args.seed,
                     substeps=args.substeps, **extra)
-    rig = Rig(load_mechanism(args.mechanism), cfg, args.broker, window=args.window, protocol=args.protocol)
+    mech = load_mechanism(args.mechanism or bundled_slider_crank())
+    rig = Rig(mech, cfg, args.broker, window=args.window, protocol=args.protocol)
     if args.precompute:
         rig.precompute(args.duration)
     write_manifest(rig.run(args.duration, args.faults), args.manifest)
@@ -155,7 +156,7 @@ def add_twin(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--config", help="twin TOML file (see docs/service-config.md; default $MBSD_TWIN_CONFIG)")
     s.add_argument("--broker", help="mqtt://host:port or mqtts://host:port")
     s.add_argument("--asset", help="asset id, e.g. sc-01")
-    s.add_argument("--mechanism", help="mechanism TOML file")
+    s.add_argument("--mechanism", help="mechanism TOML file (default: the config's, else the packaged slider crank)")
     s.add_argument("--record", help="record to this JSON-lines file")
     s.add_argument("--metrics-port", "--http-port", dest="metrics_port", type=int,
                    help="HTTP port for /metrics, /healthz, /readyz and the dashboard (/dashboard/)")
@@ -188,7 +189,8 @@ def add_twin(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--broker", default="mqtt://127.0.0.1:1883")
     g.add_argument("--asset", default="sc-01")
     g.add_argument("--prefix", default="dt/v1")
-    g.add_argument("--mechanism", default="examples/mechanisms/slider_crank.toml")
+    g.add_argument("--mechanism", default=None,
+                   help="mechanism TOML file (default: the slider crank packaged with mbsd-twin)")
     g.add_argument("--rate", type=float, default=1000.0, help="samples per second")
     g.add_argument("--batch", type=int, default=20, help="samples per message")
     g.add_argument("--substeps", type=int, default=4,

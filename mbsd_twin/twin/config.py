@@ -164,7 +164,7 @@ class CoreConfig:
 class ServiceConfig:
     """Runtime settings around the core: mechanism file, limits, queues, timers."""
 
-    mechanism: str = "examples/mechanisms/slider_crank.toml"
+    mechanism: str = ""  # the mechanism file; "" the slider crank packaged with mbsd-twin
     max_message_bytes: int = 262144
     reorder_window: int = 5  # messages held back waiting for a missing seq
     reorder_timeout: float = 0.5  # s (wall) before a missing seq is given up

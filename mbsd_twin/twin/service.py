@@ -37,7 +37,7 @@ import numpy as np
 import paho.mqtt.client as mqtt
 from paho.mqtt.properties import Properties
 
-from ..loader import loads_mechanism
+from ..loader import bundled_slider_crank, loads_mechanism
 from . import link
 from .commands import CommandGate, Pending, status_reply
 from .config import TwinConfig
@@ -79,9 +79,10 @@ class TwinService:
     def __init__(self, cfg: TwinConfig) -> None:
         self.cfg = cfg
         self.topics = Topics(cfg.core.base)
-        with open(cfg.service.mechanism, encoding="utf-8") as fh:
+        self.mech_path = cfg.service.mechanism or str(bundled_slider_crank())
+        with open(self.mech_path, encoding="utf-8") as fh:
             self.mech_text = fh.read()
-        self.mech = loads_mechanism(self.mech_text, source=cfg.service.mechanism)
+        self.mech = loads_mechanism(self.mech_text, source=self.mech_path)
         self.rlog = RateLimitedLog()
         self.recorder = self._recording() if cfg.record.path else None
         self.core = TwinCore(cfg.core, self.mech, self.recorder)
@@ -123,7 +124,7 @@ class TwinService:
         """The recording sink: a write failure suspends it (counted, in health), never the twin."""
         r = self.cfg.record
         header = {"k": "header", "format": FORMAT, "core": self.cfg.core.to_dict(),
-                  "mechanism": self.cfg.service.mechanism, "mechanism_toml": self.mech_text}
+                  "mechanism": self.mech_path, "mechanism_toml": self.mech_text}
         return RecordingSink(r.path, r.max_bytes, r.keep, header, r.retry_min, r.retry_max,
                              lambda event, msg: self.rlog.warning(f"recording {event}", "%s", msg, level=logging.ERROR))
 
