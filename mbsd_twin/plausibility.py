@@ -5,12 +5,16 @@ integrator take minutes of tiny steps or fail. :func:`plausibility_problems` lis
 more than :data:`FACTOR` times outside the typical range of its quantity (table :data:`TYPICAL`),
 and every subnormal value (0 < |x| < 2.2e-308: no physical quantity is that small, and its
 reciprocal overflows), each with its location as in a :class:`~mbsd_twin.errors.MechanismError`.
-The loader issues them as :class:`~mbsd_twin.errors.PlausibilityWarning`\\ s.
+It also lists likely unit slips: an angle of more than a full turn (degrees written for radians)
+and a length more than :data:`SLIP_LENGTH` times the median of the mechanism's non-zero lengths
+(millimetres written for metres). The loader issues them as
+:class:`~mbsd_twin.errors.PlausibilityWarning`\\ s.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +28,7 @@ from .validation import label
 from .values import is_number, to_float
 
 FACTOR = 1e6
+SLIP_LENGTH = 1e3  # a length this many times the median non-zero length is a likely unit slip
 # quantity -> (smallest typical non-zero magnitude or 0, largest typical magnitude, unit)
 TYPICAL: dict[str, tuple[float, float, str]] = {
     "mass": (1e-3, 1e3, "kg"),
@@ -116,8 +121,23 @@ def _problem(quantity: str, x: float) -> str | None:
     return None
 
 
+def _unit_slips(items: list[Item]) -> Iterator[tuple[str, str]]:
+    """(location, message) of every likely unit slip among ``items`` (see the module doc)."""
+    finite = [(loc, q, to_float(x)) for loc, q, x in items if is_number(x) and math.isfinite(to_float(x))]
+    lengths = [abs(x) for _, q, x in finite if q == "length" and x != 0.0]
+    median = statistics.median(lengths) if len(lengths) >= 3 else math.inf
+    for loc, q, x in finite:
+        if q == "angle" and abs(x) > 2.0 * math.pi:
+            yield loc, (f"{x!r} rad is more than a full turn ({math.degrees(x):.0f}°): degrees written for "
+                        "radians? (angles are in radians)")
+        elif q == "length" and abs(x) > SLIP_LENGTH * median:
+            yield loc, (f"{x!r} m is {abs(x) / median:.0f} times the median length of this mechanism "
+                        f"({median:g} m): millimetres written for metres? (lengths are in metres)")
+
+
 def plausibility_problems(mech: Mechanism) -> list[Problem]:
-    """Every implausible value of ``mech`` (see the module doc), located like a MechanismError."""
+    """Every implausible value and likely unit slip of ``mech`` (see the module doc), located like
+    a MechanismError."""
     out = []
     items = [*_vec("gravity", "acceleration", mech.gravity), *_bodies(mech), *_elements(mech)]
     for loc, quantity, x in items:
@@ -125,6 +145,7 @@ def plausibility_problems(mech: Mechanism) -> list[Problem]:
             msg = _problem(quantity, to_float(x))
             if msg:
                 out.append(Problem(f"{mech.source}: {loc}", msg))
+    out += [Problem(f"{mech.source}: {loc}", msg) for loc, msg in _unit_slips(items)]
     return out
 
 

@@ -110,6 +110,27 @@ def test_plausibility_warnings_name_the_value() -> None:
         loads_mechanism(edited("cg = [0.05, 0.0]", "cg = [5e-324, 0.0]"), "f.toml")
 
 
+def test_likely_unit_slips_are_warned_with_their_location() -> None:
+    """An angle written in degrees (10 for 10°) and a length written in millimetres (300 for
+    0.3 m) are valid numbers, so they pass validation; the loader warns about both, naming where."""
+    text = edited("angle = 0.0                       # rad, initial guess", "angle = 10.0")
+    with pytest.warns(PlausibilityWarning) as rec:
+        loads_mechanism(text, "f.toml")
+    assert [str(w.message) for w in rec] == [
+        "f.toml: bodies[0] (crank).angle: 10.0 rad is more than a full turn (573°): degrees written for radians? "
+        "(angles are in radians)"]
+    with pytest.warns(PlausibilityWarning) as rec:
+        loads_mechanism(edited("points = [[0.3, 0.0], [0.0, 0.0]]", "points = [[300.0, 0.0], [0.0, 0.0]]"),
+                        "f.toml")
+    msgs = [str(w.message) for w in rec]
+    assert len(msgs) == 1 and "points[0][0]: 300.0 m is" in msgs[0] and "times the median length" in msgs[0]
+    assert "millimetres written for metres?" in msgs[0]
+    for ok in ("angle = 6.0", "angle = -6.0"):  # less than a full turn: no warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", PlausibilityWarning)
+            loads_mechanism(edited("angle = 0.0                       # rad, initial guess", ok), "f.toml")
+
+
 def test_the_examples_have_no_plausibility_warnings() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", PlausibilityWarning)
