@@ -89,6 +89,11 @@ class PortError(MbsdError, KeyError):
         return str(self.args[0])
 
 
+class FmuWarning(UserWarning):
+    """An FMU that builds but is likely not what its user wants (no input variable: a co-simulation
+    cannot drive it); ``mbsd-twin fmu build`` prints it as ``warning: …``."""
+
+
 class PlausibilityWarning(UserWarning):
     """A valid but implausible value in a mechanism (a mass of 1e30 kg, a subnormal length): the
     message is ``location: why`` like a :class:`Problem`. Such values often make a simulation crawl

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 pytest.importorskip("pythonfmu")
 pytest.importorskip("fmpy")
 
+from mbsd_twin.errors import FmuWarning  # noqa: E402
 from mbsd_twin.fmi.build import build_fmu  # noqa: E402
 
 INPUTS = ["--input=motor_torque=pwc:2:0.3:-1:0.6:3", "--input=piston_force=step:0.5:0:-20"]
@@ -97,3 +99,16 @@ def test_libcosim_refuses_an_fmi3_fmu_with_a_reason(tmp_path: Path) -> None:
     fmu3 = build_fmu3(None, tmp_path / "SliderCrank3.fmu")
     with pytest.raises(ValueError, match=r"FMI 1\.0 and 2\.0 FMUs only, this one is FMI 3\.0.*--fmi-version 2"):
         run_libcosim(fmu3, 0.01, 0.001)
+
+
+def test_an_fmu_without_inputs_builds_with_a_warning(tmp_path: Path) -> None:
+    """A mechanism with no load input (the double pendulum) still builds, but the build says that
+    a co-simulation cannot drive it; one with inputs (the slider crank) builds without a word."""
+    built = _cli("fmu", "build", str(ROOT / "examples/mechanisms/double_pendulum.toml"), "-o", str(tmp_path))
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "warning:" in built.stdout and "has no input" in built.stdout and "input = " in built.stdout
+    with pytest.warns(FmuWarning, match="double_pendulum.toml: .* has no input"):
+        build_fmu(ROOT / "examples/mechanisms/double_pendulum.toml", tmp_path / "b.fmu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FmuWarning)
+        build_fmu(None, tmp_path / "SliderCrank.fmu")

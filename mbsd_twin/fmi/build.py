@@ -19,6 +19,7 @@ import re
 import shutil
 import sys
 import tempfile
+import warnings
 import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..errors import FmuWarning
 from ..loader import bundled_slider_crank, load_mechanism
 from ..simulator import Simulator
 from .modeldescription import postprocess
@@ -161,7 +163,12 @@ def build_with(flavour: Flavour, mechanism: str | Path | None, dest: str | Path,
         raise ValueError(f"model name {name!r} must be a C identifier")
     if not (isinstance(step_time_limit, int | float) and 0 < step_time_limit < math.inf):
         raise ValueError(f"step_time_limit must be a positive number of seconds, got {step_time_limit!r}")
-    table = fmu_variables(Simulator(mech), patterns)
+    sim = Simulator(mech)
+    if not sim.input_ports:
+        warnings.warn(f"{mech_path}: {mech.name!r} has no input (no load with an `input` key), so the FMU has no "
+                      "input variable and a co-simulation cannot drive it; give a force or torque load "
+                      "`input = \"name\"` to make one", FmuWarning, stacklevel=3)
+    table = fmu_variables(sim, patterns)
     experiment = {"start": DEFAULT_EXPERIMENT["start"], "stop": stop_time or DEFAULT_EXPERIMENT["stop"],
                   "step": step_size or DEFAULT_EXPERIMENT["step"]}
     meta = {"mechanism": "mechanism.toml", "model_name": name, "outputs": patterns,

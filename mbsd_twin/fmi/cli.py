@@ -6,9 +6,11 @@ Only argparse is imported here; pythonfmu, fmpy and the engine are imported by t
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 
 from ..cli_args import parse_assignments
+from ..errors import FmuWarning
 
 PROFILE_HELP = ("input profile: a number (constant), step:T:V0:V1, pwc:V0:T1:V1:T2:V2..., ramp:T0:T1:V0:V1 "
                 "or sine:A:F[:OFFSET[:PHASE]] (SI units, seconds, Hz, rad); repeatable")
@@ -25,9 +27,16 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.host_independent:
         extra.update(host_independent=True, python=args.python)
     outputs = [p.strip() for p in args.outputs.split(",") if p.strip()] if args.outputs else None
-    path = build_fmu(args.mechanism, args.output, outputs=outputs, model_name=args.model_name,
-                     stop_time=args.stop_time, step_size=args.step, **extra)  # type: ignore[arg-type]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FmuWarning)
+        path = build_fmu(args.mechanism, args.output, outputs=outputs, model_name=args.model_name,
+                         stop_time=args.stop_time, step_size=args.step, **extra)  # type: ignore[arg-type]
     print(f"FMU written: {path}")
+    for w in caught:
+        if issubclass(w.category, FmuWarning):
+            print(f"  warning: {w.message}")
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     note = _start_note(args.mechanism)
     if note:
         print(f"  note: the FMU starts with its {note}")
