@@ -25,41 +25,18 @@ Outputs per contact load (see ``output_specs``): ``<load>.normal_force`` [N] (su
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from .contact_search import NEWTON_STEPS
 from .load_base import Group, LoadContext
-from .model import Load
+from .model import ContactSpec, Load, Polyline
 from .output_spec import OutputSpec
 from .surfaces import Surface
 
 F = NDArray[Any]
-
-
-@dataclass(frozen=True)
-class Polyline:
-    """A profile through ``points`` (at least 2) in order; its free side is left of the direction
-    of travel (above, for increasing x). Beyond its ends the end vertices are the nearest points."""
-
-    points: tuple[tuple[float, float], ...]
-    kind: str = field(default="polyline", init=False)
-
-
-@dataclass(frozen=True)
-class ContactSpec:
-    """Geometry and friction of a ``contact`` load: the profile on the first body, and on the
-    second body a circle (``radius`` > 0 about ``center``) or a polygon (``vertices``, radius 0)."""
-
-    surface: Any
-    radius: float = 0.0
-    center: tuple[float, float] = (0.0, 0.0)
-    vertices: tuple[tuple[float, float], ...] = ()
-    friction: float = 0.0
-    slip_velocity: float = 1e-3
+NEWTON_STEPS = 8  # the final Newton iterations from the nearest sample or search point, on both paths
 
 
 def _r90(a: F) -> F:

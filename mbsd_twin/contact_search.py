@@ -45,7 +45,6 @@ TURN = 0.25  # rad: the most a segment's tangent turns
 SEG = 12  # floats per segment: s_a, s_b, a_x, a_y, b_x, b_y, e, 1/|b − a|², its box (as a block's)
 BLK = 4  # floats per block: x_min, y_min, x_max, y_max
 POLYLINE = 6  # the profile code of a polyline (surface codes 0–5: ``nb_curves.curve``)
-NEWTON_STEPS = 8  # the final Newton iterations from the search's point, on both paths
 
 
 def _breaks(surf: Any) -> F | None:

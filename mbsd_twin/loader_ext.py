@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .contact import ContactSpec
-from .model import Load
+from .model import ContactSpec, Load
 from .surface_io import surface_from_table
 from .toml_reader import ZERO, Reader, at, toml_kind
 

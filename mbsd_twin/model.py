@@ -30,6 +30,28 @@ LOAD_TYPES = ("force", "torque", "spring_damper", "rotational_spring_damper", "g
 
 
 @dataclass(frozen=True)
+class Polyline:
+    """A profile through ``points`` (at least 2) in order; its free side is left of the direction
+    of travel (above, for increasing x). Beyond its ends the end vertices are the nearest points."""
+
+    points: tuple[tuple[float, float], ...]
+    kind: str = field(default="polyline", init=False)
+
+
+@dataclass(frozen=True)
+class ContactSpec:
+    """Geometry and friction of a ``contact`` load: the profile on the first body, and on the
+    second body a circle (``radius`` > 0 about ``center``) or a polygon (``vertices``, radius 0)."""
+
+    surface: Any
+    radius: float = 0.0
+    center: tuple[float, float] = (0.0, 0.0)
+    vertices: tuple[tuple[float, float], ...] = ()
+    friction: float = 0.0
+    slip_velocity: float = 1e-3
+
+
+@dataclass(frozen=True)
 class Body:
     """A rigid body: mass [kg], inertia about its centre of mass [kg·m²], centre of mass ``cg`` [m]
     in the body frame, the initial guess of its reference point ``position`` [m, world] and
@@ -118,7 +140,7 @@ class Load:
       ``free_length`` / ``free_angle`` default (None) to the value in the initial guess.
     - ``generalized``: a Python callable Q(t, q, v) on ``coordinates`` (API only).
     - ``contact``: unilateral penalty contact between a profile on ``bodies[0]`` and a circle or
-      polygon on ``bodies[1]`` (``contact``: a ``mbsd_twin.contact.ContactSpec``); ``stiffness``
+      polygon on ``bodies[1]`` (``contact``: a ``mbsd_twin.model.ContactSpec``); ``stiffness``
       is the Hertz K [N/m^1.5], ``damping`` the C of C·δ̇·δ [N·s/m²] (see ``mbsd_twin.contact``).
     - ``rotating_frame``: centrifugal and Coriolis pseudo-forces on ``bodies`` (all when empty)
       of a frame turning at ``value`` [rad/s] about ``points[0]`` (see ``mbsd_twin.frames``).

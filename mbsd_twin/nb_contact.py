@@ -27,7 +27,8 @@ import math
 import numpy as np
 from numba import njit
 
-from .contact_search import BLK, NEWTON_STEPS, POLYLINE, SEG
+from .contact import NEWTON_STEPS
+from .contact_search import BLK, POLYLINE, SEG
 from .nb_curves import curve
 
 LOCAL_STEPS = 12  # clamped Newton iterations within a segment

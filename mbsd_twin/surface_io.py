@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .model import Polyline
 from .surfaces import Circle, Line, Polar, Polynomial, Spline, Surface
 from .values import fmt, is_number, number_problem, suggest, to_float, vector_problem
 
@@ -121,7 +122,6 @@ def _construct(key: str, make: Callable[[], Any], out: Problems) -> Any:
 
 
 def _polyline(pts: tuple[tuple[float, float], ...], out: Problems) -> Any:
-    from .contact import Polyline  # contact builds on the loads module: import late
 
     p = np.asarray(pts)
     if len(pts) < 2 or (np.hypot(*np.diff(p, axis=0).T) == 0).any():

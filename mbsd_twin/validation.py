@@ -11,7 +11,19 @@ import re
 from collections.abc import Sequence
 
 from .errors import Problem
-from .model import DRIVER_TYPES, GROUND, JOINT_TYPES, LOAD_TYPES, Body, Driver, Joint, Load, Mechanism
+from .model import (
+    DRIVER_TYPES,
+    GROUND,
+    JOINT_TYPES,
+    LOAD_TYPES,
+    Body,
+    ContactSpec,
+    Driver,
+    Joint,
+    Load,
+    Mechanism,
+    Polyline,
+)
 from .profiles import Constant, ConstantSpeed, FunctionProfile, Harmonic, Polynomial, Profile, Table
 from .surface_io import surface_problems
 from .values import fmt, number_problem, suggest, to_float, vector_problem
@@ -251,7 +263,6 @@ class _Checker:
                                      f"starting with a digit), got {ld.input!r}")
 
     def _contact(self, loc: str, ld: Load) -> None:
-        from .contact import ContactSpec, Polyline  # imports this module: import late
 
         self.refs(loc, ld.bodies, 2, distinct=True, what="contact load")
         self.number(loc, "stiffness", ld.stiffness, minimum=0.0, strict=True)

@@ -22,8 +22,7 @@ import pytest
 from scipy.optimize import brentq
 
 import mbsd_twin as mt
-from mbsd_twin.contact import ContactSpec, Polyline
-from mbsd_twin.model import Load
+from mbsd_twin.model import ContactSpec, Load, Polyline
 from mbsd_twin.results import TIME_SPEC
 from mbsd_twin.surfaces import Graph, Line, Polynomial, Spline
 from mbsd_twin.validation import validate_mechanism

@@ -18,8 +18,9 @@ from test_contact import GEOMETRIES, two_body_case
 
 import mbsd_twin as mt
 from mbsd_twin.compiled_model import Unsupported, contact_profile, pack
-from mbsd_twin.contact import Polyline, nearest
+from mbsd_twin.contact import nearest
 from mbsd_twin.dynamics import Dynamics
+from mbsd_twin.model import Polyline
 from mbsd_twin.nb_contact import nearest as nb_nearest
 from mbsd_twin.nb_solve import accelerations
 from mbsd_twin.surfaces import Spline
