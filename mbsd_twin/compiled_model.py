@@ -1,8 +1,8 @@
 """Pack a compiled :class:`System` into the flat arrays the numba kernels read.
 
 ``pack(system, rows, opts)`` returns the model tuple, or raises :class:`Unsupported` naming the
-feature the compiled path lacks (a callable profile, load or curve, a rotating frame); the caller
-then uses the numpy path, which supports everything.
+feature the compiled path lacks (a callable profile, load or curve); the caller then uses the numpy
+path, which supports everything.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from . import loads as ld
 from .cam import CamContact
 from .contact import PenaltyContacts
 from .contact_search import POLYLINE, blocks, segments
+from .frames import RotatingFrames
 from .model import Load
 from .nonholonomic import KnifeEdge
 from .profiles import Constant, ConstantSpeed, Harmonic, Polynomial, Profile, Table
@@ -183,7 +184,7 @@ def _rows(system: System, rows: NDArray[np.intp], cm: tuple[Any, ...]) -> NDArra
 # groups' floats, the bodies (mass, inertia, cg, gravity), the load groups' floats, Baumgarte, the
 # joints' second points
 FLOAT_ARRAYS = (*GROUPS, "mass", "inertia", "cg", "gravity",
-                "fo", "to", "sd", "rs", "pf", "ct", "baumgarte", "joint_point")
+                "fo", "to", "sd", "rs", "pf", "ct", "rf", "baumgarte", "joint_point")
 
 
 def _magnitudes(loads: Sequence[Load], inputs: Sequence[str]) -> tuple[list[Any], list[Any]]:
@@ -198,7 +199,8 @@ def _magnitudes(loads: Sequence[Load], inputs: Sequence[str]) -> tuple[list[Any]
 # to I[ci, cj, kind, idx, profile] F[value, profile params]; sd I[ci, cj] F[p_i, p_j, k, c, L0];
 # rs I[ci, cj] F[k, c, phi0]; pf I[ci, cj] F[p_i, p_j, u, c]; ct (penalty contact, see nb_contact)
 # I[ci, cj, profile code, probes, curve params, segments, block size]
-# F[K, C, R, μ, v_lim, probes (x, y each), curve params, segments, blocks] (contact_search)
+# F[K, C, R, μ, v_lim, probes (x, y each), curve params, segments, blocks] (contact_search);
+# rf (rotating frames, one row per frame and body; mass and cg read from the bodies) I[ci] F[Ω, c]
 def contact_profile(surf: Any) -> tuple[int, list[float], F, int, F]:
     """A contact profile as ``nb_contact.nearest`` reads it: code, curve parameters, segment table,
     block size and blocks (``contact_search``)."""
@@ -225,13 +227,16 @@ def _contacts(g: PenaltyContacts) -> tuple[Any, ...]:
 def _loads(system: System) -> tuple[Any, ...]:
     fo, to = group([[]] * 5, [[]] * 9, 0), group([[]] * 5, [[]] * 5, 0)
     sd, rs, pf = group([[]] * 2, [[]] * 7, 0), group([[]] * 2, [[]] * 3, 0), group([[]] * 2, [[]] * 7, 0)
-    ct = group([[]] * 7, [[]] * 5, 0)
+    ct, rf = group([[]] * 7, [[]] * 5, 0), group([[]], [[]] * 3, 0)
     names = list(system.input_names)
     kinds = (ld.Forces, ld.Torques, ld.SpringDampers, ld.RotationalSpringDampers, ld.PrismaticFriction,
-             PenaltyContacts)
+             PenaltyContacts, RotatingFrames)
     for g in system.loads.groups:
         if not isinstance(g, kinds):
             raise Unsupported(f"load kind {type(g).__name__}")
+        if isinstance(g, RotatingFrames):
+            rf = group([g.c], [g.rate, g.center], len(g.c))
+            continue
         n = len(g.ci)
         if isinstance(g, ld.Forces):
             mi, mf = _magnitudes(g.loads, names)
@@ -247,7 +252,7 @@ def _loads(system: System) -> tuple[Any, ...]:
             ct = _contacts(g)
         else:
             pf = group([g.ci, g.cj], [g.pi, g.pj, g.u, g.c], n)
-    return fo, to, sd, rs, pf, ct
+    return fo, to, sd, rs, pf, ct, rf
 
 
 def _solve_data(Jc: NDArray[np.int64], rows: NDArray[np.intp], nb: int) -> tuple[Any, ...]:

@@ -71,7 +71,7 @@ class SolverOptions:
     max_steps: most internal steps one ``advance_to`` may take before it fails (a runaway or
     very stiff motion fails with a message instead of hanging).
     backend: "auto" (default: the compiled numba path when the mechanism and options allow it —
-    DOP853, no callable profiles, loads or curves, no rotating frame — else numpy),
+    DOP853, no Python callable: a callable profile, load or curve — else numpy),
     "compiled" (error if not possible) or "numpy".
     """
 

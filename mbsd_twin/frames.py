@@ -24,21 +24,24 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .load_base import Group, LoadContext
-from .model import Body, Load
+from .model import Load
 
 F = NDArray[Any]
 
 
 class RotatingFrames(Group):
-    """All ``rotating_frame`` loads; one row per (load, body) pair."""
+    """All ``rotating_frame`` loads; one row per (load, body) pair. ``mass`` and ``cg`` are the
+    System's arrays (bodies in ``body_names`` order), shared so that a live change of a body's mass
+    or centre of mass reaches the pseudo-forces, as on the compiled path."""
 
-    def __init__(self, col: dict[str, int], loads: Sequence[Load], bodies: Sequence[Body]) -> None:
+    def __init__(self, col: dict[str, int], loads: Sequence[Load], body_names: Sequence[str], mass: F,
+                 cg: F) -> None:
         self.loads = list(loads)
-        by_name = {b.name: b for b in bodies}
-        pairs = [(ld, by_name[name]) for ld in loads for name in (ld.bodies or tuple(by_name))]
-        self.c = np.array([col[b.name] for _, b in pairs], dtype=np.intp)
-        self.m = np.array([b.mass for _, b in pairs], float)
-        self.cg = np.array([b.cg for _, b in pairs], float).reshape(-1, 2)
+        names = list(body_names)
+        pairs = [(ld, name) for ld in loads for name in (ld.bodies or tuple(names))]
+        self.c = np.array([col[name] for _, name in pairs], dtype=np.intp)
+        self.b = np.array([names.index(name) for _, name in pairs], dtype=np.intp)
+        self.mass, self.body_cg = mass, cg
         self.rate = np.array([ld.value for ld, _ in pairs], float)
         self.center = np.array([ld.points[0] for ld, _ in pairs], float).reshape(-1, 2)
 
@@ -46,10 +49,11 @@ class RotatingFrames(Group):
         q, v, c = ctx.qx, ctx.vx, self.c
         th, w = q[:, c + 2], v[:, c + 2]
         cs, sn = np.cos(th), np.sin(th)
-        gx = cs * self.cg[:, 0] - sn * self.cg[:, 1]
-        gy = sn * self.cg[:, 0] + cs * self.cg[:, 1]
+        m, cg = self.mass[self.b], self.body_cg[self.b]
+        gx = cs * cg[:, 0] - sn * cg[:, 1]
+        gy = sn * cg[:, 0] + cs * cg[:, 1]
         vgx, vgy = v[:, c] - w * gy, v[:, c + 1] + w * gx
-        mw2, mw = self.m * self.rate**2, 2.0 * self.m * self.rate
+        mw2, mw = m * self.rate**2, 2.0 * m * self.rate
         fx = mw2 * (q[:, c] + gx - self.center[:, 0]) + mw * vgy
         fy = mw2 * (q[:, c + 1] + gy - self.center[:, 1]) - mw * vgx
         for off, val in ((0, fx), (1, fy), (2, gx * fy - gy * fx)):

@@ -211,7 +211,10 @@ class PrismaticFriction(Group):
 class LoadSet:
     """All applied loads of a mechanism, grouped by kind; ``input_names`` are the input ports."""
 
-    def __init__(self, mech: Mechanism, col: dict[str, int], q0: F, coordinate_names: Sequence[str]) -> None:
+    def __init__(self, mech: Mechanism, col: dict[str, int], q0: F, coordinate_names: Sequence[str],
+                 mass_cg: tuple[F, F]) -> None:
+        """``mass_cg``: the System's body mass and centre-of-mass arrays (shared, see
+        :class:`.frames.RotatingFrames`)."""
         self.n = len(coordinate_names)
         self.input_names = mech.input_names
         by = {k: [ld for ld in mech.loads if ld.type == k] for k in
@@ -237,7 +240,7 @@ class LoadSet:
             groups.append(PrismaticFriction(col, pri))
         if by["generalized"]:
             groups.append(Generalized(by["generalized"], {c: k for k, c in enumerate(coordinate_names)}))
-        self.groups = groups + _extension_groups(mech, col)
+        self.groups = groups + _extension_groups(mech, col, mass_cg)
 
     @staticmethod
     def _springs(col: dict[str, int], loads: Sequence[Load], qx: F) -> SpringDampers:
@@ -276,7 +279,7 @@ class LoadSet:
         return LoadTotals(Q, el, di, pin)
 
 
-def _extension_groups(mech: Mechanism, col: dict[str, int]) -> list[Group]:
+def _extension_groups(mech: Mechanism, col: dict[str, int], mass_cg: tuple[F, F]) -> list[Group]:
     """Load kinds implemented in their own modules."""
     out: list[Group] = []
     contacts = [ld for ld in mech.loads if ld.type == "contact"]
@@ -284,5 +287,5 @@ def _extension_groups(mech: Mechanism, col: dict[str, int]) -> list[Group]:
         out.append(PenaltyContacts(col, contacts))
     frames = [ld for ld in mech.loads if ld.type == "rotating_frame"]
     if frames:
-        out.append(RotatingFrames(col, frames, mech.bodies))
+        out.append(RotatingFrames(col, frames, [b.name for b in mech.bodies], *mass_cg))
     return out

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from .nb_kernels import shaped
 
 HEAD = 12
-N_INT, N_FLOAT = 27, 20
+N_INT, N_FLOAT = 28, 21
 
 
 def flatten(model: tuple[Any, ...], joints: tuple[Any, ...]) -> tuple[NDArray[np.int64], NDArray[np.float64]]:
@@ -88,11 +88,12 @@ def unflatten(ib, fb):  # noqa: ANN001
             (ib[9], _i2(ib, 6), _f2(ib, fb, 6)), (ib[10], _i2(ib, 7), _f2(ib, fb, 7)))
     bodies = (_f1(ib, fb, 8), _f1(ib, fb, 9), _f2(ib, fb, 10), _f1(ib, fb, 11))
     loads = ((_i2(ib, 9), _f2(ib, fb, 12)), (_i2(ib, 10), _f2(ib, fb, 13)), (_i2(ib, 11), _f2(ib, fb, 14)),
-             (_i2(ib, 12), _f2(ib, fb, 15)), (_i2(ib, 13), _f2(ib, fb, 16)), (_i2(ib, 14), _f2(ib, fb, 17)))
-    sd = (_i1(ib, 15), _i1(ib, 16), _i1(ib, 17), _i2(ib, 18), ib[2])
-    sdp = (_i1(ib, 23), _i1(ib, 24), _i1(ib, 25), _i2(ib, 26), ib[11])
-    model = (ib[0], ib[1], cons, _i2(ib, 8), bodies, loads, sd, _f1(ib, fb, 18), sdp)
-    joints = (_i1(ib, 19), _i1(ib, 20), _i1(ib, 21), _i1(ib, 22), _f2(ib, fb, 19))
+             (_i2(ib, 12), _f2(ib, fb, 15)), (_i2(ib, 13), _f2(ib, fb, 16)), (_i2(ib, 14), _f2(ib, fb, 17)),
+             (_i2(ib, 15), _f2(ib, fb, 18)))
+    sd = (_i1(ib, 16), _i1(ib, 17), _i1(ib, 18), _i2(ib, 19), ib[2])
+    sdp = (_i1(ib, 24), _i1(ib, 25), _i1(ib, 26), _i2(ib, 27), ib[11])
+    model = (ib[0], ib[1], cons, _i2(ib, 8), bodies, loads, sd, _f1(ib, fb, 19), sdp)
+    joints = (_i1(ib, 20), _i1(ib, 21), _i1(ib, 22), _i1(ib, 23), _f2(ib, fb, 20))
     return model, joints
 
 

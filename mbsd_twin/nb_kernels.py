@@ -304,10 +304,22 @@ def _magnitude(gi, gf, k, o, inputs, t):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
+def applied_loads(qx, cs, vx, t, inputs, loads, bodies, Q, n):  # noqa: ANN001
     """Add every applied load into Q; return (elastic energy, dissipated power, input power)."""
-    fo, to, sd, rs, pf, ct = loads
-    el, di, pin = 0.0, 0.0, 0.0
+    fo, to, sd, rs, pf, ct, rf = loads
+    pin = _forces(cs, vx, t, inputs, fo, Q, n) + _torques(vx, t, inputs, to, Q, n)
+    pin += _frames(qx, cs, vx, rf, bodies, Q, n)
+    el, di = _springs(qx, cs, vx, sd, Q, n)
+    e, d = _rotational_springs(qx, vx, rs, Q, n)
+    el, di = el + e, di + d + _friction(qx, cs, vx, pf, Q, n)
+    e, d = _contacts(qx, cs, vx, ct, Q, n)
+    return el + e, di + d, pin
+
+
+@njit(cache=True, inline="always")
+def _forces(cs, vx, t, inputs, fo, Q, n):  # noqa: ANN001
+    """Point forces into Q; their input power."""
+    pin = 0.0
     gi, gf = fo  # I[ci, body_frame, kind, idx, profile] F[p, d, value, profile params]
     for k in range(gi.shape[0]):
         i = gi[k, 0]
@@ -320,12 +332,26 @@ def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
         _apply(Q, i, n, fx, fy, ax * fy - ay * fx)
         w = vx[i + 2]
         pin += fx * (vx[i] - w * ay) + fy * (vx[i + 1] + w * ax)
+    return pin
+
+
+@njit(cache=True, inline="always")
+def _torques(vx, t, inputs, to, Q, n):  # noqa: ANN001
+    """Torques (and their reactions) into Q; their input power."""
+    pin = 0.0
     gi, gf = to  # I[ci, cj, kind, idx, profile] F[value, profile params]
     for k in range(gi.shape[0]):
         m = _magnitude(gi, gf, k, 0, inputs, t)
         _apply(Q, gi[k, 0], n, 0.0, 0.0, m)
         _apply(Q, gi[k, 1], n, 0.0, 0.0, -m)
         pin += m * (vx[gi[k, 0] + 2] - vx[gi[k, 1] + 2])
+    return pin
+
+
+@njit(cache=True, inline="always")
+def _springs(qx, cs, vx, sd, Q, n):  # noqa: ANN001
+    """Translational spring-dampers into Q; (elastic energy, dissipated power)."""
+    el, di = 0.0, 0.0
     gi, gf = sd  # I[ci, cj] F[p_i, p_j, k, c, L0]
     for k in range(gi.shape[0]):
         i, j, kk, cc, L0 = gi[k, 0], gi[k, 1], gf[k, 4], gf[k, 5], gf[k, 6]
@@ -339,6 +365,14 @@ def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
         _apply(Q, j, n, -fx, -fy, -(ajx * fy - ajy * fx))
         el += 0.5 * kk * (L - L0) ** 2
         di += cc * Ld * Ld
+    return el, di
+
+
+@njit(cache=True, inline="always")
+def _rotational_springs(qx, vx, rs, Q, n):  # noqa: ANN001
+    """Rotational spring-dampers (and revolute viscous friction) into Q; (elastic energy,
+    dissipated power)."""
+    el, di = 0.0, 0.0
     gi, gf = rs  # I[ci, cj] F[k, c, phi0]
     for k in range(gi.shape[0]):
         i, j, kk, cc = gi[k, 0], gi[k, 1], gf[k, 0], gf[k, 1]
@@ -349,6 +383,13 @@ def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
         _apply(Q, i, n, 0.0, 0.0, -tau)
         el += 0.5 * kk * dphi * dphi
         di += cc * dw * dw
+    return el, di
+
+
+@njit(cache=True, inline="always")
+def _friction(qx, cs, vx, pf, Q, n):  # noqa: ANN001
+    """Prismatic viscous friction into Q; its dissipated power."""
+    di = 0.0
     gi, gf = pf  # I[ci, cj] F[p_i, p_j, u, c]
     for k in range(gi.shape[0]):
         i, j, cc = gi[k, 0], gi[k, 1], gf[k, 6]
@@ -359,8 +400,29 @@ def applied_loads(qx, cs, vx, t, inputs, loads, Q, n):  # noqa: ANN001
         _apply(Q, i, n, -f * ux, -f * uy, f * ((-uy * dx + ux * dy) - (-ux * aiy + uy * aix)))
         _apply(Q, j, n, f * ux, f * uy, f * (-ux * ajy + uy * ajx))
         di += cc * sdot * sdot
-    e, d = _contacts(qx, cs, vx, ct, Q, n)
-    return el + e, di + d, pin
+    return di
+
+
+@njit(cache=True, inline="always")
+def _frames(qx, cs, vx, rf, bodies, Q, n):  # noqa: ANN001
+    """Rotating frames (``frames.py``), one row per frame and body: centrifugal m·Ω²·(R_G − c) and
+    Coriolis −2·m·Ω·R90·v_G at the body's centre of mass (mass and cg from ``bodies``, so a live
+    change reaches them) into Q; the centrifugal power, reported as input power."""
+    mass, _, cg, _ = bodies
+    pin = 0.0
+    gi, gf = rf  # I[ci] F[Ω, c]
+    for k in range(gi.shape[0]):
+        i = gi[k, 0]
+        b = i // 3
+        gx, gy = att(cs, i, cg[b, 0], cg[b, 1])
+        w = vx[i + 2]
+        vgx, vgy = vx[i] - w * gy, vx[i + 1] + w * gx
+        mw2, mw = mass[b] * gf[k, 0] ** 2, 2.0 * mass[b] * gf[k, 0]
+        fx = mw2 * (qx[i] + gx - gf[k, 1]) + mw * vgy
+        fy = mw2 * (qx[i + 1] + gy - gf[k, 2]) - mw * vgx
+        _apply(Q, i, n, fx, fy, gx * fy - gy * fx)
+        pin += fx * vgx + fy * vgy
+    return pin
 
 
 @njit(cache=True, inline="always")

@@ -195,7 +195,7 @@ def _accelerate(t, q, v, ctx):  # noqa: ANN001
     rows_at(t, ctx)
     Qx[:] = 0.0
     body_blocks(qx, cs, vx, bodies, Minv, Qx)
-    el, di, pin = applied_loads(qx, cs, vx, t, inputs, loads, Qx, n)
+    el, di, pin = applied_loads(qx, cs, vx, t, inputs, loads, bodies, Qx, n)
     perm, bw = sd[0], sd[4]
     lam[:] = 0.0
     _minv_times(Minv, Qx, z)

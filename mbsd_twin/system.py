@@ -89,7 +89,7 @@ class System:
         self.drivers = [DriverInfo(d.name, d.type, self._rows_of[d.name][0],
                                    _DRIVER_UNITS.get(d.type, "N·m" if d.coordinate == "theta" else "N"))
                         for d in mech.drivers]
-        self.loads = LoadSet(mech, self.col, self.q0, self.coordinate_names)
+        self.loads = LoadSet(mech, self.col, self.q0, self.coordinate_names, (self.mass, self.cg))
         self.input_names = self.loads.input_names
 
     # ----------------------------------------------------------------- build

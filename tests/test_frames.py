@@ -7,6 +7,8 @@
 * A bead on a rod fixed in the rotating frame (prismatic along x) obeys r̈ = Ω²·r:
   r = r0·cosh Ωt + (ṙ0/Ω)·sinh Ωt, and the rod holds it against the Coriolis force with a side
   force +2·m·Ω·ṙ (y), the same as on a rod spun in the inertial frame.
+
+Both on the compiled path (``nb_kernels``) and on the numpy one (``frames.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ def rot(angle: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np
     return c * x - s * y, s * x + c * y
 
 
-def test_free_body_in_a_rotating_frame_moves_straight_in_the_inertial_frame() -> None:
+@pytest.mark.parametrize("backend", ["compiled", "numpy"])
+def test_free_body_in_a_rotating_frame_moves_straight_in_the_inertial_frame(backend: str) -> None:
     Om, c = 1.7, np.array([0.3, -0.2])
     cg = np.array([0.12, -0.05])
     th0, w0 = 0.4, -0.9
@@ -35,7 +38,9 @@ def test_free_body_in_a_rotating_frame_moves_straight_in_the_inertial_frame() ->
     mech = b.build()
     mech = mt.Mechanism(mech.name, mech.bodies, loads=(Load("frame", "rotating_frame", (), ((0.3, -0.2),),
                                                             value=Om),), gravity=(0.0, 0.0))
-    res = mt.simulate(mech, 1.5, 0.05, options=mt.SolverOptions(rtol=1e-11, atol=1e-12))
+    opts = mt.SolverOptions(rtol=1e-11, atol=1e-12, backend=backend)
+    assert mt.Simulator(mech, opts).backend == backend
+    res = mt.simulate(mech, 1.5, 0.05, options=opts)
     assert res.success
     t = res.time
     gx0, gy0 = rot(np.array(th0), np.array(cg[0]), np.array(cg[1]))
@@ -51,7 +56,8 @@ def test_free_body_in_a_rotating_frame_moves_straight_in_the_inertial_frame() ->
     assert np.abs(res["energy.balance_error"]).max() < 1e-9
 
 
-def test_bead_on_a_rod_fixed_in_a_rotating_frame() -> None:
+@pytest.mark.parametrize("backend", ["compiled", "numpy"])
+def test_bead_on_a_rod_fixed_in_a_rotating_frame(backend: str) -> None:
     Om, r0, rdot0, m = 2.0, 0.1, 0.05, 0.3
     b = mt.MechanismBuilder("bead", gravity=(0.0, 0.0))
     b.body("bead", m, 1e-4, position=(r0, 0.0), velocity=(rdot0, 0.0))
@@ -60,7 +66,9 @@ def test_bead_on_a_rod_fixed_in_a_rotating_frame() -> None:
     mech = mt.Mechanism(mech.name, mech.bodies, mech.joints,
                         loads=(Load("frame", "rotating_frame", ("bead",), ((0.0, 0.0),), value=Om),),
                         gravity=(0.0, 0.0))
-    res = mt.simulate(mech, 1.0, 0.05, options=mt.SolverOptions(rtol=1e-10, atol=1e-12))
+    opts = mt.SolverOptions(rtol=1e-10, atol=1e-12, backend=backend)
+    assert mt.Simulator(mech, opts).backend == backend
+    res = mt.simulate(mech, 1.0, 0.05, options=opts)
     t = res.time
     r = r0 * np.cosh(Om * t) + rdot0 / Om * np.sinh(Om * t)
     rdot = r0 * Om * np.sinh(Om * t) + rdot0 * np.cosh(Om * t)
