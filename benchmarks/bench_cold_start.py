@@ -20,7 +20,7 @@ from pathlib import Path
 SIMULATOR = """
 import time; t0 = time.perf_counter()
 from mbsd_twin import Simulator, load_mechanism
-from mbsd_twin.loader import bundled_slider_crank
+from mbsd_twin.model.loader import bundled_slider_crank
 sim = Simulator(load_mechanism(bundled_slider_crank()))
 sim.set_input("motor_torque", 1.0); sim.advance_to(0.01); sim.outputs()
 print(f"{time.perf_counter() - t0:.2f}")

@@ -69,7 +69,7 @@ def _timed(cls: type, names: tuple[str, ...], acc: dict[str, float]) -> Callable
 
 def _native_run(mech: Any, inputs: dict[str, Any], points: Any) -> float:
     """Wall time of the native Simulator stepped through ``points`` with ``inputs``."""
-    from mbsd_twin.simulator import Simulator
+    from mbsd_twin.simulation.simulator import Simulator
 
     sim = Simulator(mech)
     times = [float(t) for t in points]
@@ -233,7 +233,7 @@ def main() -> int:
 
     from mbsd_twin.fmi.inputs import communication_points, parse_profile
     from mbsd_twin.fmi.validation import fmu_mechanism
-    from mbsd_twin.simulator import Simulator
+    from mbsd_twin.simulation.simulator import Simulator
 
     engine: dict[str, float] = {}
     untimed = _timed(Simulator, ("advance_to", "output_vector", "set_input"), engine) if args.breakdown else None

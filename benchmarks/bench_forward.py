@@ -25,10 +25,10 @@ import numpy as np
 from numba import njit
 
 import mbsd_twin as mt
-from mbsd_twin import nb_dop853 as nd
-from mbsd_twin.dynamics import Dynamics
-from mbsd_twin.fastpath import CompiledStepper
-from mbsd_twin.nb_solve import workspace
+from mbsd_twin.compiled import nb_dop853 as nd
+from mbsd_twin.compiled.fastpath import CompiledStepper
+from mbsd_twin.compiled.nb_solve import workspace
+from mbsd_twin.solvers.dynamics import Dynamics
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mbsd_twin.loader import load_mechanism
+from mbsd_twin.model.loader import load_mechanism
 from mbsd_twin.twin.rig import RigConfig, RigFault, Trajectory
 
 MECH = str(Path(__file__).resolve().parents[1] / "examples" / "mechanisms" / "slider_crank.toml")

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 
 import mbsd_twin as mt
-from mbsd_twin.loader import bundled_slider_crank
+from mbsd_twin.model.loader import bundled_slider_crank
 
 PARAMS = (("piston.mass", 1.5, 1.6), ("crank.inertia", 8.333e-4, 9e-4), ("rod.cg_x", 0.15, 0.14),
           ("main_bearing.viscous_friction", 0.05, 0.06), ("spring.stiffness", 50.0, 60.0),

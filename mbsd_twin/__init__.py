@@ -4,9 +4,6 @@ Data flows one way: mechanism file → :class:`Mechanism` (plain data) → :clas
 (compiled, vectorised) → analyses and the :class:`Simulator` → the faces (CLI, FMU, twin).
 """
 
-from .analysis import CheckReport, RedundancyWarning, check, inverse_dynamics, kinematics
-from .builder import MechanismBuilder
-from .dynamics import SolverFailure, SolverOptions
 from .errors import (
     AssemblyError,
     ConsistencyError,
@@ -17,17 +14,20 @@ from .errors import (
     Problem,
 )
 from .estimation import Augment, Calibration, ChangeDetector, FilterConfig, StateEstimator, calibrate
-from .kinematics import KinematicsOptions, assemble
-from .loader import load_mechanism, loads_mechanism
-from .model import Body, Driver, Joint, Load, Mechanism
-from .output_spec import OutputSpec
-from .ports import Parameter, Port
-from .profiles import Constant, ConstantSpeed, FunctionProfile, Harmonic, Polynomial, Profile, Table
-from .results import Result
-from .simulate import Event, simulate
-from .simulator import Simulator
-from .snapshot import Snapshot
-from .system import System, compile_mechanism
+from .model.builder import MechanismBuilder
+from .model.loader import load_mechanism, loads_mechanism
+from .model.model import Body, Driver, Joint, Load, Mechanism
+from .model.profiles import Constant, ConstantSpeed, FunctionProfile, Harmonic, Polynomial, Profile, Table
+from .physics.output_spec import OutputSpec
+from .physics.system import System, compile_mechanism
+from .simulation.ports import Parameter, Port
+from .simulation.simulate import Event, simulate
+from .simulation.simulator import Simulator
+from .simulation.snapshot import Snapshot
+from .solvers.analysis import CheckReport, RedundancyWarning, check, inverse_dynamics, kinematics
+from .solvers.dynamics import SolverFailure, SolverOptions
+from .solvers.kinematics import KinematicsOptions, assemble
+from .solvers.results import Result
 
 __version__ = "0.1.0"
 

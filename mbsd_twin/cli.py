@@ -12,12 +12,12 @@ from typing import TextIO
 import numpy as np
 
 from . import __version__
-from .analysis import check, inverse_dynamics
 from .cli_args import parse_assignments
 from .errors import MbsdError, PlausibilityWarning
-from .loader import load_mechanism
-from .model import Mechanism
-from .results import Result
+from .model.loader import load_mechanism
+from .model.model import Mechanism
+from .solvers.analysis import check, inverse_dynamics
+from .solvers.results import Result
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -98,8 +98,8 @@ def _add_inverse(sub: argparse._SubParsersAction) -> None:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from .dynamics import SolverOptions
-    from .simulate import simulate
+    from .simulation.simulate import simulate
+    from .solvers.dynamics import SolverOptions
 
     mech = _load(args)
     sets = parse_assignments(args.set, "--set")
@@ -163,14 +163,14 @@ def _add_fmu(sub: argparse._SubParsersAction) -> None:
 
 def _add_plot(sub: argparse._SubParsersAction) -> None:
     """``plot`` (a result CSV as a PNG/SVG/PDF figure; needs the ``plot`` extra)."""
-    from .viz_cli import add_plot
+    from .viz.viz_cli import add_plot
 
     add_plot(sub)
 
 
 def _add_animate(sub: argparse._SubParsersAction) -> None:
     """``animate`` (a mechanism moving through a result CSV, GIF or MP4; needs the ``plot`` extra)."""
-    from .viz_cli import add_animate
+    from .viz.viz_cli import add_animate
 
     add_animate(sub)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 
 from .estimation.warm import load_kernels
-from .loader import bundled_slider_crank, load_mechanism
-from .simulator import Simulator
+from .model.loader import bundled_slider_crank, load_mechanism
+from .simulation.simulator import Simulator
 
 
 def warm() -> float:

@@ -21,11 +21,11 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from mbsd_twin.analysis import check
-from mbsd_twin.dynamics import SolverOptions
 from mbsd_twin.errors import MbsdError, MechanismError
-from mbsd_twin.loader import loads_mechanism
-from mbsd_twin.simulate import simulate
+from mbsd_twin.model.loader import loads_mechanism
+from mbsd_twin.simulation.simulate import simulate
+from mbsd_twin.solvers.analysis import check
+from mbsd_twin.solvers.dynamics import SolverOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = {p.name: p.read_text(encoding="utf-8")

@@ -8,8 +8,10 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mbsd_twin"
-FACES = ("mbsd_twin.cli", "mbsd_twin.cli_args", "mbsd_twin.viz_cli", "mbsd_twin.plotting", "mbsd_twin.animate",
-         "mbsd_twin.fmi", "mbsd_twin.twin", "mbsd_twin.dashboard", "mbsd_twin.demo")
+FACES = ("mbsd_twin.cli", "mbsd_twin.cli_args", "mbsd_twin.viz", "mbsd_twin.fmi", "mbsd_twin.twin",
+         "mbsd_twin.dashboard", "mbsd_twin.demo")
+# the engine's layers, lowest first: a module never imports one of a higher layer
+LAYERS = ("model", "physics", "compiled|solvers", "simulation", "estimation")
 
 
 def _modules() -> dict[str, Path]:
@@ -105,7 +107,7 @@ def test_the_detector_finds_a_cycle_and_a_clean_graph() -> None:
 
 def test_no_import_cycle() -> None:
     graph = _graph()
-    assert len(graph) > 100 and "mbsd_twin.simulator" in graph["mbsd_twin.fmi.native"]
+    assert len(graph) > 100 and "mbsd_twin.simulation.simulator" in graph["mbsd_twin.fmi.native"]
     assert _cycles(graph) == []
 
 
@@ -113,3 +115,20 @@ def test_the_engine_never_imports_a_face() -> None:
     graph = _graph()
     wrong = {m: sorted(x for x in deps if _is_face(x)) for m, deps in graph.items() if not _is_face(m)}
     assert {m: d for m, d in wrong.items() if d} == {}
+
+
+def _layer(name: str) -> int:
+    """The layer index of a module (-1: not in a layer, e.g. ``errors`` or a face)."""
+    part = name.split(".")[1] if name.count(".") else ""
+    return next((k for k, names in enumerate(LAYERS) if part in names.split("|")), -1)
+
+
+def test_layers_only_import_downwards() -> None:
+    """model → physics → compiled and solvers → simulation → estimation: the data flow of
+    docs/architecture.md, in the package layout (``compiled`` and ``solvers`` share a level: the
+    compiled stepper is a solver)."""
+    graph = _graph()
+    up = sorted((m, d) for m, deps in graph.items() for d in deps if -1 < _layer(m) < _layer(d))
+    assert up == []
+    assert sorted(_layer(f"mbsd_twin.{p}.x") for p in ("model", "physics", "compiled", "solvers", "simulation",
+                                                       "estimation")) == [0, 1, 2, 2, 3, 4]

@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from mbsd_twin.cli import main
-from mbsd_twin.dynamics import SolverOptions
 from mbsd_twin.errors import PortError
 from mbsd_twin.estimation.calibrate import calibrate, noise_estimate, shooting_segments
 from mbsd_twin.estimation.holds import interval_steps
 from mbsd_twin.estimation.mechfile import set_parameters, toml_value, write_mechanism
-from mbsd_twin.loader import load_mechanism, loads_mechanism
-from mbsd_twin.ports import apply_parameters, model_parameters
-from mbsd_twin.simulator import Simulator
+from mbsd_twin.model.loader import load_mechanism, loads_mechanism
+from mbsd_twin.simulation.ports import apply_parameters, model_parameters
+from mbsd_twin.simulation.simulator import Simulator
+from mbsd_twin.solvers.dynamics import SolverOptions
 from mbsd_twin.twin.calibration import calibrate_recording, read_recording, write_rig_recording
 from mbsd_twin.twin.config import CoreConfig
 from mbsd_twin.twin.core import TwinCore

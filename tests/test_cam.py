@@ -17,10 +17,10 @@ import scipy.integrate as si
 from scipy.optimize import brentq
 
 import mbsd_twin as mt
-from mbsd_twin.dynamics import Dynamics, Stepper
-from mbsd_twin.kinematics import sweep
-from mbsd_twin.model import Joint
-from mbsd_twin.surfaces import Circle, Graph, Line, Polar, Polynomial, Spline, Surface
+from mbsd_twin.model.model import Joint
+from mbsd_twin.model.surfaces import Circle, Graph, Line, Polar, Polynomial, Spline, Surface
+from mbsd_twin.solvers.dynamics import Dynamics, Stepper
+from mbsd_twin.solvers.kinematics import sweep
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mechanisms"
 H = 1e-6

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import mbsd_twin as mt
-from mbsd_twin.compiled_model import Unsupported, pack
-from mbsd_twin.dynamics import Dynamics
-from mbsd_twin.model import Load
-from mbsd_twin.nb_solve import accelerations, project, reactions, workspace
-from mbsd_twin.outputs import reaction_columns
+from mbsd_twin.compiled.compiled_model import Unsupported, pack
+from mbsd_twin.compiled.nb_solve import accelerations, project, reactions, workspace
+from mbsd_twin.model.model import Load
+from mbsd_twin.physics.outputs import reaction_columns
+from mbsd_twin.solvers.dynamics import Dynamics
 
 EX = Path(__file__).resolve().parents[1] / "examples/mechanisms"
 
@@ -199,7 +199,7 @@ def test_shaped_views_equal_numpy_reshapes_and_write_through() -> None:
     """nb_kernels.shaped (the flat model's views without numba's reshape helper) against numpy."""
     from numba import njit
 
-    from mbsd_twin.nb_kernels import shaped
+    from mbsd_twin.compiled.nb_kernels import shaped
 
     @njit(cache=False)
     def views(f, i, start):  # noqa: ANN001, ANN202
@@ -221,7 +221,7 @@ def test_banded_factorisation_solves_like_numpy(m: int, bw: int) -> None:
     a matrix that is not positive definite is refused."""
     from numba import njit
 
-    from mbsd_twin.nb_solve import band_solve
+    from mbsd_twin.compiled.nb_solve import band_solve
 
     @njit(cache=False)
     def solve(Sb, rhs, bw):  # noqa: ANN001, ANN202
@@ -247,8 +247,8 @@ def test_direct_entry_point_steps_bit_for_bit_like_the_dispatcher() -> None:
     """fastpath's direct entry point for nb_stepper.advance (no per-call type dispatch) against
     the numba dispatcher: the same integrator state, bit for bit; an object without numba's
     compile interface falls back to itself."""
-    from mbsd_twin import nb_stepper as ns
-    from mbsd_twin.fastpath import _entry
+    from mbsd_twin.compiled import nb_stepper as ns
+    from mbsd_twin.compiled.fastpath import _entry
 
     sims = [mt.Simulator(mt.load_mechanism(EX / "slider_crank.toml")) for _ in range(2)]
     assert sims[0]._stepper._advance is not ns.advance
@@ -268,7 +268,7 @@ def test_pinned_context_follows_inputs_written_in_place_and_refuses_a_short_buff
     that set_inputs writes in place: after a torque step from 1 to 3 N·m the compiled path's crank
     acceleration and angle agree with the numpy path's (a context still reading 1 N·m would be off
     by about 2 N·m / I_eff). A buffer shorter than the context is refused."""
-    from mbsd_twin import nb_stepper as ns
+    from mbsd_twin.compiled import nb_stepper as ns
 
     mech = mt.load_mechanism(EX / "slider_crank.toml")
     sims = {b: mt.Simulator(mech, mt.SolverOptions(backend=b)) for b in ("compiled", "numpy")}

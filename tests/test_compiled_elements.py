@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 import mbsd_twin as mt
-from mbsd_twin.compiled_model import Unsupported, pack, profile_code, surface_code
-from mbsd_twin.dynamics import Dynamics
-from mbsd_twin.nb_curves import curve, profile
-from mbsd_twin.nb_solve import accelerations, project, reactions, workspace
-from mbsd_twin.outputs import reaction_columns
-from mbsd_twin.surfaces import Circle, Graph, Line, Polar, Spline
-from mbsd_twin.surfaces import Polynomial as PolynomialCurve
+from mbsd_twin.compiled.compiled_model import Unsupported, pack, profile_code, surface_code
+from mbsd_twin.compiled.nb_curves import curve, profile
+from mbsd_twin.compiled.nb_solve import accelerations, project, reactions, workspace
+from mbsd_twin.model.surfaces import Circle, Graph, Line, Polar, Spline
+from mbsd_twin.model.surfaces import Polynomial as PolynomialCurve
+from mbsd_twin.physics.outputs import reaction_columns
+from mbsd_twin.solvers.dynamics import Dynamics
 
 EX = Path(__file__).resolve().parents[1] / "examples/mechanisms"
 TIGHT = mt.SolverOptions(backend="numpy", rtol=1e-10, atol=1e-12)

@@ -22,10 +22,10 @@ import pytest
 from scipy.optimize import brentq
 
 import mbsd_twin as mt
-from mbsd_twin.model import ContactSpec, Load, Polyline
-from mbsd_twin.results import TIME_SPEC
-from mbsd_twin.surfaces import Graph, Line, Polynomial, Spline
-from mbsd_twin.validation import validate_mechanism
+from mbsd_twin.model.model import ContactSpec, Load, Polyline
+from mbsd_twin.model.surfaces import Graph, Line, Polynomial, Spline
+from mbsd_twin.model.validation import validate_mechanism
+from mbsd_twin.solvers.results import TIME_SPEC
 
 G = 9.81
 

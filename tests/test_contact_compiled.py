@@ -17,13 +17,13 @@ from test_compiled_elements import CURVES, EX
 from test_contact import GEOMETRIES, two_body_case
 
 import mbsd_twin as mt
-from mbsd_twin.compiled_model import Unsupported, contact_profile, pack
-from mbsd_twin.contact import nearest
-from mbsd_twin.dynamics import Dynamics
-from mbsd_twin.model import Polyline
-from mbsd_twin.nb_contact import nearest as nb_nearest
-from mbsd_twin.nb_solve import accelerations
-from mbsd_twin.surfaces import Spline
+from mbsd_twin.compiled.compiled_model import Unsupported, contact_profile, pack
+from mbsd_twin.compiled.nb_contact import nearest as nb_nearest
+from mbsd_twin.compiled.nb_solve import accelerations
+from mbsd_twin.model.model import Polyline
+from mbsd_twin.model.surfaces import Spline
+from mbsd_twin.physics.contact import nearest
+from mbsd_twin.solvers.dynamics import Dynamics
 
 WHEELS = ("terrain_wheel", "terrain_wheel_polygonal")
 TERRAIN = mt.load_mechanism(EX / "terrain_wheel.toml").loads[-1].contact.surface

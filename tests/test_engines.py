@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import mbsd_twin as mt
-from mbsd_twin import shaking as sh
+from mbsd_twin.solvers import shaking as sh
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mechanisms"
 R, L = 0.04, 0.14

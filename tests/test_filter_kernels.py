@@ -12,7 +12,7 @@ import pytest
 import mbsd_twin as mt
 from mbsd_twin.estimation.ekf import Augment, FilterConfig, StateEstimator
 from mbsd_twin.estimation.holds import interval_steps
-from mbsd_twin.loader import bundled_slider_crank
+from mbsd_twin.model.loader import bundled_slider_crank
 
 PENDULUM = "examples/mechanisms/double_pendulum.toml"
 

@@ -22,8 +22,8 @@ from mbsd_twin.fmi.fmi3 import MechanismSlave3  # noqa: E402
 from mbsd_twin.fmi.native import build_simulator  # noqa: E402
 from mbsd_twin.fmi.slave import META_FILE, MechanismSlave  # noqa: E402
 from mbsd_twin.fmi.variables import SLIDER_CRANK_OUTPUTS  # noqa: E402
-from mbsd_twin.loader import load_mechanism  # noqa: E402
-from mbsd_twin.simulator import Simulator  # noqa: E402
+from mbsd_twin.model.loader import load_mechanism  # noqa: E402
+from mbsd_twin.simulation.simulator import Simulator  # noqa: E402
 
 INPUTS = ("motor_torque", "piston_force")
 # (motor_torque, piston_force) held over each 1 ms step; some steps change nothing, some one input

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import mbsd_twin as mt
-from mbsd_twin.model import Load
+from mbsd_twin.model.model import Load
 
 
 def rot(angle: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

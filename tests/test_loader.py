@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from mbsd_twin.errors import MechanismError
-from mbsd_twin.loader import load_mechanism, loads_mechanism
-from mbsd_twin.model import Body, Driver, Joint, Load, Mechanism
-from mbsd_twin.profiles import Constant, ConstantSpeed, Harmonic, Polynomial, Table
-from mbsd_twin.validation import validate_mechanism
+from mbsd_twin.model.loader import load_mechanism, loads_mechanism
+from mbsd_twin.model.model import Body, Driver, Joint, Load, Mechanism
+from mbsd_twin.model.profiles import Constant, ConstantSpeed, Harmonic, Polynomial, Table
+from mbsd_twin.model.validation import validate_mechanism
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mechanisms"
 SLIDER_CRANK = EXAMPLES / "slider_crank_driven.toml"

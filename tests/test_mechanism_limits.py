@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import mbsd_twin.analysis as analysis
-from mbsd_twin import toml_guard
-from mbsd_twin.analysis import check
+import mbsd_twin.solvers.analysis as analysis
 from mbsd_twin.cli import main
-from mbsd_twin.dynamics import SolverOptions
 from mbsd_twin.errors import MechanismError, PlausibilityWarning
-from mbsd_twin.loader import bundled_slider_crank, load_mechanism, loads_mechanism
-from mbsd_twin.simulate import simulate
+from mbsd_twin.model import toml_guard
+from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism, loads_mechanism
+from mbsd_twin.simulation.simulate import simulate
+from mbsd_twin.solvers.analysis import check
+from mbsd_twin.solvers.dynamics import SolverOptions
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "mechanisms"
 BASE = bundled_slider_crank().read_text(encoding="utf-8")

@@ -14,10 +14,11 @@ from types import SimpleNamespace
 import numba
 import pytest
 
-from mbsd_twin import Simulator, load_mechanism, nb_cache
-from mbsd_twin.fastpath import advance_signature, restart_signature
-from mbsd_twin.loader import bundled_slider_crank
-from mbsd_twin.nb_cache import ASIDE_ENV
+from mbsd_twin import Simulator, load_mechanism
+from mbsd_twin.compiled import nb_cache
+from mbsd_twin.compiled.fastpath import advance_signature, restart_signature
+from mbsd_twin.compiled.nb_cache import ASIDE_ENV
+from mbsd_twin.model.loader import bundled_slider_crank
 
 
 def _fake_dispatcher(folder: Path) -> SimpleNamespace:
@@ -78,9 +79,9 @@ def test_cold_start_compiles_advance_in_a_second_process(tmp_path: Path) -> None
     """With an empty cache, the first Simulator loads advance from the cache the second process
     filled (a cache hit, no compile of its own), says that it is compiling, and steps the slider
     crank to the same state, bit for bit, as this process does."""
-    code = ("import numpy as np, mbsd_twin.nb_stepper as ns\n"
+    code = ("import numpy as np, mbsd_twin.compiled.nb_stepper as ns\n"
             "from mbsd_twin import Simulator, load_mechanism\n"
-            "from mbsd_twin.loader import bundled_slider_crank\n"
+            "from mbsd_twin.model.loader import bundled_slider_crank\n"
             "sim = Simulator(load_mechanism(bundled_slider_crank()))\n"
             "sim.set_input('motor_torque', 1.0); sim.advance_to(0.05)\n"
             "print(sum(ns.advance.stats.cache_hits.values()), len(ns.advance.stats.cache_misses))\n"

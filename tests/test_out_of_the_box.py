@@ -14,7 +14,7 @@ import scipy.linalg as sla
 
 import mbsd_twin as mt
 from mbsd_twin.cli import main
-from mbsd_twin.initial_velocity import velocity_names
+from mbsd_twin.solvers.initial_velocity import velocity_names
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "mechanisms"

@@ -10,9 +10,9 @@ import pytest
 from PIL import Image
 
 import mbsd_twin as mt
-from mbsd_twin import animate as an
 from mbsd_twin.cli import main
-from mbsd_twin.plotting import read_csv
+from mbsd_twin.viz import animate as an
+from mbsd_twin.viz.plotting import read_csv
 
 MECH = "examples/mechanisms/slider_crank.toml"
 

@@ -12,8 +12,8 @@ import pytest
 import scipy.optimize as so
 
 import mbsd_twin as mt
-from mbsd_twin.loader import bundled_slider_crank
-from mbsd_twin.ports import apply_parameters
+from mbsd_twin.model.loader import bundled_slider_crank
+from mbsd_twin.simulation.ports import apply_parameters
 
 BACKENDS = ["compiled", "numpy"]
 DRIVEN = Path(__file__).resolve().parents[1] / "examples" / "mechanisms" / "slider_crank_driven.toml"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from test_twin_broker import MECH, _wait
 
-from mbsd_twin.loader import bundled_slider_crank
+from mbsd_twin.model.loader import bundled_slider_crank
 from mbsd_twin.twin.config import load_config
 from mbsd_twin.twin.service import TwinService
 

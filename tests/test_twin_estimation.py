@@ -10,7 +10,7 @@ import pytest
 
 import mbsd_twin as mt
 from mbsd_twin.estimation.holds import interval_steps
-from mbsd_twin.loader import bundled_slider_crank
+from mbsd_twin.model.loader import bundled_slider_crank
 from mbsd_twin.twin.config import AugmentConfig, CoreConfig
 from mbsd_twin.twin.rig import RigConfig, Trajectory
 from mbsd_twin.twin.scenarios import FAULTS, ONSET, run, summary

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from mbsd_twin.loader import load_mechanism
+from mbsd_twin.model.loader import load_mechanism
 from mbsd_twin.twin.rig import RigConfig, Trajectory, fault_manifest, stream
 from mbsd_twin.twin.rig_faults import RigFault, check_faults, parse_fault
 

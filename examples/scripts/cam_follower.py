@@ -16,8 +16,8 @@ from _common import figure, load, output_folder, report, save
 from matplotlib.patches import Circle as Disc
 
 import mbsd_twin as mt
-from mbsd_twin.kinematics import sweep
-from mbsd_twin.surfaces import Polar
+from mbsd_twin.model.surfaces import Polar
+from mbsd_twin.solvers.kinematics import sweep
 
 PIVOT, ARM, RHO = np.array([0.11, 0.06]), 0.07, 0.012
 

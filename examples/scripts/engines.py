@@ -17,8 +17,8 @@ import numpy as np
 from _common import figure, load, output_folder, report, save
 
 import mbsd_twin as mt
-from mbsd_twin import shaking as sh
-from mbsd_twin.model import Load
+from mbsd_twin.model.model import Load
+from mbsd_twin.solvers import shaking as sh
 
 OMEGA = 100 * math.pi                    # 3000 rpm
 R, L = 0.04, 0.14

@@ -22,7 +22,7 @@ from _common import figure, output_folder, report, save
 from scipy.stats import chi2
 
 import mbsd_twin as mt
-from mbsd_twin.loader import bundled_slider_crank
+from mbsd_twin.model.loader import bundled_slider_crank
 from mbsd_twin.twin.config import CoreConfig
 from mbsd_twin.twin.rig import RigConfig, Trajectory, stream
 from mbsd_twin.twin.scenarios import FAULTS, ONSET, run, summary

@@ -26,8 +26,8 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..animate import Pose, Sketch
-from ..model import Mechanism
+from ..model.model import Mechanism
+from ..viz.animate import Pose, Sketch
 from .figures import base_units, cusum_threshold, measured_channels, nis_band, unit_of
 from .store import Store
 
@@ -62,7 +62,7 @@ class PoseSolver:
         if not math.isfinite(angle):
             return None
         from ..errors import MbsdError
-        from ..simulator import Simulator
+        from ..simulation.simulator import Simulator
 
         with self._lock:
             try:

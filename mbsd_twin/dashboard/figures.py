@@ -13,15 +13,15 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..model import Mechanism
+from ..model.model import Mechanism
 
 SUFFIXES = (".sd", ".estimate_sd", ".estimate", ".bias")  # derived quantities keep the base unit
 
 
 def base_units(mech: Mechanism, compare: dict[str, str]) -> dict[str, str]:
     """Units of model outputs, inputs, parameters and compared channels (by name)."""
-    from ..ports import input_ports, model_parameters, output_specs
-    from ..system import compile_mechanism
+    from ..physics.system import compile_mechanism
+    from ..simulation.ports import input_ports, model_parameters, output_specs
 
     units: dict[str, str] = {}
     with contextlib.suppress(Exception):  # units are decoration; the page works without them

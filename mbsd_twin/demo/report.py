@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ..plotting import pyplot, read_csv
 from ..twin.config import AlarmConfig
+from ..viz.plotting import pyplot, read_csv
 
 
 @dataclass

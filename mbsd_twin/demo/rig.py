@@ -8,7 +8,7 @@ import time
 import uuid
 from typing import Any
 
-from ..model import Mechanism
+from ..model.model import Mechanism
 from ..twin.protocol import Topics, encode
 from ..twin.rig import MessageSource, RigConfig, Trajectory, expected_counts, payload, plan_faults, schedule
 from ..twin.rig_client import connect

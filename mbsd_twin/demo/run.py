@@ -18,7 +18,7 @@ from typing import Any
 
 from ..dashboard.figures import base_units
 from ..dashboard.store import Store
-from ..loader import bundled_slider_crank
+from ..model.loader import bundled_slider_crank
 from ..twin.config import AlarmConfig, TwinConfig, load_config
 from ..twin.rig import RigConfig
 from .live import LiveView, Snapshot, residual_rms

@@ -34,10 +34,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.optimize import least_squares
 
-from ..dynamics import SolverFailure, SolverOptions
 from ..errors import AssemblyError, MechanismError, PortError
-from ..model import Mechanism
-from ..simulator import Simulator
+from ..model.model import Mechanism
+from ..simulation.simulator import Simulator
+from ..solvers.dynamics import SolverFailure, SolverOptions
 from .holds import HOLDS, Step, interval_steps
 
 F = NDArray[np.float64]

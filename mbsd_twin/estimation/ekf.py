@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..simulator import Simulator
-from ..snapshot import Snapshot
+from ..simulation.simulator import Simulator
+from ..simulation.snapshot import Snapshot
 from . import fused, nb_kalman
 from .holds import Step, mean_step
 from .records import PARAM_WRITE, Innovation, Linearisation, Prediction

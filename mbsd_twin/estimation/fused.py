@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..dynamics import SolverFailure
+from ..compiled.fastpath import Buffers, failure_text
 from ..errors import AssemblyError
-from ..fastpath import Buffers, failure_text
+from ..solvers.dynamics import SolverFailure
 from . import nb_filter
 from .holds import Step, mean_step
 from .records import PARAM_WRITE, Innovation, Linearisation, Prediction

@@ -1,6 +1,6 @@
 """Writing parameter values into a mechanism file's text, keeping the user's comments and layout.
 
-A parameter ``ITEM.FIELD`` (see :func:`mbsd_twin.ports.model_parameters`) lives in the
+A parameter ``ITEM.FIELD`` (see :func:`mbsd_twin.simulation.ports.model_parameters`) lives in the
 ``[[bodies]]``, ``[[joints]]`` or ``[[loads]]`` table whose ``name`` is ITEM, under the key the field
 belongs to (``mass``, ``inertia``, ``cg``, ``points``, ``viscous_friction``, ``stiffness``,
 ``damping``). Only that key's value is replaced (its trailing comment kept); an absent key is
@@ -19,9 +19,9 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
-from ..loader import loads_mechanism
-from ..model import Mechanism
-from ..ports import apply_parameters, model_parameters
+from ..model.loader import loads_mechanism
+from ..model.model import Mechanism
+from ..simulation.ports import apply_parameters, model_parameters
 
 SECTIONS = (("bodies", "bodies"), ("joints", "joints"), ("loads", "loads"))
 FIELD_KEYS = {"cg_x": "cg", "cg_y": "cg"}

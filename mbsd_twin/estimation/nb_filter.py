@@ -18,9 +18,9 @@ import math
 import numpy as np
 from numba import njit
 
-from .. import nb_config as nc
-from .. import nb_stepper as ns
-from ..nb_cache import guard as guard_cache
+from ..compiled import nb_config as nc
+from ..compiled import nb_stepper as ns
+from ..compiled.nb_cache import guard as guard_cache
 from . import nb_kalman
 
 OK, FAIL_ASSEMBLY = 0, 2  # otherwise a nb_dop853 FAIL_* status (< 0) of the prediction

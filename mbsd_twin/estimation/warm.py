@@ -4,9 +4,9 @@ pay for it (about 0.3 s from the cache; minutes on a fresh install, announced by
 
 from __future__ import annotations
 
-from ..loader import bundled_slider_crank, load_mechanism
-from ..nb_cache import compile_notice
-from ..simulator import Simulator
+from ..compiled.nb_cache import compile_notice
+from ..model.loader import bundled_slider_crank, load_mechanism
+from ..simulation.simulator import Simulator
 from .ekf import Augment, FilterConfig
 from .ekf import StateEstimator as Estimator
 

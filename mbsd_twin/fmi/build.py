@@ -28,8 +28,8 @@ from typing import Any
 
 from .. import __version__
 from ..errors import FmuWarning
-from ..loader import bundled_slider_crank, load_mechanism
-from ..simulator import Simulator
+from ..model.loader import bundled_slider_crank, load_mechanism
+from ..simulation.simulator import Simulator
 from .modeldescription import postprocess
 from .slave_logic import META_FILE, STEP_TIME_LIMIT
 from .variables import GENERIC_OUTPUTS, SLIDER_CRANK_OUTPUTS, FmuVariable, fmu_variables, markdown_table

@@ -54,8 +54,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def _start_note(mechanism: Path | None) -> str:
     """What the FMU's Simulator changed in the mechanism's initial velocities ("" if nothing)."""
-    from ..loader import bundled_slider_crank, load_mechanism
-    from ..simulator import Simulator
+    from ..model.loader import bundled_slider_crank, load_mechanism
+    from ..simulation.simulator import Simulator
 
     return Simulator(load_mechanism(mechanism or bundled_slider_crank())).initial_velocity_report.summary()
 

@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from ..dynamics import SolverOptions
 from ..errors import MbsdError, PortError
-from ..model import Mechanism
-from ..simulator import Simulator
+from ..model.model import Mechanism
+from ..simulation.simulator import Simulator
+from ..solvers.dynamics import SolverOptions
 from .variables import NO_LIMIT
 
 TUNABLE_DEFAULTS = {"solver.rtol": SolverOptions().rtol, "solver.max_step": NO_LIMIT}

@@ -32,10 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from ..dynamics import WALL_CLOCK, SolverFailure, wall_clock_limit
 from ..errors import MbsdError, PortError
-from ..loader import load_mechanism
-from ..simulator import Simulator
+from ..model.loader import load_mechanism
+from ..simulation.simulator import Simulator
+from ..solvers.dynamics import WALL_CLOCK, SolverFailure, wall_clock_limit
 from .native import build_simulator
 from .variables import FmuVariable, fmu_variables
 

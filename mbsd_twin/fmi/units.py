@@ -1,5 +1,5 @@
-"""SI units of FMU variables: the ASCII unit strings of :mod:`mbsd_twin.outputs` and
-:mod:`mbsd_twin.ports` (``N.m``, ``m/s2``, ``kg.m2``, ``N.m.s/rad``, ``1``) turned into FMI 2.0
+"""SI units of FMU variables: the ASCII unit strings of :mod:`mbsd_twin.physics.outputs` and
+:mod:`mbsd_twin.simulation.ports` (``N.m``, ``m/s2``, ``kg.m2``, ``N.m.s/rad``, ``1``) turned into FMI 2.0
 ``<Unit>`` definitions (exponents of the SI base units, radian counted as a base unit as FMI does)
 and declared types (``Angle``, ``Torque``, ``Force`` …).
 

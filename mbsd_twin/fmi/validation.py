@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..dynamics import SolverFailure
-from ..loader import load_mechanism, loads_mechanism
-from ..model import Mechanism
+from ..model.loader import load_mechanism, loads_mechanism
+from ..model.model import Mechanism
+from ..solvers.dynamics import SolverFailure
 from .importers import Arrays, run_fmpy, run_isolated
 from .inputs import InputProfile, communication_points, parse_profile
 from .native import run_native

@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..simulator import Simulator
+from ..simulation.simulator import Simulator
 
 GENERIC_OUTPUTS = ("*.x", "*.vx", "*.theta", "*.omega", "*.fx", "*.fy", "*.mz", "*.effort", "energy.*",
                    "constraints.*")

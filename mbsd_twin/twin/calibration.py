@@ -18,8 +18,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..estimation.calibrate import Calibration, calibrate
-from ..loader import load_mechanism, loads_mechanism
-from ..model import Mechanism
+from ..model.loader import load_mechanism, loads_mechanism
+from ..model.model import Mechanism
 from .config import CoreConfig
 from .protocol import Invalid, SensorBatch, encode, parse_sensor
 from .recorder import FORMAT, Recorder, numbered_records

@@ -82,7 +82,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_rig(args: argparse.Namespace) -> int:
-    from ..loader import bundled_slider_crank, load_mechanism
+    from ..model.loader import bundled_slider_crank, load_mechanism
     from .rig import RigConfig
     from .rig_client import Rig, write_manifest
 

@@ -53,7 +53,7 @@ def check_broker(b: BrokerConfig, problems: list[str]) -> None:
 
 
 def check_core(c: CoreConfig, problems: list[str]) -> None:
-    from ..dynamics import SolverOptions
+    from ..solvers.dynamics import SolverOptions
 
     for name, v in (("asset", c.asset), ("prefix", c.prefix)):
         if not v or any(ch in v for ch in "+#") or v.startswith("/") or v.endswith("/"):

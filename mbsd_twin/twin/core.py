@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from ..dynamics import SolverFailure
 from ..errors import MbsdError, PortError
 from ..estimation.holds import Step, interval_steps
-from ..model import Mechanism
+from ..model.model import Mechanism
+from ..solvers.dynamics import SolverFailure
 from .alarms import Alarms, ChangeAlarms
 from .config import CoreConfig
 from .guard import channels_read, check_param, out_of_range, problem_text

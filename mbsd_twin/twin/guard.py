@@ -20,8 +20,8 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..model import Mechanism
-from ..ports import TUNABLE, model_parameters
+from ..model.model import Mechanism
+from ..simulation.ports import TUNABLE, model_parameters
 from .protocol import SensorBatch
 
 if TYPE_CHECKING:  # annotations only: config's checks import this module

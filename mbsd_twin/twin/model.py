@@ -13,10 +13,10 @@ import dataclasses
 import math
 from typing import Any
 
-from ..dynamics import SolverOptions
-from ..model import Mechanism
-from ..ports import TUNABLE, apply_parameters
-from ..simulator import Simulator
+from ..model.model import Mechanism
+from ..simulation.ports import TUNABLE, apply_parameters
+from ..simulation.simulator import Simulator
+from ..solvers.dynamics import SolverOptions
 
 
 def wrap_angle(x: float) -> float:

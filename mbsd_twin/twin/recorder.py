@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from ..loader import loads_mechanism
+from ..model.loader import loads_mechanism
 from .config import CoreConfig
 from .protocol import parse_sensor
 

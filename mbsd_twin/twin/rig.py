@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..dynamics import SolverOptions
-from ..model import Mechanism
-from ..ports import model_parameters
-from ..simulator import Simulator
+from ..model.model import Mechanism
+from ..simulation.ports import model_parameters
+from ..simulation.simulator import Simulator
+from ..solvers.dynamics import SolverOptions
 from .rig_faults import CHANNELS, MODEL_KINDS, RigFault, check_faults, fault_input, hidden_mechanism
 from .rig_messages import FAULT_KINDS, INVALID_REASON, _invalid, expected_counts, payload, plan_faults, schedule
 

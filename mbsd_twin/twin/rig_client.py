@@ -11,7 +11,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from ..model import Mechanism
+from ..model.model import Mechanism
 from .config import BrokerConfig
 from .link import set_nodelay
 from .protocol import Topics, encode

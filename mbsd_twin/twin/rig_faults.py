@@ -28,8 +28,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..model import Load, Mechanism
-from ..ports import apply_parameters, model_parameters
+from ..model.model import Load, Mechanism
+from ..simulation.ports import apply_parameters, model_parameters
 
 CHANNELS = {"theta": "crank.theta", "omega": "crank.omega", "f_x": "main_bearing.fx", "f_y": "main_bearing.fy",
             "tau_m": "motor_torque"}  # rig channel → hidden-model output (tau_m: the motor's input port)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import chi2
 
-from ..loader import bundled_slider_crank, load_mechanism
+from ..model.loader import bundled_slider_crank, load_mechanism
 from .config import CoreConfig
 from .core import TwinCore
 from .protocol import SensorBatch, encode, parse_sensor

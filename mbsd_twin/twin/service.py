@@ -37,7 +37,7 @@ import numpy as np
 import paho.mqtt.client as mqtt
 from paho.mqtt.properties import Properties
 
-from ..loader import bundled_slider_crank, loads_mechanism
+from ..model.loader import bundled_slider_crank, loads_mechanism
 from . import link
 from .commands import CommandGate, Pending, status_reply
 from .config import TwinConfig

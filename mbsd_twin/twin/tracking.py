@@ -17,13 +17,13 @@ from typing import Any
 
 from scipy.stats import chi2
 
-from ..dynamics import SolverOptions
 from ..estimation.ekf import Augment, FilterConfig, Innovation, StateEstimator, speed_of
 from ..estimation.holds import Step
 from ..estimation.warm import load_kernels
-from ..model import Mechanism
-from ..ports import TUNABLE, apply_parameters
-from ..simulator import Simulator
+from ..model.model import Mechanism
+from ..simulation.ports import TUNABLE, apply_parameters
+from ..simulation.simulator import Simulator
+from ..solvers.dynamics import SolverOptions
 from .config import AugmentConfig, CoreConfig
 from .model import tuned, wrap_angle
 

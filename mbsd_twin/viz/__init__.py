@@ -1,0 +1,2 @@
+"""Plots and animations of results (a face: the engine never imports it).
+"""
