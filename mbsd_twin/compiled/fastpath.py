@@ -127,8 +127,8 @@ class CompiledStepper:
             self._bind(find_advance=False)
             self.reset_state(t0, y0)
             ints = np.zeros((0, 2), dtype=np.int64)  # what the first input change and output read need
-            ns.outputs.compile(tuple(numba.typeof(a) for a in (self._S, self._u, self._ib, self._fb, self._wb, ints,
-                                                                ints[:, 0].copy(), 0.0)))
+            arrays = (self._S, self._u, self._ib, self._fb, self._wb, self._cb, ints, ints[:, 0].copy(), 0.0)
+            ns.outputs.compile(tuple(numba.typeof(a) for a in arrays))
             ns.restart.compile(restart_signature())
             join_aside(aside)
             self._find_advance()
@@ -221,7 +221,8 @@ class CompiledStepper:
     def output_vector(self, react_idx: NDArray[np.int64], effort_rows: NDArray[np.int64], e0: float) -> F:
         """Every Simulator output at the current point, in port order (see nb_solve.output_vector):
         ``react_idx`` (joint, component) pairs and ``effort_rows``, int64 arrays."""
-        return np.asarray(ns.outputs(self._S, self._u, self._ib, self._fb, self._wb, react_idx, effort_rows, e0))
+        return np.asarray(ns.outputs(self._S, self._u, self._ib, self._fb, self._wb, self._cb, react_idx,
+                                     effort_rows, e0))
 
     def export(self) -> dict[str, object]:
         return {"S": self._S.tolist(), "changed": [self._changed, self._changed_before], "inputs": dict(self.inputs)}

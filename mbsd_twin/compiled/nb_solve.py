@@ -356,13 +356,13 @@ def energies(q, v, bodies):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def output_vector(t, y, inputs, model, joints, react_idx, effort_rows, e0, ws):  # noqa: ANN001
+def output_vector(t, y, ctx, model, joints, react_idx, effort_rows, e0, ws):  # noqa: ANN001
     """Every Simulator output in port order: per body x, y, θ, vx, vy, ω, ax, ay, α; reactions;
-    driver efforts; energy terms; position residual; four per contact load (``ws``: scratch from
-    ``workspace``)."""
+    driver efforts; energy terms; position residual; four per contact load. ``ctx``: the
+    :func:`context` of (inputs, model, ws), ``ws`` the scratch from ``workspace`` behind it."""
     n = model[0]
     q, v = y[:n], y[n:2 * n]
-    el, _, _, _ = accelerate(t, q, v, context(inputs, model, ws))
+    el, _, _, _ = accelerate(t, q, v, ctx)
     a, lam, C, Jv = ws[10], ws[9], ws[3], ws[4]
     react = reactions(q, lam, Jv, model[3], joints, n)
     nb = model[4][0].shape[0]
