@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.optimize
 from numpy.typing import NDArray
 
 from ..errors import AssemblyError
@@ -25,6 +26,7 @@ F = NDArray[Any]
 Idx = NDArray[np.intp]
 IRREDUCIBLE = 0.5  # share of the residual norm no motion can reduce from which the rows conflict
 CONFLICT_SHARE = 0.05  # rows carrying at least this share of the largest irreducible residual
+CANNOT = "the mechanism cannot be assembled"
 
 
 def assemble(system: System, q_guess: F | None = None, t: float = 0.0,
@@ -58,9 +60,30 @@ def _newton(system: System, guess: F, t: float, opts: KinematicsOptions, free: I
     return q[0], float(res[0]), it
 
 
+def least_squares_pose(system: System, q: F, t: float, free: Idx | None = None) -> F:
+    """The pose nearest q that minimises |C(q, t)|² over the free coordinates (trust-region least
+    squares from q): the closest a pose can come when the constraints conflict."""
+    cols = np.arange(system.n_coord) if free is None else free
+    x = q.copy()
+
+    def residual(z: F) -> F:
+        x[cols] = z
+        return system.constraints(x, t)
+
+    def jacobian(z: F) -> F:
+        x[cols] = z
+        return system.jacobian(x, t)[:, cols]
+
+    sol = scipy.optimize.least_squares(residual, q[cols], jac=jacobian, method="trf", xtol=1e-15,
+                                       ftol=1e-15, gtol=1e-15, max_nfev=200)
+    out = q.copy()
+    out[cols] = sol.x
+    return out
+
+
 def irreducible_residual(system: System, q: F, t: float, free: Idx | None = None) -> tuple[F, F]:
     """C at q and its part r = C − A·A⁺·C that no motion of the free coordinates reduces to first
-    order (A = Cq on those columns): r ≠ 0 where rows contradict each other."""
+    order (A = Cq on those columns): r ≈ C at a least-squares pose of conflicting constraints."""
     C = system.constraints(q, t)
     A = system.jacobian(q, t)
     if free is not None:
@@ -80,21 +103,24 @@ def assembly_failure(system: System, q: F, t: float, iterations: int, opts: Kine
                      free: Idx | None) -> AssemblyError:
     """An :class:`AssemblyError` saying why: conflicting constraints (named), pinned coordinates
     that cannot be held (named), or a guess too far (the closest pose and the worst row)."""
-    C, r = irreducible_residual(system, q, t, free)
-    norm = float(np.linalg.norm(C))
-    if norm > 0 and np.linalg.norm(r) >= IRREDUCIBLE * norm:
+    tol = opts.tol * max(1.0, length_scale(system))
+    best = least_squares_pose(system, q, t, free)
+    C, r = irreducible_residual(system, best, t, free)
+    if np.abs(C).max(initial=0.0) > 1e3 * tol and np.linalg.norm(r) >= IRREDUCIBLE * np.linalg.norm(C):
         if free is not None:
-            released, res, _ = _newton(system, q, t, opts, None)
-            if res <= opts.tol * max(1.0, length_scale(system)):
-                return _pin_error(system, q, released, t, iterations)
+            released, res, _ = _newton(system, best, t, opts, None)
+            if res <= tol:
+                return _pin_error(system, best, released, t, iterations)
         rows = np.flatnonzero(np.abs(r) >= CONFLICT_SHARE * np.abs(r).max())
         names = _owners(system, rows)
-        what = (f"the constraints are inconsistent (overconstrained): {', '.join(names)} conflict — "
-                f"no motion reduces their residual further (closest pose: {pose_text(system, q)})")
-        return located_error(system, q, t, iterations, what, cause="inconsistent", conflicting=names)
-    what = (f"the initial guess is too far from an assembled pose (the residual was still "
-            f"decreasing; give positions and angles closer to an assembly, or more iterations): "
-            f"closest pose found {pose_text(system, q)}")
+        what = (f"{CANNOT}: the constraints are inconsistent (overconstrained) near the guess: "
+                f"{', '.join(names)} conflict — no motion reduces their residual further (closest pose: "
+                f"{pose_text(system, best)})")
+        return located_error(system, best, t, iterations, what, cause="inconsistent", conflicting=names)
+    what = (f"{CANNOT}: the initial guess is too far from an assembled pose: Newton stopped at "
+            f"{pose_text(system, q)}; a least-squares descent from there reaches max |C| = "
+            f"{np.abs(C).max(initial=0.0):.3g} at {pose_text(system, best)} (give positions and angles "
+            f"closer to an assembly)")
     return located_error(system, q, t, iterations, what, cause="too_far")
 
 
@@ -102,8 +128,8 @@ def _pin_error(system: System, q: F, released: F, t: float, iterations: int) -> 
     names = _pinned_names(system)
     moved = [f"{n} = {released[c]:.6g} {coordinate_unit(n)} (pinned at {q[c]:.6g})"
              for n, c in zip(names, system.pinned, strict=True) if abs(released[c] - q[c]) > 1e-9]
-    what = (f"the constraints cannot be met with the pinned coordinate(s) {', '.join(names)} held at "
-            f"their given values; released, the mechanism assembles with "
+    what = (f"{CANNOT}: the constraints cannot be met with the pinned coordinate(s) {', '.join(names)} "
+            f"held at their given values; released, the mechanism assembles with "
             f"{'; '.join(moved) or 'the same values'}")
     return located_error(system, q, t, iterations, what, cause="pinned", conflicting=names)
 
