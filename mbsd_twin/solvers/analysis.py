@@ -58,9 +58,15 @@ class CheckReport:
                  f"condition      {self.condition_number:.3e}"]
         if self.pose:
             lines.append(f"pose           {'body':<14} {'x [m]':>13} {'y [m]':>13} {'theta [rad]':>13}")
-            lines += [f"               {b:<14} {x:13.6g} {y:13.6g} {th:13.6g}" for b, x, y, th in self.pose]
+            lines += [f"               {b:<14} {_tidy(x):13.6g} {_tidy(y):13.6g} {_tidy(th):13.6g}"
+                      for b, x, y, th in self.pose]
         lines += [f"warning        {w}" for w in self.warnings]
         return "\n".join(lines)
+
+
+def _tidy(x: float) -> float:
+    """Round-off (|x| < 1e-12) shown as 0 in the printed pose."""
+    return 0.0 if abs(x) < 1e-12 else x
 
 
 def _as_system(mech: Mechanism | System) -> System:
