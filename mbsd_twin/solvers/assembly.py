@@ -74,10 +74,16 @@ def least_squares_pose(system: System, q: F, t: float, free: Idx | None = None) 
         x[cols] = z
         return system.jacobian(x, t)[:, cols]
 
-    sol = scipy.optimize.least_squares(residual, q[cols], jac=jacobian, method="trf", xtol=1e-15,
-                                       ftol=1e-15, gtol=1e-15, max_nfev=200)
     out = q.copy()
-    out[cols] = sol.x
+    if not np.isfinite(q).all() or not np.isfinite(system.constraints(q, t)).all():
+        return out
+    try:
+        sol = scipy.optimize.least_squares(residual, q[cols], jac=jacobian, method="trf", xtol=1e-15,
+                                           ftol=1e-15, gtol=1e-15, max_nfev=200)
+    except (ValueError, np.linalg.LinAlgError):  # non-finite values on the way: keep Newton's pose
+        return out
+    if np.linalg.norm(sol.fun) < np.linalg.norm(system.constraints(q, t)):
+        out[cols] = sol.x
     return out
 
 
