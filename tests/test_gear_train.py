@@ -16,6 +16,7 @@ import mbsd_twin as mt
 from mbsd_twin.compiled.compiled_model import pack
 from mbsd_twin.compiled.nb_solve import accelerations, reactions
 from mbsd_twin.physics.outputs import reaction_columns
+from mbsd_twin.physics.system import gear_factor
 from mbsd_twin.solvers.dynamics import Dynamics
 
 Z_S, Z_P, Z_R = 20, 10, 40  # Z_R = Z_S + 2 Z_P: the planet fits between sun and ring
@@ -161,8 +162,9 @@ ratio = RATIO
 MORE
 """
     mech = mt.loads_mechanism(text.replace("RATIO", "2.0").replace("MORE", 'mesh = "internal"\ncarrier = "arm"'))
-    assert mech.joint("g").carrier == "arm" and mech.joint("g").gear_factor == 2.0
-    assert mt.loads_mechanism(text.replace("RATIO", "-2.0").replace("MORE", "")).joint("g").gear_factor == -2.0
+    assert (mech.joint("g").carrier, mech.joint("g").mesh, mech.joint("g").ratio) == ("arm", "internal", 2.0)
+    assert gear_factor(mech.joint("g")) == 2.0
+    assert gear_factor(mt.loads_mechanism(text.replace("RATIO", "-2.0").replace("MORE", "")).joint("g")) == -2.0
     cases = {('-2.0', 'mesh = "external"'): "joints[0] (g).ratio: with mesh = 'external' the ratio is the positive",
              ('2.0', 'mesh = "externel"'): "did you mean 'external'?",
              ('2.0', 'carrier = "a"'): "joints[0] (g).carrier: the carrier must differ from the gear's bodies",

@@ -70,7 +70,6 @@ class Body:
     pin: tuple[str, ...] = ()
 
 
-PIN_COORDINATES = ("x", "y", "theta")
 GEAR_MESHES = ("external", "internal")
 
 
@@ -114,12 +113,6 @@ class Joint:
     parameters: tuple[float, float] | None = None
     carrier: str | None = None
     mesh: str | None = None
-
-    @property
-    def gear_factor(self) -> float:
-        """τ of a gear joint: (θ1 − θc) − τ·(θ2 − θc) = offset (see the class docstring)."""
-        r = float(self.ratio if self.ratio is not None else 0.0)
-        return -r if self.mesh == "external" else r
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from .model import (
     GROUND,
     JOINT_TYPES,
     LOAD_TYPES,
-    PIN_COORDINATES,
     Body,
     ContactSpec,
     Driver,
@@ -31,7 +30,7 @@ from .surface_io import surface_problems
 from .values import fmt, is_number, number_problem, suggest, to_float, vector_problem
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-COORDINATES = ("x", "y", "theta")
+COORDINATES = ("x", "y", "theta")  # a body's coordinates: coordinate drivers, pins
 FRAMES = ("world", "body")
 FRICTION_JOINTS = ("revolute", "prismatic")
 
@@ -172,9 +171,9 @@ class _Checker:
         self.vector(loc, "velocity", getattr(b, "velocity", (0.0, 0.0)))
         self.number(loc, "omega", getattr(b, "omega", 0.0))
         pin = getattr(b, "pin", ())
-        bad = [c for c in pin if c not in PIN_COORDINATES] if isinstance(pin, tuple | list) else [pin]
+        bad = [c for c in pin if c not in COORDINATES] if isinstance(pin, tuple | list) else [pin]
         if bad:
-            self.add(f"{loc}.pin", f"pin lists coordinates among {', '.join(map(repr, PIN_COORDINATES))}, "
+            self.add(f"{loc}.pin", f"pin lists coordinates among {', '.join(map(repr, COORDINATES))}, "
                                    f"got {fmt(bad[0])}")
         elif len(set(pin)) != len(pin):
             self.add(f"{loc}.pin", f"pin names a coordinate twice: {fmt(list(pin))}")

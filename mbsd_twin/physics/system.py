@@ -92,7 +92,7 @@ class System:
         self.loads = LoadSet(mech, self.col, self.q0, self.coordinate_names, (self.mass, self.cg))
         self.input_names = self.loads.input_names
         self.pinned = np.array([self.col[b.name] + ("x", "y", "theta").index(c) for b in mech.bodies
-                                for c in b.pin], dtype=np.intp)
+                                for c in b.pin], dtype=np.intp)  # columns held by the initial assembly
         self.reference_pose: F | None = None  # set by the first assembly from the guess
 
     def set_reference_pose(self, q: F) -> None:
@@ -144,7 +144,7 @@ class System:
 
     def _gear_kernel(self, gears: Sequence[Joint]) -> kn.GearRatio:
         carrier = [j.carrier or GROUND for j in gears]
-        tau = self._arr(gears, lambda j: j.gear_factor)
+        tau = self._arr(gears, gear_factor)
         rel = [[self._angle0(b) - self._angle0(c) for b in j.bodies] for j, c in zip(gears, carrier, strict=True)]
         c0 = np.array([j.offset if j.offset is not None else r[0] - f * r[1]
                        for j, r, f in zip(gears, rel, tau, strict=True)], dtype=float)
@@ -297,6 +297,13 @@ class System:
         qb, tb, single = _batch(q, t)
         Q = self.forces_batch(qb, np.atleast_2d(np.asarray(v, float)), tb, inputs)
         return Q[0] if single else Q
+
+
+def gear_factor(j: Joint) -> float:
+    """τ of a gear joint, (θ1 − θc) − τ·(θ2 − θc) = offset: −ratio for an external mesh, +ratio for
+    an internal one, the signed ratio as written without a mesh (the legacy form)."""
+    r = float(j.ratio if j.ratio is not None else 0.0)
+    return -r if j.mesh == "external" else r
 
 
 def _batch(q: F, t: float | F) -> tuple[F, F, bool]:
