@@ -187,3 +187,17 @@ def test_velocity_check_names_the_gear_rows_a_given_speed_violates() -> None:
     assert err.value.joints == ["sun_planet"]
     assert err.value.worst[0] == ("sun_planet[gear]", pytest.approx(3.0, rel=1e-14))
     assert "sun_planet[gear] 3 rad/s" in str(err.value)
+
+
+def test_shipped_planetary_example_follows_the_closed_form() -> None:
+    """examples/mechanisms/planetary_gear.toml is the train above with the ring fixed to the frame
+    (a fixed joint instead of a driver) and 2 N·m on the sun."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "examples/mechanisms/planetary_gear.toml"
+    sim = mt.Simulator(mt.load_mechanism(path))
+    assert sim.backend == "compiled"
+    sim.advance_to(0.5)
+    out = sim.outputs()
+    assert out["sun.theta"] == pytest.approx(2.0 * 0.5**2 / (2 * equivalent_inertia()), rel=1e-8)
+    assert out["carrier.theta"] == pytest.approx(out["sun.theta"] / 3, rel=1e-10)
