@@ -55,8 +55,13 @@ def _load(args: argparse.Namespace) -> Mechanism:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    rep = check(_load(args))
+    mech = _load(args)
+    rep = check(mech)
     print(rep.summary())
+    if args.plot:
+        from .viz.pose import plot_pose
+
+        print(f"plot           {plot_pose(mech, rep.pose, args.plot)}")
     return 0
 
 
@@ -186,8 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mbsd-twin", description=__doc__)
     parser.add_argument("--version", action="version", version=f"mbsd-twin {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("check", help="assemble a mechanism and report DOF and redundancy")
+    p = sub.add_parser("check", help="assemble a mechanism and report its pose, DOF and redundancy")
     p.add_argument("file", help="mechanism TOML file")
+    p.add_argument("--plot", metavar="OUT.png", help="draw the assembled pose into this image")
     p.set_defaults(func=_cmd_check)
     _add_inverse(sub)
     _add_simulate(sub)

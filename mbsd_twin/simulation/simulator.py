@@ -70,7 +70,7 @@ class Simulator(CompiledAccess, StateAccess):
         mech = apply_parameters(self._base, self._overrides) if self._overrides else self._base
         self.mechanism = mech
         self.system = compile_mechanism(mech)
-        self._dyn = Dynamics(self.system, self._options)
+        self._dyn = Dynamics(self.system, self._options, self._t0)
         self._start_inputs = {p.name: p.start for p in input_ports(mech)}
         self._inputs = dict(self._start_inputs)
         self._y0 = self._dyn.initial_state(self._t0)
