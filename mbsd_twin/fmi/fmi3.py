@@ -35,12 +35,19 @@ ENTRY_MODULE = "mbsd_twin_fmu3"
 ENTRY_SCRIPT = '''"""pythonfmu3 entry script of every mbsd-twin FMI 3.0 FMU (copied into the FMU's resources).
 
 The slave is :class:`mbsd_twin.fmi.fmi3.MechanismSlave3`; it runs in the importing process's Python
-interpreter, where mbsd-twin must be installed (see fmu/README.md).
+interpreter, where mbsd-twin must be installed (see fmu/README.md). When mbsd-twin cannot be
+imported here, the stand-in class of ``mbsd_twin_fmu_cause.py`` (beside this file) makes the
+instantiation fail with the cause in the host's log.
 """
 
 from pythonfmu3 import Fmi3Slave
 
-from mbsd_twin.fmi.fmi3 import MechanismSlave3
+try:
+    from mbsd_twin.fmi.fmi3 import MechanismSlave3
+except Exception as exc:  # mbsd-twin missing or broken in this interpreter
+    from mbsd_twin_fmu_cause import unavailable
+
+    MechanismSlave3 = unavailable(exc)
 
 
 class MbsdTwinFmu3(MechanismSlave3, Fmi3Slave):

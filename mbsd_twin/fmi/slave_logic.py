@@ -32,14 +32,17 @@ from typing import Any
 
 import numpy as np
 
+from .. import __version__
 from ..errors import MbsdError, PortError
 from ..model.loader import load_mechanism
 from ..simulation.simulator import Simulator
 from ..solvers.dynamics import WALL_CLOCK, SolverFailure, wall_clock_limit
-from .native import build_simulator
+from . import fmu_cause
+from .fmu_cause import version_problem
+from .native import FmuInitError, build_simulator
 from .variables import FmuVariable, fmu_variables
 
-META_FILE = "mbsd_twin_fmu.json"
+META_FILE = fmu_cause.META_FILE
 FMI2_STATE_FORMAT = "mbsd-twin-fmu-state/1"  # the FMI 2.0 slaves' state (PythonFMU and worker)
 FMI3_STATE_FORMAT = "mbsd-twin-fmu3-state/1"  # the FMI 3.0 slaves' state (pythonfmu3 and worker)
 STEP_TIME_LIMIT = 10.0  # s of wall-clock time one doStep may take (default of the build option)
@@ -74,6 +77,9 @@ class SlaveLogic:
         """Read the FMU's resources; set up the Simulator and the variable table; the metadata."""
         res = Path(resources or ".")
         meta: dict[str, Any] = json.loads((res / META_FILE).read_text(encoding="utf-8"))
+        mismatch = version_problem(meta.get("mbsd_twin_version"), __version__)
+        if mismatch:
+            raise FmuInitError(f"mbsd-twin FMU {meta.get('model_name', '?')} cannot start: {mismatch}")
         self._mech = load_mechanism(res / meta["mechanism"])
         self._sim = Simulator(self._mech)
         self._table = fmu_variables(self._sim, meta["outputs"])
