@@ -135,3 +135,31 @@ def test_same_series_other_patch_version_starts(fmus: dict[str, Path], tmp_path:
     patched = _with_version(fmus["pythonfmu3"], f"{major}.{minor}.99", tmp_path / "p" / "SliderCrank.fmu")
     log = _host(Path(sys.executable), patched, {"PYTHONPATH": str(REPO)}, tmp_path)
     assert "RESULT ok" in log, log
+
+
+NOTICE_AT_ONCE = "import mbsd_twin.compiled.nb_cache as c; c.NOTICE_AFTER = 0.0"  # every load "takes long"
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_first_instantiation_announces_the_compile_without_debug_logging(fmus: dict[str, Path], tmp_path: Path,
+                                                                         flavour: str) -> None:
+    """The compile notice of a first run after an install (``nb_cache.compile_notice``: logged when
+    loading the kernels takes longer than NOTICE_AFTER, 2 s) reaches the host. A real cold compile
+    takes minutes here, so the threshold is 0 s in the process that builds the Simulator (the host
+    for the PythonFMU flavours, the worker for the host-independent ones): the notice fires on a
+    load from the warm cache, through the same path."""
+    worker = tmp_path / "python-notice"
+    worker.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -c "{NOTICE_AT_ONCE}; import sys; '
+                      'from mbsd_twin.fmi.worker import main; sys.exit(main(sys.argv[1:]))" "$3"\n')
+    worker.chmod(0o755)
+    host = tmp_path / "notice_host.py"
+    host.write_text(NOTICE_AT_ONCE + "\n" + HOST)
+    proc = subprocess.run([sys.executable, str(host), str(fmus[flavour])], capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                                          "PYTHONPATH": str(REPO), "MBSD_TWIN_FMU_PYTHON": str(worker)})
+    assert proc.returncode == 0 and "RESULT ok" in proc.stdout, proc.stdout + proc.stderr
+    notice = "mbsd-twin: compiling the engine's kernels into numba's disk cache"
+    if flavour == "pythonfmu":  # PythonFMU 0.7 passes no log message on without debug logging: stderr
+        assert notice in proc.stderr and "[WARNING]" not in proc.stdout, proc.stdout + proc.stderr
+    else:  # the FMI logger, as a warning (the native library while it waits for the worker)
+        assert f"[WARNING] {notice}" in proc.stdout, proc.stdout + proc.stderr

@@ -25,7 +25,7 @@ from pythonfmu3 import DefaultExperiment, Float64, Fmi3Causality, Fmi3Slave, Fmi
 
 from .modeldescription import assemble, naming_convention, unit_definitions
 from .slave_logic import FMI3_STATE_FORMAT as STATE_FORMAT
-from .slave_logic import STEP_TIME_LIMIT, Getter, Setter, SlaveLogic
+from .slave_logic import STEP_TIME_LIMIT, Getter, Setter, SlaveLogic, engine_notices
 from .units import DECLARED_TYPES, declared_type
 from .variables import FmuVariable
 
@@ -78,7 +78,9 @@ class MechanismSlave3(SlaveLogic, Fmi3Slave):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._describe(self._load(self.resources), DefaultExperiment)
+        with engine_notices(self.log, Fmi3Status.warning):
+            meta = self._load(self.resources)
+        self._describe(meta, DefaultExperiment)
         self.register_variable(Float64("time", causality=Fmi3Causality.independent,
                                        variability=Fmi3Variability.continuous, description=TIME.description,
                                        getter=lambda: self._sim.time if self._initialized else self._start_time),

@@ -20,7 +20,7 @@ from pythonfmu import DefaultExperiment, Fmi2Causality, Fmi2Initial, Fmi2Slave, 
 from pythonfmu.enums import Fmi2Status
 
 from .native import FmuInitError
-from .slave_logic import FMI2_STATE_FORMAT, META_FILE, Getter, Setter, SlaveLogic
+from .slave_logic import FMI2_STATE_FORMAT, META_FILE, Getter, Setter, SlaveLogic, engine_notices
 from .variables import FmuVariable
 
 __all__ = ["META_FILE", "STATE_FORMAT", "MechanismSlave"]
@@ -45,7 +45,8 @@ class MechanismSlave(SlaveLogic, Fmi2Slave):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         try:
-            meta = self._load(self.resources)
+            with engine_notices(self.log, Fmi2Status.warning):
+                meta = self._load(self.resources)
         except FmuInitError as exc:  # another mbsd-twin version: PythonFMU 0.7 logs it with debug logging only
             print(exc, file=sys.stderr, flush=True)
             raise

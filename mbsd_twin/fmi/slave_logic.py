@@ -24,9 +24,12 @@ reason logged instead of leaving the host waiting (the compiled path is bounded 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +63,36 @@ def _step_problem(current_time: float, step_size: float) -> str | None:
     if not math.isfinite(end) or end == current_time:
         return f"a step of {step_size!r} s from t={current_time!r} s does not reach a new finite time"
     return None
+
+
+class _ToHostLog(logging.Handler):
+    """Passes the engine's log records (logger ``mbsd_twin``) to the slave's FMI log with
+    ``status``, and to stderr as well when nothing else would have printed them."""
+
+    def __init__(self, log: Callable[..., None], status: Any, echo: bool) -> None:
+        super().__init__(logging.WARNING)
+        self._log, self._status, self._echo = log, status, echo
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        self._log(text, self._status)
+        if self._echo:
+            print(text, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def engine_notices(log: Callable[..., None], status: Any) -> Iterator[None]:
+    """Within the block the engine's notices — the compile notice of a first run after an install
+    (``compiled.nb_cache.compile_notice``) — go to the host's FMI log (``log``, a PythonFMU slave's,
+    with ``status``: a warning, shown without debug logging where the PythonFMU version passes
+    messages on; pythonfmu3 delivers them with the next FMI call) and still to stderr."""
+    engine = logging.getLogger("mbsd_twin")
+    handler = _ToHostLog(log, status, echo=not engine.hasHandlers())
+    engine.addHandler(handler)
+    try:
+        yield
+    finally:
+        engine.removeHandler(handler)
 
 
 class SlaveLogic:
