@@ -150,3 +150,23 @@ def test_simulator_rejects_a_non_finite_start_value_and_changes_nothing() -> Non
         sim.set_parameter("crank.omega_start", math.nan)
     np.testing.assert_array_equal(sim.output_vector(), before)
     assert {p.name: p.value for p in sim.parameters}["crank.omega_start"] == 0.0
+
+
+def test_free_coordinates_per_degree_of_freedom_angles_first() -> None:
+    """A double pendulum (2 DOF): both angles. A knife-edge sleigh (no position constraint, one
+    velocity row): all three positions are free, two speeds (the blade forbids sideways speed)."""
+    double = mt.Simulator(mt.load_mechanism(REPO / "examples" / "mechanisms" / "double_pendulum.toml"))
+    assert [p.name for p in double.parameters if p.name.endswith("_start")] == [
+        "upper.theta_start", "lower.theta_start", "upper.omega_start", "lower.omega_start"]
+    sleigh = mt.Simulator(mt.load_mechanism(REPO / "examples" / "mechanisms" / "chaplygin_sleigh.toml"))
+    starts = [p.name for p in sleigh.parameters if p.name.endswith("_start")]
+    assert starts == ["sleigh.theta_start", "sleigh.x_start", "sleigh.y_start", "sleigh.omega_start",
+                      "sleigh.vx_start"]
+    for name, value in (("sleigh.theta_start", 0.4), ("sleigh.y_start", -0.2), ("sleigh.omega_start", 1.5),
+                        ("sleigh.vx_start", 0.3)):
+        sleigh.set_parameter(name, value)
+    out = sleigh.outputs()
+    assert (out["sleigh.theta"], out["sleigh.y"], out["sleigh.omega"], out["sleigh.vx"]) == (0.4, -0.2, 1.5, 0.3)
+    s, n = sleigh.system, sleigh.system.n_coord
+    q, v = sleigh._stepper.y[:n], sleigh._stepper.y[n:2 * n]
+    assert np.abs(s.jacobian(q, 0.0) @ v + s.ct(q, 0.0)).max() < 1e-12  # the no-slip row holds
