@@ -129,7 +129,7 @@ class StartValues:
         fixed_v = np.array([k - n for k in held if k >= n], dtype=np.intp)
         q, v, left = dyn.constrained_state(t0, y[:n], y[n:2 * n], fixed_q, fixed_v)
         if left > 1e-8:
-            values = ", ".join(f"{k} = {v!r}" for k, v in given.items())
+            values = ", ".join(f"{name} = {value!r}" for name, value in given.items())
             raise AssemblyError(f"{self.system.mechanism.source}: the start values {values} cannot be "
                                 "reached: the constraints cannot be satisfied with them", residual=left,
                                 iterations=30, time=t0, worst=[])
