@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ from mbsd_twin.model.loader import load_mechanism
 from mbsd_twin.twin.config import load_config
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import encode, parse_sensor
-from mbsd_twin.twin.rig import RigConfig, Trajectory, stream
+from mbsd_twin.twin.rig import Trajectory, stream
 from mbsd_twin.twin.rig_faults import RigFault, parse_fault
 from mbsd_twin.twin.rig_file import RigFileError, load_rig_file
 from mbsd_twin.twin.rig_messages import message_plan
@@ -111,8 +112,9 @@ def test_rig_file_errors_name_the_key(tmp_path: Path) -> None:
         load_rig_file(bad)
     text = str(err.value)
     assert text.startswith(f"{bad}: 5 rig file problem(s)")
-    for part in ("rate: expected float, got 'fast'", "unknown key 'speeds'", "faults[0]: bad rig fault spec 'wear@1:x*2'",
-                 "[noise] angle: expected a finite number >= 0, got -1", "[channels] angle: expected a model output"):
+    for part in ("rate: expected float, got 'fast'", "unknown key 'speeds'",
+                 "faults[0]: bad rig fault spec 'wear@1:x*2'", "[noise] angle: expected a finite number >= 0, got -1",
+                 "[channels] angle: expected a model output"):
         assert part in text, part
     for cfg, message in (
             (dict(channels={"angle": "bar.thetaa"}), "rig channel 'angle' = 'bar.thetaa': neither an output of"),
@@ -121,14 +123,8 @@ def test_rig_file_errors_name_the_key(tmp_path: Path) -> None:
             (dict(mismatch={"piston.mass": 1.5}), "rig mismatch 'piston.mass': no such parameter"),
             (dict(faults=(parse_fault("stuck@1:omega"),)), "unknown channel 'omega'; the rig's channels are: angle"),
             (dict(faults=(parse_fault("input_bias@1:piston_force+1"),)), "no input port 'piston_force'")):
-        with pytest.raises(ValueError, match=re_escape(message)):
+        with pytest.raises(ValueError, match=re.escape(message)):
             Trajectory(MECH, dataclasses.replace(RIG_FILE.config, **cfg))
-
-
-def re_escape(text: str) -> str:
-    import re
-
-    return re.escape(text)
 
 
 def test_rig_command_on_the_pendulum_flags_through_a_real_broker(broker: Any, tmp_path: Path) -> None:
