@@ -49,6 +49,7 @@ class Store:
         self.health: dict[str, Any] | None = None
         self.latest: dict[str, Any] | None = None
         self.alarms: deque[dict[str, Any]] = deque(maxlen=200)
+        self.resyncs: deque[dict[str, Any]] = deque(maxlen=200)  # {"t", "reason"} of each re-initialisation
         self.alarm_counts: dict[str, int] = {"raised": 0, "cleared": 0}
         self.messages = 0
         self._pending: dict[str, dict[str, Any]] = {}
@@ -93,6 +94,7 @@ class Store:
                 self.t0 = float(virtual["t0"])
             self.sample_dt = float(virtual["dt"]) / max(1, int(virtual.get("stride", 1)))
             self.rows.extend(new)
+            self.resyncs.extend(msgs["residuals"].get("resync_events", ()))
             self.total += len(new)
             self.messages += 1
 
@@ -132,14 +134,17 @@ class Store:
         return total, rows
 
     def snapshot(self, window: float | None = None) -> dict[str, Any]:
-        """Health, latest, counts and the alarm events: the last 20, or with ``window`` those of the
-        last ``window`` s of rig time (at most 100)."""
+        """Health, latest, counts, the alarm events and the re-initialisations (``resyncs``: rig time
+        and reason): the last 20, or with ``window`` those of the last ``window`` s of rig time (at
+        most 100)."""
         with self._lock:
-            alarms = list(self.alarms)[-20:]
-            if window is not None and self.alarms:
-                t_end = max(self.rows[-1][0] if self.rows else -math.inf, self.alarms[-1].get("t", -math.inf))
+            alarms, resyncs = list(self.alarms)[-20:], list(self.resyncs)[-20:]
+            if window is not None:
+                t_end = max(self.rows[-1][0] if self.rows else -math.inf,
+                            self.alarms[-1].get("t", -math.inf) if self.alarms else -math.inf)
                 alarms = [e for e in self.alarms if e.get("t", t_end) >= t_end - window][-100:]
-            return {"health": self.health, "latest": self.latest, "alarms": alarms,
+                resyncs = [e for e in self.resyncs if e["t"] >= t_end - window][-100:]
+            return {"health": self.health, "latest": self.latest, "alarms": alarms, "resyncs": resyncs,
                     "alarm_counts": dict(self.alarm_counts), "messages": self.messages, "total_rows": self.total}
 
     def column(self, name: str) -> list[float]:
