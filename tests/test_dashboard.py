@@ -117,6 +117,18 @@ def test_store_joins_estimates(tmp_path: Path) -> None:
     assert tab.units["virt.motor_torque.estimate_sd"] == "N.m" and tab.units["resid.f_x"] == "N"
 
 
+def test_store_keeps_resync_events() -> None:
+    """Residual messages name each re-initialisation (rig time, reason); the store keeps them for the
+    charts: the filter's start at the first sample of the first batch (t0 = 1000 s)."""
+    outs = _core_outputs(3)
+    first = json.loads(next(o.payload for o in outs if o.topic.endswith("/residuals")))
+    assert first["resyncs"] == 1 and first["resync_events"] == [{"t": 1000.0, "reason": "start"}]
+    store = Store(["theta", "omega", "f_x", "f_y"], estimates=True)
+    for o in outs:
+        store(o)
+    assert store.snapshot(20.0)["resyncs"] == [{"t": 1000.0, "reason": "start"}]
+
+
 def test_store_without_estimates() -> None:
     """The open-loop twin publishes no ``estimates``: rows join at ``virtual`` (the default); a store
     told to expect estimates completes a batch when the next batch's ``state`` arrives (the last one
@@ -191,6 +203,18 @@ def _get(addr: str, path: str) -> tuple[int, dict[str, str], bytes]:
     return r.status, {k.lower(): v for k, v in r.getheaders()}, body
 
 
+def _post(addr: str, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection(addr, timeout=15)
+    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json", **(headers or {})})
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    try:
+        return r.status, json.loads(data)
+    except ValueError:
+        return r.status, data
+
+
 def _wait(cond: Any, timeout: float) -> bool:
     t_end = time.monotonic() + timeout
     while time.monotonic() < t_end:
@@ -221,6 +245,10 @@ def test_http_routes(live: tuple[Any, str]) -> None:
     cfg = json.loads(_get(addr, "/dashboard/api/config")[2])
     assert cfg["base"] == "dt/v1/sc-01" and cfg["angle"] == "theta" and cfg["units"]["theta"] == "rad"
     assert [a["high"] for a in cfg["alarms"]] == [0.012, 11.5] and len(cfg["sketch"]["bodies"]) == 3
+    assert cfg["alarms"][1]["min_duration"] == 0.05 and cfg["units"]["crank_pin.fx"] == "N"
+    # [commands] enabled is the default ["status"]: no control offered, no command route mounted
+    assert cfg["controls"] == [] and cfg["parameters"] == []
+    assert _post(addr, "/dashboard/api/cmd/reset", {"args": {}})[0] == 404
     assert cfg["nis_dof"] == 4 and cfg["measured"] == ["theta", "omega", "f_x", "f_y"] and cfg["window_s"] == 20
     assert cfg["augment"] == [{"name": "motor_torque.bias", "unit": "N.m"}, {"name": "piston.mass", "unit": "kg"}]
     assert cfg["units"]["motor_torque"] == "N.m"
@@ -307,6 +335,9 @@ def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> Non
                                   " drawn: dashboard.drawn, marks: dashboard.marks,"
                                   " sd: dashboard.buf['virt.motor_torque.estimate_sd'].filter((v) => v > 0).length})")
             tip = _hover_alarm(page)
+            controls_hidden = page.evaluate("document.getElementById('controls').hidden")
+            panel = page.evaluate("(cv => ({w: cv.clientWidth, h: cv.clientHeight, box: dashboard.mechanismBox}))"
+                                  "(document.getElementById('mechanism'))")
             page.locator("#card-cusum").screenshot(path=str(tmp_path / "tooltip.png"))
             alarms = page.inner_text("#alarms")
         finally:
@@ -326,6 +357,9 @@ def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> Non
     assert _count(tmp_path / "mechanism.png", blue) > 1000  # the simulated pose
     assert _count(tmp_path / "mechanism.png", orange) > 50  # the measured pose (dashed)
     _check_new_charts(tmp_path, state, tip, alarms)
+    assert controls_hidden  # commands other than status are not enabled
+    x0, x1, y0, y1 = panel["box"]  # the slider crank's motion is wide: so is its panel
+    assert panel["h"] == pytest.approx(panel["w"] * (y1 - y0) / (x1 - x0), abs=2) and panel["h"] < 0.6 * panel["w"]
 
 
 def _hover_alarm(page: Any) -> str:
@@ -349,7 +383,7 @@ def _check_new_charts(tmp_path: Path, state: dict[str, Any], tip: str, alarms: s
         assert state["marks"][cid], f"no alarm marks on {cid}"
     reasons = [m["text"] for m in state["marks"]["chart-torque"]]
     assert any("change in parameter " in r and ", onset t = " in r and "> threshold" in r for r in reasons)
-    assert any("state omega = " in r and "threshold 11.5" in r for r in reasons)
+    assert any("state omega = " in r and "threshold 11.5" in r and "min_duration 0.05 s" in r for r in reasons)
     assert tip.startswith("#") and " at t = " in tip and ("threshold" in tip or "cleared" in tip)
     assert " change:" in alarms and " raised at t = " in alarms
     blue, orange, purple, red = (31, 119, 180), (228, 87, 46), (148, 103, 189), (197, 48, 48)

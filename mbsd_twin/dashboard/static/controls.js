@@ -38,12 +38,12 @@ function renderVirtual() {
 function drawResyncMarks(id, ctx, X, xmin, xmax, top, bottom) {
   for (const e of state.resyncs || []) {
     if (state.t0 === null) break;
-    const x = e.t - state.t0;
-    if (x < xmin || x > xmax) continue;
+    const x = e.t - state.t0, px = X(Math.max(x, xmin));  // (the start precedes the first row drawn)
+    if (x < xmax - WINDOW_S || x > xmax) continue;
     ctx.strokeStyle = "#6b21a8"; ctx.lineWidth = 1.5; ctx.setLineDash([8, 3, 2, 3]);
-    ctx.beginPath(); ctx.moveTo(X(x), top); ctx.lineTo(X(x), bottom); ctx.stroke(); ctx.setLineDash([]);
-    ctx.fillStyle = "#6b21a8"; ctx.fillText(`R ${e.reason}`, X(x) + 2, top + 10);
-    state.marks[id].push({ px: X(x), text: `re-initialised at t = ${x.toFixed(3)} s: ${resyncWhy(e.reason)}` });
+    ctx.beginPath(); ctx.moveTo(px, top); ctx.lineTo(px, bottom); ctx.stroke(); ctx.setLineDash([]);
+    ctx.fillStyle = "#6b21a8"; ctx.fillText(`R ${e.reason}`, px + 2, top + 10);
+    state.marks[id].push({ px, text: `re-initialised at t = ${x.toFixed(3)} s: ${resyncWhy(e.reason)}` });
   }
 }
 
