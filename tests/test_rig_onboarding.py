@@ -127,6 +127,21 @@ def test_rig_file_errors_name_the_key(tmp_path: Path) -> None:
             Trajectory(MECH, dataclasses.replace(RIG_FILE.config, **cfg))
 
 
+def test_rig_options_override_the_rig_file() -> None:
+    """``mbsd-twin rig --rig FILE`` options win over the file: scalars, the channel map (noise kept
+    only for the channels still published), noise entries, drive ``none``, faults added to the file's."""
+    from mbsd_twin.cli import build_parser
+    from mbsd_twin.twin.cli import _rig_config
+
+    args = build_parser().parse_args(["rig", "--rig", RIG, "--asset", "pd-02", "--rate", "500", "--channel",
+                                      "angle=bar.theta", "--channel", "fx=pivot.fx", "--noise", "fx=0.2",
+                                      "--drive", "none", "--fault", "drift@1.0:angle+0.01"])
+    rig_file, cfg = _rig_config(args)
+    assert rig_file.duration == 20.0 and cfg.asset == "pd-02" and cfg.rate == 500.0 and cfg.batch == 20
+    assert cfg.channels == {"angle": "bar.theta", "fx": "pivot.fx"} and cfg.noise == {"angle": 1e-3, "fx": 0.2}
+    assert cfg.drive == "" and cfg.torque_amp == 1.0 and cfg.faults == (parse_fault("drift@1.0:angle+0.01"),)
+
+
 def test_rig_command_on_the_pendulum_flags_through_a_real_broker(broker: Any, tmp_path: Path) -> None:
     """``mbsd-twin rig --rig pendulum_rig.toml --fault input_bias@…`` against a twin service running the
     pendulum twin file, both through mosquitto: every message accepted, the change alarm raised."""

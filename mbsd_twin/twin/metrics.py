@@ -80,10 +80,12 @@ def serve_http(host: str, port: int, metrics: Metrics, health: Callable[[], dict
             self._answer(code, ctype, body, headers)
 
         def do_POST(self) -> None:  # noqa: N802 - http.server API
-            size = int(self.headers.get("Content-Length") or 0)
+            length = self.headers.get("Content-Length") or "0"
+            size = int(length) if length.isdigit() else -1
             if not 0 <= size <= MAX_POST_BYTES:
                 self.close_connection = True
-                self._answer(413, "text/plain", f"request body over {MAX_POST_BYTES} bytes".encode(), {})
+                self._answer(413, "text/plain", f"Content-Length {length[:20]!r}: a request body of 0 to "
+                             f"{MAX_POST_BYTES} bytes is accepted".encode(), {})
                 return
             data = self.rfile.read(size)
             head = {k.lower(): v for k, v in self.headers.items()}
