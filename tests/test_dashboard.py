@@ -129,6 +129,37 @@ def test_store_keeps_resync_events() -> None:
     assert store.snapshot(20.0)["resyncs"] == [{"t": 1000.0, "reason": "start"}]
 
 
+def test_crossings_say_why_no_alarm() -> None:
+    """Runs of |residual| ≥ high, sample by sample, against min_duration: a 1 ms spike and a 40 ms
+    excursion raise nothing, a 60 ms one does — exactly the runs on which the twin's own alarm logic
+    (mbsd_twin.twin.alarms.Alarms, fed the same samples) raises; a run still going is reported open."""
+    from mbsd_twin.dashboard.crossings import Crossings
+    from mbsd_twin.twin.alarms import Alarms
+
+    alarm = AlarmConfig("angle", "theta", "residual", high=0.012, low=0.006, min_duration=0.05)
+    vals = np.zeros(400)
+    vals[10] = 0.02  # 1 sample
+    vals[100:141] = -0.015  # 41 samples: 40 ms from the first to the last
+    vals[200:261] = 0.013  # 61 samples: 60 ms
+    vals[390:] = 0.05  # still above at the end
+    cross, twin = Crossings([alarm]), Alarms((alarm,), 100)
+    raised = []
+    for b in range(20):  # batches of 20 samples at 1 kHz from t = 5 s
+        ch = [float(v) for v in vals[20 * b:20 * b + 20]]
+        cross.feed({"state": {"ch": {}}, "residuals": {"ch": {"theta": ch}}, "virtual": {"t0": 5.0 + 0.02 * b,
+                                                                                           "dt": 0.001, "ch": {}}})
+        for k, v in enumerate(ch):
+            raised += [e["t"] for e in twin.update(5.0 + 0.02 * b + 0.001 * k, {"residual": {"theta": v}})
+                       if e["event"] == "raised"]
+    runs = [(round(r["t"], 9), round(r["duration"], 9), r["long_enough"], r["open"]) for r in cross.since(0.0)]
+    assert runs == [(5.01, 0.0, False, False), (5.1, 0.04, False, False), (5.2, 0.06, True, False),
+                    (5.39, 0.009, False, True)]
+    # the twin raises once, in the 60 ms run, at its first sample with t − start ≥ 0.05 s (in floating
+    # point 5.25 − 5.2 = 0.0499999…, so the sample after)
+    assert [round(t, 9) for t in raised] == [5.251]
+    assert cross.since(5.15) == cross.since(0.0)[2:]
+
+
 def test_store_without_estimates() -> None:
     """The open-loop twin publishes no ``estimates``: rows join at ``virtual`` (the default); a store
     told to expect estimates completes a batch when the next batch's ``state`` arrives (the last one

@@ -89,7 +89,8 @@ class Dashboard:
         self.cfg = core
         self.mech: Mechanism = service.mech
         self._units = base_units(self.mech, core.compare)
-        self.store = Store(list(core.compare), maxlen=history, estimates=core.estimator == "ekf", units=self._units)
+        self.store = Store(list(core.compare), maxlen=history, estimates=core.estimator == "ekf", units=self._units,
+                           alarms=core.alarms)
         self.sketch = Sketch.from_mechanism(self.mech)
         self.body = core.compare[core.resync_angle].split(".")[0]
         self.poses = PoseSolver(self.mech, self.body)

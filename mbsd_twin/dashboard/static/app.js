@@ -276,7 +276,7 @@ function ingest(d) {
   state.health = d.health; state.alarms = d.alarms; state.alarmCounts = d.alarm_counts;
   state.active = d.latest ? d.latest.alarms_active : [];
   if (d.pose) state.pose = d.pose;
-  state.resyncs = d.resyncs || []; state.motionBounds = d.bounds;
+  state.resyncs = d.resyncs || []; state.motionBounds = d.bounds; state.crossings = d.crossings || [];
   state.nis = d.nis; state.cusumThreshold = d.cusum_threshold;
 }
 

@@ -54,24 +54,18 @@ function resyncWhy(reason) {
   return why[reason] || reason;
 }
 
-// Why a residual above its drawn threshold raised no alarm: runs above `high` shorter than min_duration.
+// Why a residual above its drawn threshold raised no alarm: its runs at or above `high` (found by the
+// server in every output sample, mbsd_twin/dashboard/crossings.py) shorter than min_duration.
 function thresholdNote(ch) {
   const al = state.cfg.alarms.filter((a) => a.source === "residual" && a.channel === ch);
   if (!al.length) return "no threshold alarm on this channel";
-  const t = column("t"), r = column("resid." + ch);
   return al.map((a) => {
-    const runs = [];
-    let start = null;
-    for (let i = 0; i < r.length; i++) {
-      const above = Number.isFinite(r[i]) && Math.abs(r[i]) >= a.high;
-      if (above && start === null) start = i;
-      if ((!above || i === r.length - 1) && start !== null) { runs.push(t[above ? i : i - 1] - t[start]); start = null; }
-    }
+    const runs = (state.crossings || []).filter((r) => r.alarm === a.name);
     const raised = state.alarms.filter((e) => e.alarm === a.name && e.event === "raised").length;
-    const longest = runs.length ? Math.max(...runs) : 0;
-    const short = runs.filter((d) => d < a.min_duration).length;
+    const longest = runs.length ? Math.max(...runs.map((r) => r.duration)) : 0;
+    const short = runs.filter((r) => !r.long_enough).length;
     return `${a.name}: raised when |${ch}| ≥ ${a.high} for at least min_duration = ${a.min_duration} s, cleared when ≤ ${a.low} as long; ` +
-      `in the window ${runs.length} crossing(s) of ${a.high}, longest ≈ ${fmt(longest, 3)} s (between the rows drawn), ` +
+      `in the window ${runs.length} crossing(s) of ${a.high}, the longest ${fmt(longest, 3)} s; ` +
       `${short} shorter than ${a.min_duration} s → no alarm for those; ${raised} raised`;
   }).join("<br>");
 }
