@@ -9,7 +9,11 @@ import logging
 import math
 import os
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .rig import RigConfig
+    from .rig_file import RigFile
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -102,7 +106,7 @@ _RIG_FLAGS = ("asset", "prefix", "rate", "batch", "seed", "substeps", "drive", "
               "torque", "torque_amp")
 
 
-def _rig_config(args: argparse.Namespace) -> tuple[Any, Any]:
+def _rig_config(args: argparse.Namespace) -> tuple[RigFile, RigConfig]:
     """The rig file (or the defaults) with the command-line options on top."""
     import dataclasses
 
