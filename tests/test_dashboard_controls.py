@@ -44,7 +44,7 @@ def _command(page: Any, button: str) -> dict[str, Any]:
     return dict(page.evaluate("window.dashboard.lastReply"))
 
 
-def test_pendulum_dashboard_with_controls(broker: Any) -> None:
+def test_pendulum_dashboard_with_controls(broker: Any, tmp_path: Any) -> None:
     _chromium()
     from playwright.sync_api import sync_playwright
 
@@ -70,13 +70,13 @@ def test_pendulum_dashboard_with_controls(broker: Any) -> None:
             assert code == 400 and "another site" in body["detail"]
             assert _post(addr, "/dashboard/api/cmd/pause", {})[0] == 404  # not offered
             assert svc.health()["counters"]["commands"].get("run", 0) == 0
-            _browse(addr, svc, sync_playwright)
+            _browse(addr, svc, sync_playwright, str(tmp_path / "pendulum-dashboard.png"))
         finally:
             rig.stop()
             rig.join(5)
 
 
-def _browse(addr: str, svc: Any, sync_playwright: Any) -> None:
+def _browse(addr: str, svc: Any, sync_playwright: Any, shot: str = "") -> None:
     errors: list[str] = []
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=FLAGS)
@@ -89,6 +89,8 @@ def _browse(addr: str, svc: Any, sync_playwright: Any) -> None:
                                    " && dashboard.mechanismBox", timeout=40000)
             page.wait_for_timeout(700)
             st = _page_state(page)
+            if shot:
+                page.screenshot(path=shot, full_page=True)
             page.fill("#ctl-user", "operator")
             page.select_option("#ctl-param", "bar.mass")
             page.fill("#ctl-value", "1.2")
