@@ -43,7 +43,7 @@ from .commands import CommandGate, Pending, status_reply
 from .config import TwinConfig
 from .core import Out, TwinCore
 from .ingest import RIG_RESTART, Intake
-from .metrics import Metrics, Route, serve_http
+from .metrics import Metrics, PostRoute, Route, serve_http
 from .protocol import SensorBatch, Topics, encode, parse_command
 from .recorder import FORMAT
 from .sinks import RecordingSink
@@ -110,10 +110,11 @@ class TwinService:
         self.worker = threading.Thread(target=self._work, name="twin-worker", daemon=True)
         self.http: Any = None
         # --- extension hook (mbsd_twin.dashboard): taps see every published message (worker thread);
-        # http_routes are extra GET routes of the HTTP server. The dashboard mounts itself when the
-        # HTTP server is on (cfg.metrics.port).
+        # http_routes / http_post_routes are extra GET / POST routes of the HTTP server. The dashboard
+        # mounts itself when the HTTP server is on (cfg.metrics.port).
         self.taps: list[Callable[[Out], None]] = []
         self.http_routes: dict[str, Route] = {}
+        self.http_post_routes: dict[str, PostRoute] = {}
         self.dashboard: Any = None
         if cfg.metrics.port:
             from ..dashboard import mount
@@ -343,7 +344,7 @@ class TwinService:
         if self.cfg.metrics.port:
             self.http = serve_http(self.cfg.metrics.host, self.cfg.metrics.port, self.metrics, self.health,
                                    lambda: self.connected.is_set() and not self.stopping.is_set(),
-                                   self.http_routes)
+                                   self.http_routes, self.http_post_routes)
         self.client.connect_async(b.host, b.port, keepalive=b.keepalive)
         self.client.loop_start()
         self.worker.start()
