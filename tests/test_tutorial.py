@@ -68,7 +68,8 @@ def test_tutorial_closed_form_numbers() -> None:
     tip = O4 + L * np.array([math.cos(theta4), math.sin(theta4)])
     beta = math.asin(R / D)
     numbers = {"s": math.hypot(R, D), "tip_x": tip[0], "tip_y": tip[1], "free": float(np.linalg.norm(S - tip)),
-               "low": math.pi / 2 - beta, "high": math.pi / 2 + beta, "ratio": (math.pi + 2 * beta) / (math.pi - 2 * beta)}
+               "low": math.pi / 2 - beta, "high": math.pi / 2 + beta,
+               "ratio": (math.pi + 2 * beta) / (math.pi - 2 * beta)}
     for value, text in ((numbers["s"], "0.1581139"), (numbers["tip_x"], "0.0948683"), (numbers["tip_y"], "0.1346050"),
                         (numbers["free"], "0.1062529"), (numbers["low"], "1.2309594"), (numbers["high"], "1.9106332")):
         assert f"{value:.7f}" == text and text in TUTORIAL

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from _common import figure, load, output_folder, report, save
+from matplotlib.patches import Circle
 
 import mbsd_twin as mt
 from mbsd_twin.viz.animate import AnimationOptions, Sketch, _poses, frame_times, parse_trace, render
@@ -57,8 +58,7 @@ def sketch(mech: mt.Mechanism, out: Path) -> Path:
     o2, o4 = at("ground", (0.0, 0.0)), at("ground", (0.0, -D))
     a, tip = at("crank", (R, 0.0)), at("lever", (L, 0.0))
     anchor = np.array(next(ld for ld in mech.loads if ld.name == "return_spring").points[0])
-    ax.add_patch(__import__("matplotlib.patches", fromlist=["Circle"]).Circle(
-        o2, R, fill=False, ls=":", color="0.5"))
+    ax.add_patch(Circle(tuple(o2), R, fill=False, ls=":", color="0.5"))
     ax.plot(*zip(o4, tip, strict=True), color="tab:green", lw=5, alpha=0.6, solid_capstyle="round")
     ax.plot(*zip(o2, a, strict=True), color="tab:blue", lw=4, solid_capstyle="round")
     u = (tip - o4) / np.linalg.norm(tip - o4)
