@@ -158,3 +158,21 @@ def test_fmpy_snippet_runs(tmp_path: Path) -> None:
     beta = math.asin(R / D)
     assert float(m.group(1)) == pytest.approx(math.pi / 2 - beta, abs=2e-4)
     assert float(m.group(2)) == pytest.approx(math.pi / 2 + beta, abs=2e-4)
+
+
+def test_quick_return_ratio_at_constant_crank_speed() -> None:
+    """Section 1: at a constant crank speed the strokes take the crank angles π ± 2·asin(r/d)."""
+    driver = ('\n[[drivers]]\nname = "drive"\ntype = "angle"\nbody = "crank"\n'
+              'profile = { kind = "constant_speed", speed = 6.283185307179586 }\n')  # 1 rev/s
+    mech = mt.loads_mechanism(FILE.read_text(encoding="utf-8") + driver)
+    t = np.linspace(0.0, 2.0, 20001)
+    res = mt.kinematics(mech, t)
+    w = res["lever.omega"]
+    turns = t[1:][np.diff(np.sign(w)) != 0]  # lever reversals
+    strokes = np.diff(turns)
+    beta = math.asin(R / D)
+    slow, quick = (math.pi + 2 * beta) / (2 * math.pi), (math.pi - 2 * beta) / (2 * math.pi)  # s at 1 rev/s
+    assert len(strokes) >= 3
+    for k, dt in enumerate(strokes):
+        assert dt == pytest.approx(slow if w[np.searchsorted(t, turns[k]) + 1] > 0 else quick, abs=2e-4)
+    assert np.max(strokes) / np.min(strokes) == pytest.approx(1.552, abs=1e-3)
