@@ -1,0 +1,98 @@
+"""Output messages → history blocks and events (the store's schema: docs/history.md).
+
+A *block* is one channel of one output message: ``n`` samples at ``t0 + k·dt`` (exactly the
+message's own timing), values and σ as little-endian float64 arrays. A null value (the twin
+publishes null for an undefined one) is stored as NaN. Channels are named ``<topic>.<name>``
+(``state.theta``, ``residuals.f_x``, ``virtual.main_bearing.fx``, ``estimates.piston.mass``); a
+channel whose message also carries ``<name>.sd`` or ``<name>_sd`` gets that as its σ (the
+estimates' augmented unknowns, ``virtual.motor_torque.estimate``). Events: alarms (rig time ``t``),
+re-initialisations (a residual message with ``resyncs`` > 0, at its first sample), health and
+status messages (wall time only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+SAMPLE_TOPICS = ("state", "residuals", "virtual", "estimates")
+EVENT_TOPICS = ("alarms", "health", "status")
+STORED_TOPICS = SAMPLE_TOPICS + EVENT_TOPICS
+SIGMA_SUFFIXES = (".sd", "_sd")
+
+
+@dataclass(frozen=True)
+class Block:
+    asset: str
+    channel: str
+    t0: float  # rig time of the first sample [s]
+    dt: float  # s between samples
+    n: int
+    value: bytes  # n little-endian float64 (NaN: null)
+    sigma: bytes | None  # n little-endian float64, or None: the channel has no σ
+
+    @property
+    def t1(self) -> float:
+        return self.t0 + (self.n - 1) * self.dt
+
+
+@dataclass(frozen=True)
+class Event:
+    asset: str
+    kind: str  # alarm, resync, health, status
+    t: float | None  # rig time [s] when the event has one
+    wall: float  # Unix time the twin published it
+    body: str  # the message (JSON)
+
+
+def _floats(values: list[float | None]) -> bytes:
+    return np.asarray(values, dtype="<f8").tobytes()  # None → NaN
+
+
+def _blocks(leaf: str, msg: dict) -> list[Block]:
+    ch = msg["ch"]
+    asset, t0, dt, n = str(msg["asset"]), float(msg["t0"]), float(msg["dt"]), int(msg["n"])
+    sigma_of = {name[: -len(s)]: name for name in ch for s in SIGMA_SUFFIXES if name.endswith(s)}
+    paired = {sd for base, sd in sigma_of.items() if base in ch}
+    return [Block(asset, f"{leaf}.{name}", t0, dt, n, _floats(values),
+                  _floats(ch[sigma_of[name]]) if sigma_of.get(name) in paired else None)
+            for name, values in ch.items() if name not in paired]
+
+
+def _events(leaf: str, msg: dict, wall: float, text: str) -> list[Event]:
+    asset = str(msg.get("asset", ""))
+    if leaf == "residuals":
+        k = int(msg.get("resyncs") or 0)
+        return [Event(asset, "resync", float(msg["t0"]), wall, orjson.dumps(
+            {"resyncs": k, "src_seq": msg.get("src_seq")}).decode())] if k > 0 else []
+    if leaf == "alarms":
+        t = msg.get("t")
+        return [Event(asset, "alarm", float(t) if isinstance(t, int | float) else None, wall, text)]
+    if leaf in ("health", "status"):
+        return [Event(asset, leaf, None, wall, text)]
+    return []
+
+
+def convert(messages: Iterable[tuple[str, float, str]]) -> tuple[list[Block], list[Event], int]:
+    """(blocks, events, unreadable) of ``(topic leaf, wall time, payload)`` messages; a message
+    that is not what the twin publishes is counted, never raised."""
+    blocks: list[Block] = []
+    events: list[Event] = []
+    bad = 0
+    for leaf, wall, text in messages:
+        try:
+            msg = orjson.loads(text)
+            if leaf in SAMPLE_TOPICS:
+                blocks += _blocks(leaf, msg)
+            events += _events(leaf, msg, wall, text)
+        except (ValueError, TypeError, KeyError, AttributeError):
+            bad += 1
+    return blocks, events, bad
+
+
+def samples(t0: float, dt: float, n: int) -> np.ndarray:
+    """The rig times of a block's samples (as the message's consumers compute them)."""
+    return t0 + np.arange(n) * dt
