@@ -77,9 +77,10 @@ def assert_store_holds(store: Any, outputs: list[Msg]) -> int:
     assert store.channels("sc-01") == sorted(exp)
     total = 0
     for channel, (t, v, s) in exp.items():
-        got = store.query("sc-01", channel, -math.inf, math.inf)
-        for have, want in zip(got, (t, v, s), strict=True):
-            np.testing.assert_array_equal(have, np.array(want), err_msg=channel)
+        got_t, got_v, got_s = store.query("sc-01", channel, -math.inf, math.inf)
+        np.testing.assert_allclose(got_t, t, rtol=0, atol=1e-9, err_msg=channel)  # merged blocks: t0 + k·dt
+        np.testing.assert_array_equal(got_v, v, err_msg=channel)
+        np.testing.assert_array_equal(got_s, s, err_msg=channel)
         total += len(t)
     return total
 
@@ -99,6 +100,9 @@ def test_messages_become_blocks_with_sigma_and_events(outputs: list[Msg]) -> Non
     assert by["estimates.piston.mass"].sigma is not None and by["state.theta"].sigma is None
     assert "virtual.motor_torque.estimate_sd" not in by and by["virtual.motor_torque.estimate"].sigma is not None
     assert "estimates.crank.theta.sd" in by  # a filter state's σ without its value in the message: a channel
+    assert by["state.theta"].n == 1000 and len(blocks) == 32  # each channel's second in one block
+    split = convert(msgs[:8] + msgs[12:])[0]  # a batch's messages missing: two runs per channel
+    assert len(split) == 64 and sum(b.n for b in split if b.channel == "state.theta") == 980
     kinds = {e.kind for e in events}
     assert {"alarm", "health", "resync"} <= kinds
     alarm = next(e for e in events if e.kind == "alarm")
@@ -270,8 +274,8 @@ def test_postgresql_export_through_the_cli(tmp_path: Path, outputs: list[Msg], p
     toml.write_text(f'[history]\nbackend = "postgresql"\ndsn = "{dsn}"\n')
     out = tmp_path / "theta.csv"
     assert main(["twin", "history", "--config", str(toml), "--channel", "estimates.piston.mass",
-                 "--from", "0.25", "--to", "0.5", "--out", str(out)]) == 0
-    _check_csv(out, outputs, ["estimates.piston.mass"], 0.25, 0.5)
+                 "--from", "0.2505", "--to", "0.5005", "--out", str(out)]) == 0
+    assert _check_csv(out, outputs, ["estimates.piston.mass"], 0.2505, 0.5005) == 250
 
 
 # --------------------------------------------------------------------- export
@@ -286,7 +290,7 @@ def _check_csv(path: Path, outputs: list[Msg], channels: list[str], t_from: floa
         got = [r for r in rows if r["channel"] == channel]
         assert len(got) == int(keep.sum()) > 0
         assert all(r["asset"] == "sc-01" for r in got)
-        np.testing.assert_array_equal([float(r["t"]) for r in got], t[keep])
+        np.testing.assert_allclose([float(r["t"]) for r in got], t[keep], rtol=0, atol=1e-9)
         np.testing.assert_array_equal([float(r["value"] or "nan") for r in got], v[keep])
         np.testing.assert_array_equal([float(r["sigma"] or "nan") for r in got], s[keep])
         n += len(got)

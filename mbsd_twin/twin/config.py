@@ -215,7 +215,7 @@ class HistoryConfig:
     path: str = ""  # sqlite: the database file; "" (and dsn "" for postgresql): no history
     dsn: str = ""  # postgresql: libpq connection string, e.g. "host=db dbname=twin user=twin" (password: PGPASSWORD)
     spool_dir: str = ""  # "": <path>.spool (sqlite) or ./history-spool (postgresql)
-    batch_messages: int = 200  # output messages per store transaction (at most)
+    batch_messages: int = 1000  # output messages per store transaction (at most)
     batch_interval: float = 0.5  # s: pending messages are written at least this often
     retention_days: float = 0.0  # blocks older than this (rig time, per channel) are deleted; 0: keep all
     retention_interval: float = 3600.0  # s between retention passes

@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import math
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -43,21 +43,25 @@ def _event_rows(events: Sequence[Event]) -> list[tuple[Any, ...]]:
     return [(e.asset, e.kind, e.t, e.wall, e.body) for e in events]
 
 
-def decode(rows: Iterable[tuple[float, float, int, bytes, bytes | None]], t_from: float, t_to: float
+def decode(rows: Sequence[tuple[float, float, int, bytes, bytes | None]], t_from: float, t_to: float
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(t, value, sigma) of one channel's blocks (ordered by t0) within [t_from, t_to]; NaN: null."""
-    rows = list(rows)
     if not rows:
         return np.empty(0), np.empty(0), np.empty(0)
-    t0 = np.array([r[0] for r in rows])
-    dt = np.array([r[1] for r in rows])
-    n = np.array([r[2] for r in rows], dtype=np.int64)
-    value = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f8")
-    sigma = np.frombuffer(b"".join(r[4] if r[4] is not None else np.full(r[2], np.nan).tobytes() for r in rows),
-                          dtype="<f8")
+    t0s, dts, ns, values, sigmas = zip(*rows, strict=True)
+    n = np.array(ns, dtype=np.int64)
+    value = np.frombuffer(b"".join(values), dtype="<f8")
+    if all(s is None for s in sigmas):
+        sigma = np.full(len(value), np.nan)
+    else:
+        nan = {k: np.full(k, np.nan).tobytes() for k in set(ns)}
+        sigma = np.frombuffer(b"".join(s if s is not None else nan[k] for s, k in zip(sigmas, ns, strict=True)),
+                              dtype="<f8")
     start = np.cumsum(n) - n
-    k = np.arange(int(n.sum())) - np.repeat(start, n)
-    t = np.repeat(t0, n) + k * np.repeat(dt, n)
+    k = np.arange(len(value)) - np.repeat(start, n)
+    t = np.repeat(np.array(t0s), n) + k * np.repeat(np.array(dts), n)
+    if t_from <= t[0] and t[-1] <= t_to:
+        return t, value, sigma
     keep = (t >= t_from) & (t <= t_to)
     return t[keep], value[keep], sigma[keep]
 

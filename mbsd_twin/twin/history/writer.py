@@ -45,7 +45,7 @@ class HistoryWriter:
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="twin-history", daemon=True)
-        self.counts = {"written": 0, "blocks": 0, "events": 0, "spooled": 0, "replayed": 0, "errors": 0,
+        self.counts = {"written": 0, "blocks": 0, "samples": 0, "events": 0, "spooled": 0, "replayed": 0, "errors": 0,
                        "unreadable": 0, "lost": 0}
         self.down = False
         self.backoff = cfg.retry_min
@@ -126,6 +126,7 @@ class HistoryWriter:
         c = self.counts
         c["written"] += len(msgs)
         c["blocks"] += len(blocks)
+        c["samples"] += sum(b.n for b in blocks)
         c["events"] += len(events)
         c["unreadable"] += bad
         if self.down:
