@@ -187,6 +187,19 @@ def test_refused_postgresql_port_spools(tmp_path: Path, outputs: list[Msg]) -> N
     w.close()
 
 
+def test_unusable_spool_directory_counts_lost_messages_and_never_raises(tmp_path: Path, outputs: list[Msg]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")  # the spool directory would have to be made inside a file
+    cfg = HistoryConfig(path=str(tmp_path / "no" / "h.sqlite"), spool_dir=str(blocker / "spool"))
+    w = HistoryWriter(cfg)  # the store's directory does not exist either: every write fails
+    offer_all(w, outputs[:10])
+    w.cycle()
+    st = w.status()
+    assert st["state"] == "spooling" and st["lost"] == 10 and st["spooled"] == 0
+    assert "spooling to" in st["last_error"] and "Not a directory" in st["last_error"]
+    w.close()
+
+
 def _message(t0: float, value: float) -> str:
     return encode({"v": 1, "asset": "sc-01", "seq": 1, "t0": t0, "dt": 0.001, "n": 2,
                    "ch": {"theta": [value, value]}, "stride": 1})
@@ -260,8 +273,6 @@ def test_postgresql_outage_spools_and_every_message_arrives_after(tmp_path: Path
     print("history after the outage", st)
     assert st["state"] == "ok" and st["replayed"] == len(outputs) - 40 and st["spool_pending"] == 0
     assert_store_holds(w.store, outputs)
-    n_events = admin.execute(f"SELECT count(*) FROM pg_stat_activity WHERE datname = '{name}'").fetchone()
-    assert n_events is not None
     w.close()
 
 

@@ -31,20 +31,27 @@ def _count_lines(path: str, start: int = 0) -> int:
 class Spool:
     def __init__(self, directory: str, segment_bytes: int = 64 << 20) -> None:
         self.dir, self.segment_bytes = directory, segment_bytes
-        os.makedirs(directory, exist_ok=True)
         self.fh: BinaryIO | None = None
         self.size = 0
         self.torn = 0  # unreadable lines skipped while catching up
-        if os.path.exists(self._path(ACTIVE)):
-            self.rotate()
-        self.carried = sum(_count_lines(self._path(s), self._offset(s)) for s in self.segments())
+        self.carried = 0  # messages left in the spool by an earlier run
+        try:  # a spool directory that cannot be made now is retried at the first append
+            os.makedirs(directory, exist_ok=True)
+            if os.path.exists(self._path(ACTIVE)):
+                self.rotate()
+            self.carried = sum(_count_lines(self._path(s), self._offset(s)) for s in self.segments())
+        except OSError:
+            pass
 
     def _path(self, name: str) -> str:
         return os.path.join(self.dir, name)
 
     def segments(self) -> list[str]:
         """Complete segments, oldest first."""
-        return sorted(f for f in os.listdir(self.dir) if f.endswith(".spool"))
+        try:
+            return sorted(f for f in os.listdir(self.dir) if f.endswith(".spool"))
+        except OSError:  # no spool directory (yet): nothing spooled
+            return []
 
     def pending(self) -> bool:
         return self.size > 0 or bool(self.segments())
@@ -52,6 +59,7 @@ class Spool:
     def append(self, messages: list[Message]) -> None:
         """Append and flush (raises ``OSError``); rotates at ``segment_bytes``."""
         if self.fh is None:
+            os.makedirs(self.dir, exist_ok=True)
             self.fh = open(self._path(ACTIVE), "ab")  # noqa: SIM115 - kept open between appends
             self.size = self.fh.tell()
         data = "".join(f"{leaf}\t{wall!r}\t{text}\n" for leaf, wall, text in messages).encode()
