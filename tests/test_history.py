@@ -93,8 +93,9 @@ def offer_all(writer: HistoryWriter, outputs: list[Msg]) -> None:
 # ------------------------------------------------------------------- the rows
 def test_messages_become_blocks_with_sigma_and_events(outputs: list[Msg]) -> None:
     msgs = [(t.rsplit("/", 1)[-1], 1.0, p) for t, p in outputs]
-    blocks, events, bad = convert(msgs + [("state", 1.0, "{not json"), ("latest", 1.0, "{}")])
-    assert bad == 1 and convert([("latest", 1.0, msgs[0][2])]) == ([], [], 0)
+    short = encode({"asset": "sc-01", "t0": 0.0, "dt": 0.001, "n": 3, "ch": {"theta": [1.0, 2.0]}})
+    blocks, events, bad = convert(msgs + [("state", 1.0, "{not json"), ("latest", 1.0, "{}"), ("state", 1.0, short)])
+    assert bad == 2 and convert([("latest", 1.0, msgs[0][2])]) == ([], [], 0)
     by = {b.channel: b for b in blocks}
     assert "estimates.piston.mass" in by and "estimates.piston.mass.sd" not in by
     assert by["estimates.piston.mass"].sigma is not None and by["state.theta"].sigma is None

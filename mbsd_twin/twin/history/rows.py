@@ -15,8 +15,11 @@ status messages (wall time only).
 
 from __future__ import annotations
 
+import sys
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import orjson
@@ -25,6 +28,7 @@ SAMPLE_TOPICS = ("state", "residuals", "virtual", "estimates")
 EVENT_TOPICS = ("alarms", "health", "status")
 STORED_TOPICS = SAMPLE_TOPICS + EVENT_TOPICS
 SIGMA_SUFFIXES = (".sd", "_sd")
+LITTLE = sys.byteorder == "little"  # array("d") is native order; the store's is little-endian
 
 
 @dataclass(frozen=True)
@@ -51,17 +55,25 @@ class Event:
     body: str  # the message (JSON)
 
 
-def _floats(values: list[float | None]) -> bytes:
+def _floats(values: list[float | None], n: int) -> bytes:
+    if not isinstance(values, list) or len(values) != n:
+        raise ValueError(f"a channel of {len(values) if isinstance(values, list) else 'no'} values where n = {n}")
+    if LITTLE:
+        try:
+            return array("d", cast(list[float], values)).tobytes()  # the common case: no null (3x faster than numpy)
+        except TypeError:
+            pass
     return np.asarray(values, dtype="<f8").tobytes()  # None → NaN
 
 
 def _blocks(leaf: str, msg: dict) -> list[Block]:
     ch = msg["ch"]
     asset, t0, dt, n = str(msg["asset"]), float(msg["t0"]), float(msg["dt"]), int(msg["n"])
-    sigma_of = {name[: -len(s)]: name for name in ch for s in SIGMA_SUFFIXES if name.endswith(s)}
+    sigma_of = {name[: -len(s)]: name for name in ch if name.endswith("sd") for s in SIGMA_SUFFIXES
+                if name.endswith(s)}
     paired = {sd for base, sd in sigma_of.items() if base in ch}
-    return [Block(asset, f"{leaf}.{name}", t0, dt, n, _floats(values),
-                  _floats(ch[sigma_of[name]]) if sigma_of.get(name) in paired else None)
+    return [Block(asset, f"{leaf}.{name}", t0, dt, n, _floats(values, n),
+                  _floats(ch[sigma_of[name]], n) if sigma_of.get(name) in paired else None)
             for name, values in ch.items() if name not in paired]
 
 
