@@ -1,5 +1,6 @@
 """The history store under a 20-asset fleet: a slider-crank twin's outputs (state, residuals,
-virtual, estimates, alarms — 32 channels) at 1 kHz in batches of 20 for each of ``--assets`` assets,
+virtual, estimates, alarms — 32 channels) at 1 kHz in batches of 20 for each of ``--assets`` assets.
+First the writer's capacity (the stream converted and written as fast as it goes); then the stream
 offered in real time to one history writer (the twin's own ``HistoryWriter``, its thread beside the
 feeder, as in ``twin serve``), for SQLite and PostgreSQL. Prints blocks (rows) and samples written
 per second, the store's lag (offer → commit) p50/p99/max, what had to be spooled (a store that
@@ -29,7 +30,7 @@ import orjson
 from mbsd_twin.model.loader import load_mechanism
 from mbsd_twin.twin.config import AlarmConfig, CoreConfig, HistoryConfig
 from mbsd_twin.twin.core import TwinCore
-from mbsd_twin.twin.history.rows import Block
+from mbsd_twin.twin.history.rows import Block, convert
 from mbsd_twin.twin.history.stores import open_store
 from mbsd_twin.twin.history.writer import HistoryWriter
 from mbsd_twin.twin.protocol import encode, parse_sensor
@@ -69,6 +70,33 @@ def feed(writer: HistoryWriter, tpl: list[list[tuple[str, dict[str, Any]]]], ass
             next_poll += 0.25
             lags.append(writer.status()["lag_s"])
     return time.perf_counter() - t_start - seconds, lags
+
+
+def capacity(name: str, cfg: HistoryConfig, tpl: Any, assets: int, seconds: float) -> None:
+    """The writer's own cost: the same stream converted and written as fast as it goes (no feeder),
+    in batches of ``batch_messages``; CPU time of this process and wall time."""
+    msgs = []
+    for i in range(int(seconds * 50)):
+        for a in range(assets):
+            for leaf, m in tpl[i % 50]:
+                msg = {**m, "asset": f"sc-{a:02d}"}
+                if "t0" in msg:
+                    msg["t0"] = m["t0"] + (i // 50)
+                msgs.append((leaf, 0.0, orjson.dumps(msg).decode()))
+    store = open_store(cfg.backend, cfg.path, cfg.dsn, 60.0)
+    samples = 0
+    wall, cpu = time.perf_counter(), time.process_time()
+    for k in range(0, len(msgs), cfg.batch_messages):
+        blocks, events, _ = convert(msgs[k:k + cfg.batch_messages])
+        store.write(blocks, events)
+        samples += sum(b.n for b in blocks)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    store.close()
+    rate = len(msgs) / seconds / assets  # messages per second of one twin
+    print(f"{name} capacity: {len(msgs):,} messages ({samples:,} samples) in {wall:.2f} s wall, {cpu:.2f} s CPU "
+          f"of this process: {samples / wall:,.0f} samples/s, {wall / len(msgs) * 1e6:.0f} µs wall and "
+          f"{cpu / len(msgs) * 1e6:.0f} µs CPU per message; one twin (1 kHz, {rate:.0f} messages/s) costs its "
+          f"writer {cpu / len(msgs) * rate:.1%} of a core (the database server's share not counted)")
 
 
 def throughput(name: str, cfg: HistoryConfig, tpl: Any, assets: int, seconds: float) -> None:
@@ -133,6 +161,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
         if args.only != "postgresql":
             cfg = HistoryConfig(path=os.path.join(tmp, "h.sqlite"), batch_messages=args.batch)
+            capacity("SQLite", HistoryConfig(path=os.path.join(tmp, "c.sqlite"), batch_messages=args.batch), tpl,
+                     args.assets, args.seconds / 2)
             throughput("SQLite", cfg, tpl, args.assets, args.seconds)
             query("SQLite", HistoryConfig(path=os.path.join(tmp, "q.sqlite")), args.hour, args.block)
         if args.only != "sqlite":
@@ -150,6 +180,9 @@ def postgres(args: argparse.Namespace, tpl: Any, tmp: str) -> None:
         dsn = make_conninfo(args.dsn, dbname=name)
         cfg = HistoryConfig(backend="postgresql", dsn=dsn, spool_dir=os.path.join(tmp, "spool"),
                             batch_messages=args.batch)
+        capacity("PostgreSQL", cfg, tpl, args.assets, args.seconds / 2)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("TRUNCATE blocks, events")
         throughput("PostgreSQL", cfg, tpl, args.assets, args.seconds)
         query("PostgreSQL", cfg, args.hour, args.block)
     finally:
