@@ -206,20 +206,38 @@ def _message(t0: float, value: float) -> str:
                    "ch": {"theta": [value, value]}, "stride": 1})
 
 
-def test_retention_deletes_blocks_older_than_the_newest_by_rig_time(tmp_path: Path) -> None:
+def _retention(cfg: HistoryConfig) -> None:
     day = 86400.0
     wall = [10 * day]
-    cfg = HistoryConfig(path=str(tmp_path / "h.sqlite"), retention_days=1.5)
     w = HistoryWriter(cfg, wall=lambda: wall[0])
     for d in (0, 1, 2, 3):
         w.offer("dt/v1/sc-01/twin/state", _message(d * day, float(d)))
+    w.offer("dt/v1/sc-01/twin/health", encode({"asset": "sc-01"}))
     wall[0] = 20 * day
     w.offer("dt/v1/sc-01/twin/health", encode({"asset": "sc-01"}))  # published 10 days after the first
-    w.offer("dt/v1/sc-01/twin/health", encode({"asset": "sc-01"}))
     w.cycle()  # written, then the first retention pass
     t, v, _ = w.store.query("sc-01", "state.theta", -math.inf, math.inf)
-    assert list(v) == [2.0, 2.0, 3.0, 3.0]  # 3 d - 1.5 d: day 2 and 3 stay
-    assert len(w.store.events("sc-01")) == 2
+    assert list(v) == [2.0, 2.0, 3.0, 3.0]  # 3 d - 1.5 d: days 2 and 3 stay
+    assert [e[2] for e in w.store.events("sc-01")] == [20 * day]
+    w.close()
+
+
+def test_retention_deletes_blocks_older_than_the_newest_by_rig_time(tmp_path: Path) -> None:
+    _retention(HistoryConfig(path=str(tmp_path / "h.sqlite"), retention_days=1.5))
+
+
+def test_health_figures_reach_prometheus(tmp_path: Path, outputs: list[Msg]) -> None:
+    from prometheus_client import generate_latest
+
+    from mbsd_twin.twin.metrics import Metrics
+
+    w = HistoryWriter(HistoryConfig(path=str(tmp_path / "x" / "h.sqlite"), spool_dir=str(tmp_path / "spool")))
+    offer_all(w, outputs[:7])
+    w.cycle()  # the store's directory does not exist: spooled
+    m = Metrics()
+    m.history_figures(w.status())
+    text = generate_latest(m.registry).decode()
+    assert 'twin_history{figure="spooled"} 7.0' in text and 'twin_history{figure="spool_pending"} 7.0' in text
     w.close()
 
 
@@ -275,6 +293,10 @@ def test_postgresql_outage_spools_and_every_message_arrives_after(tmp_path: Path
     assert st["state"] == "ok" and st["replayed"] == len(outputs) - 40 and st["spool_pending"] == 0
     assert_store_holds(w.store, outputs)
     w.close()
+
+
+def test_postgresql_retention(tmp_path: Path, pg_db: tuple[str, Any]) -> None:
+    _retention(HistoryConfig(backend="postgresql", dsn=pg_db[0], spool_dir=str(tmp_path / "s"), retention_days=1.5))
 
 
 def test_postgresql_export_through_the_cli(tmp_path: Path, outputs: list[Msg], pg_db: tuple[str, Any]) -> None:
