@@ -78,7 +78,7 @@ def assert_store_holds(store: Any, outputs: list[Msg]) -> int:
     total = 0
     for channel, (t, v, s) in exp.items():
         got_t, got_v, got_s = store.query("sc-01", channel, -math.inf, math.inf)
-        np.testing.assert_allclose(got_t, t, rtol=0, atol=1e-9, err_msg=channel)  # merged blocks: t0 + k·dt
+        np.testing.assert_array_equal(got_t, t, err_msg=channel)
         np.testing.assert_array_equal(got_v, v, err_msg=channel)
         np.testing.assert_array_equal(got_s, s, err_msg=channel)
         total += len(t)
@@ -324,7 +324,7 @@ def _check_csv(path: Path, outputs: list[Msg], channels: list[str], t_from: floa
         got = [r for r in rows if r["channel"] == channel]
         assert len(got) == int(keep.sum()) > 0
         assert all(r["asset"] == "sc-01" for r in got)
-        np.testing.assert_allclose([float(r["t"]) for r in got], t[keep], rtol=0, atol=1e-9)
+        np.testing.assert_array_equal([float(r["t"]) for r in got], t[keep])
         np.testing.assert_array_equal([float(r["value"] or "nan") for r in got], v[keep])
         np.testing.assert_array_equal([float(r["sigma"] or "nan") for r in got], s[keep])
         n += len(got)

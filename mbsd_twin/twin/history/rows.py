@@ -3,8 +3,9 @@
 A *block* is a run of one channel's samples at ``t0 + k·dt``: the channel of one output message,
 merged with the same channel of the messages after it in the same write batch when they continue
 it (same ``dt``, next ``t0`` within 0.1 % of ``dt`` of ``t0 + n·dt``, σ or no σ alike) — a 0.5 s batch
-of a 1 kHz twin is one block of 500 samples per channel. Values and σ are little-endian float64
-arrays. A null value (the twin
+of a 1 kHz twin is one block of 500 samples per channel. A merged block keeps each message's
+``(t0, n)`` (``parts``), so the sample times read back are the messages' own ``t0 + k·dt``, bit for
+bit. Values and σ are little-endian float64 arrays. A null value (the twin
 publishes null for an undefined one) is stored as NaN. Channels are named ``<topic>.<name>``
 (``state.theta``, ``residuals.f_x``, ``virtual.main_bearing.fx``, ``estimates.piston.mass``); a
 channel whose message also carries ``<name>.sd`` or ``<name>_sd`` gets that as its σ (the
@@ -40,10 +41,15 @@ class Block:
     n: int
     value: bytes  # n little-endian float64 (NaN: null)
     sigma: bytes | None  # n little-endian float64, or None: the channel has no σ
+    parts: bytes | None = None  # merged messages: (t0, n) of each as little-endian float64 pairs; None: one
 
     @property
     def t1(self) -> float:
-        return self.t0 + (self.n - 1) * self.dt
+        """Rig time of the last sample, as its message gives it."""
+        if self.parts is None:
+            return self.t0 + (self.n - 1) * self.dt
+        t0, n = np.frombuffer(self.parts[-16:], dtype="<f8")
+        return float(t0 + (n - 1) * self.dt)
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,8 @@ def merge(blocks: list[Block]) -> list[Block]:
             out.append(run)
     return [r[0] if len(r) == 1 else Block(
         r[0].asset, r[0].channel, r[0].t0, r[0].dt, sum(b.n for b in r), b"".join(b.value for b in r),
-        None if r[0].sigma is None else b"".join(b.sigma or b"" for b in r)) for r in out]
+        None if r[0].sigma is None else b"".join(b.sigma or b"" for b in r),
+        np.array([x for b in r for x in (b.t0, b.n)], dtype="<f8").tobytes()) for r in out]
 
 
 def convert(messages: Iterable[tuple[str, float, str]]) -> tuple[list[Block], list[Event], int]:

@@ -2,9 +2,10 @@
 hypertable when the extension is available). Same schema in both (docs/history.md):
 
 * ``series`` (id, asset, channel): one row per asset and channel;
-* ``blocks`` (series, t0_us, t1_us, t0, dt, n, value, sigma): one channel of one output message —
-  ``n`` samples at rig time ``t0 + k·dt``, ``value``/``sigma`` little-endian float64 arrays
-  (``sigma`` null when the channel has none); indexed on (series, t0_us), µs of the first and last
+* ``blocks`` (series, t0_us, t1_us, t0, dt, n, value, sigma, parts): a run of one channel's samples
+  (:mod:`.rows`) — ``n`` samples at rig time ``t0 + k·dt`` (per merged message: ``parts``),
+  ``value``/``sigma`` little-endian float64 arrays (``sigma`` null when the channel has none);
+  indexed on (series, t0_us), µs of the first and last
   sample's rig time;
 * ``events`` (asset, kind, t, wall, body): alarms, re-initialisations, health and status messages.
 
@@ -36,20 +37,42 @@ def _us(t: float) -> int:
 
 
 def _block_rows(blocks: Sequence[Block], ids: dict[tuple[str, str], int]) -> list[tuple[Any, ...]]:
-    return [(ids[(b.asset, b.channel)], _us(b.t0), _us(b.t1), b.t0, b.dt, b.n, b.value, b.sigma) for b in blocks]
+    return [(ids[(b.asset, b.channel)], _us(b.t0), _us(b.t1), b.t0, b.dt, b.n, b.value, b.sigma, b.parts)
+            for b in blocks]
 
 
 def _event_rows(events: Sequence[Event]) -> list[tuple[Any, ...]]:
     return [(e.asset, e.kind, e.t, e.wall, e.body) for e in events]
 
 
-def decode(rows: Sequence[tuple[float, float, int, bytes, bytes | None]], t_from: float, t_to: float
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+Row = tuple[float, float, int, bytes, bytes | None, bytes | None]  # t0, dt, n, value, sigma, parts
+
+
+def _times(rows: Sequence[Row]) -> np.ndarray:
+    """The sample times of the blocks: each message's ``t0 + k·dt`` (as its subscribers compute them)."""
+    t0s: list[float] = []
+    ns: list[float] = []
+    dts: list[float] = []
+    for t0, dt, n, _, _, parts in rows:
+        if parts is None:
+            t0s.append(t0)
+            ns.append(n)
+            dts.append(dt)
+        else:
+            pairs = np.frombuffer(parts, dtype="<f8")
+            t0s.extend(pairs[0::2].tolist())
+            ns.extend(pairs[1::2].tolist())
+            dts.extend([dt] * (len(pairs) // 2))
+    counts = np.array(ns, dtype=np.int64)
+    k = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(np.array(t0s), counts) + k * np.repeat(np.array(dts), counts)
+
+
+def decode(rows: Sequence[Row], t_from: float, t_to: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(t, value, sigma) of one channel's blocks (ordered by t0) within [t_from, t_to]; NaN: null."""
     if not rows:
         return np.empty(0), np.empty(0), np.empty(0)
-    t0s, dts, ns, values, sigmas = zip(*rows, strict=True)
-    n = np.array(ns, dtype=np.int64)
+    _, _, ns, values, sigmas, _ = zip(*rows, strict=True)
     value = np.frombuffer(b"".join(values), dtype="<f8")
     if all(s is None for s in sigmas):
         sigma = np.full(len(value), np.nan)
@@ -57,9 +80,7 @@ def decode(rows: Sequence[tuple[float, float, int, bytes, bytes | None]], t_from
         nan = {k: np.full(k, np.nan).tobytes() for k in set(ns)}
         sigma = np.frombuffer(b"".join(s if s is not None else nan[k] for s, k in zip(sigmas, ns, strict=True)),
                               dtype="<f8")
-    start = np.cumsum(n) - n
-    k = np.arange(len(value)) - np.repeat(start, n)
-    t = np.repeat(np.array(t0s), n) + k * np.repeat(np.array(dts), n)
+    t = _times(rows)
     if t_from <= t[0] and t[-1] <= t_to:
         return t, value, sigma
     keep = (t >= t_from) & (t <= t_to)
@@ -81,7 +102,7 @@ class _SqlStore:
         raise NotImplementedError
 
     def _insert_blocks(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
-        cur.executemany(f"INSERT INTO blocks VALUES ({', '.join([self.P] * 8)})", rows)
+        cur.executemany(f"INSERT INTO blocks VALUES ({', '.join([self.P] * 9)})", rows)
 
     def _errors(self) -> tuple[type[BaseException], ...]:
         raise NotImplementedError
@@ -141,7 +162,7 @@ class _SqlStore:
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(t, value, sigma) of one channel in [t_from, t_to] (rig time, s), in time order."""
         p = self.P
-        sql = (f"SELECT b.t0, b.dt, b.n, b.value, b.sigma FROM blocks b JOIN series s ON s.id = b.series "
+        sql = (f"SELECT b.t0, b.dt, b.n, b.value, b.sigma, b.parts FROM blocks b JOIN series s ON s.id = b.series "
                f"WHERE s.asset = {p} AND s.channel = {p} AND b.t0_us <= {p} AND b.t1_us >= {p} ORDER BY b.t0_us")
         lo = _us(t_from) - 1 if math.isfinite(t_from) else -(1 << 62)
         hi = _us(t_to) + 1 if math.isfinite(t_to) else 1 << 62
@@ -183,7 +204,7 @@ CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, asset TEXT NOT NULL, 
                                    UNIQUE (asset, channel));
 CREATE TABLE IF NOT EXISTS blocks (series INTEGER NOT NULL REFERENCES series (id), t0_us INTEGER NOT NULL,
                                    t1_us INTEGER NOT NULL, t0 REAL NOT NULL, dt REAL NOT NULL, n INTEGER NOT NULL,
-                                   value BLOB NOT NULL, sigma BLOB);
+                                   value BLOB NOT NULL, sigma BLOB, parts BLOB);
 CREATE INDEX IF NOT EXISTS blocks_series_t ON blocks (series, t0_us);
 CREATE TABLE IF NOT EXISTS events (asset TEXT NOT NULL, kind TEXT NOT NULL, t REAL, wall REAL NOT NULL,
                                    body TEXT NOT NULL);
@@ -221,7 +242,7 @@ CREATE TABLE IF NOT EXISTS series (id SERIAL PRIMARY KEY, asset TEXT NOT NULL, c
                                    UNIQUE (asset, channel));
 CREATE TABLE IF NOT EXISTS blocks (series INTEGER NOT NULL REFERENCES series (id), t0_us BIGINT NOT NULL,
                                    t1_us BIGINT NOT NULL, t0 DOUBLE PRECISION NOT NULL, dt DOUBLE PRECISION NOT NULL,
-                                   n INTEGER NOT NULL, value BYTEA NOT NULL, sigma BYTEA);
+                                   n INTEGER NOT NULL, value BYTEA NOT NULL, sigma BYTEA, parts BYTEA);
 CREATE INDEX IF NOT EXISTS blocks_series_t ON blocks (series, t0_us);
 CREATE TABLE IF NOT EXISTS events (asset TEXT NOT NULL, kind TEXT NOT NULL, t DOUBLE PRECISION,
                                    wall DOUBLE PRECISION NOT NULL, body TEXT NOT NULL);
@@ -266,9 +287,9 @@ class PostgresStore(_SqlStore):
         return conn.transaction()
 
     def _insert_blocks(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
-        cols = "series, t0_us, t1_us, t0, dt, n, value, sigma"
+        cols = "series, t0_us, t1_us, t0, dt, n, value, sigma, parts"
         with cur.copy(f"COPY blocks ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int4", "int8", "int8", "float8", "float8", "int4", "bytea", "bytea"])
+            copy.set_types(["int4", "int8", "int8", "float8", "float8", "int4", "bytea", "bytea", "bytea"])
             for row in rows:
                 copy.write_row(row)
 
