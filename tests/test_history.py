@@ -380,11 +380,13 @@ def test_history_config_defaults_and_problems(tmp_path: Path) -> None:
 def test_twin_through_mosquitto_spools_a_locked_store_and_the_cli_exports_all(broker: Any, tmp_path: Path) -> None:
     """A real twin (rig → mosquitto → twin serve's service): the history file is locked by another
     process for the first 0.8 s of the stream, so the writer spools; after the lock is released every
-    state message the twin published is in the history, and ``twin history`` exports exactly them."""
+    state message the twin published (its recording's ``out`` records: what it handed to the broker)
+    is in the history, and ``twin history`` exports exactly them."""
     import subprocess
 
     from test_twin_broker import Collector, _config, _wait
 
+    from mbsd_twin.twin.recorder import read_records
     from mbsd_twin.twin.rig import Trajectory
     from mbsd_twin.twin.rig_client import Rig
     from mbsd_twin.twin.service import TwinService
@@ -397,7 +399,7 @@ def test_twin_through_mosquitto_spools_a_locked_store_and_the_cli_exports_all(br
     col = Collector(broker.url, broker.mqtt5)
     cfg = _config(broker, tmp_path, history={"path": str(db), "batch_interval": 0.2, "timeout": 0.2,
                                              "retry_min": 0.2, "retry_max": 0.4},
-                  service={"health_interval": 0.3})
+                  service={"health_interval": 0.3}, record={"path": str(tmp_path / "rec.jsonl")})
     with TwinService(cfg) as svc:
         assert _wait(svc.connected.is_set, 5)
         rig = Rig(svc.mech, RigConfig(), broker.url, traj=traj, protocol=broker.protocol)
@@ -413,7 +415,8 @@ def test_twin_through_mosquitto_spools_a_locked_store_and_the_cli_exports_all(br
         health = svc.health()
     time.sleep(0.3)
     col.close()
-    states = col.get("twin/state")
+    states = [orjson.loads(r["p"]) for r in read_records(str(tmp_path / "rec.jsonl"))
+              if r["k"] == "out" and r["t"].endswith("/twin/state")]
     hist = health["sinks"]["history"]
     print("history sink during the outage", during, "after", hist, "states", len(states))
     assert during["state"] == "spooling" and "database is locked" in during["last_error"]
