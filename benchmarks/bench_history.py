@@ -129,8 +129,11 @@ def query(name: str, cfg: HistoryConfig, hour: float, block: int) -> None:
     t_fill = time.perf_counter()
     per_s = 1000 // block
     for s in range(int(hour)):
-        blocks = [Block("q-01", ch, s + j * block / 1000, 0.001, block, vals[(s + j + k) % 64], None)
-                  for j in range(per_s) for k, ch in enumerate(["state.theta", *channels])]
+        starts = [s + j * block / 1000 for j in range(per_s)]
+        parts = [np.array([x for m in range(block // 20) for x in (t0 + 0.02 * m, 20)], dtype="<f8").tobytes()
+                 for t0 in starts]  # the writer's merged blocks keep each message's t0 and n
+        blocks = [Block("q-01", ch, t0, 0.001, block, vals[(s + j + k) % 64], None, parts[j] if block > 20 else None)
+                  for j, t0 in enumerate(starts) for k, ch in enumerate(["state.theta", *channels])]
         store.write(blocks, [])
     t_fill = time.perf_counter() - t_fill
     times = []
