@@ -112,6 +112,10 @@ class _SqlStore:
         """A transaction: committed at the end of the block, rolled back on an exception."""
         return conn  # sqlite3's connection is that context manager
 
+    @staticmethod
+    def _read_cursor(conn: Any) -> Any:
+        return conn.cursor()
+
     # --- shared
     def _call(self, what: str, fn: Any) -> Any:
         try:
@@ -173,9 +177,8 @@ class _SqlStore:
         sql = f"SELECT kind, t, wall, body FROM events WHERE asset = {self.P} ORDER BY wall"
         return self._call("reading", lambda conn: self._fetch(conn, sql, (asset,)))
 
-    @staticmethod
-    def _fetch(conn: Any, sql: str, args: tuple[Any, ...]) -> list[Any]:
-        cur = conn.cursor()
+    def _fetch(self, conn: Any, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        cur = self._read_cursor(conn)
         cur.execute(sql, args)
         return list(cur.fetchall())  # (sqlite3 opens no transaction for a SELECT; psycopg runs in autocommit)
 
@@ -285,6 +288,10 @@ class PostgresStore(_SqlStore):
     @staticmethod
     def _tx(conn: Any) -> Any:
         return conn.transaction()
+
+    @staticmethod
+    def _read_cursor(conn: Any) -> Any:
+        return conn.cursor(binary=True)  # bytea as bytes on the wire (not hex text: half the transfer)
 
     def _insert_blocks(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
         cols = "series, t0_us, t1_us, t0, dt, n, value, sigma, parts"
