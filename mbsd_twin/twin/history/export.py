@@ -71,7 +71,7 @@ def _write_csv(path: str, asset: str, series: list[Series]) -> None:
 
 
 def _write_parquet(path: str, asset: str, series: list[Series]) -> None:
-    _write_parquet_check()
+    _need_pyarrow()
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -115,7 +115,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         raise ExportError(f"--to {args.t_to} is before --from {args.t_from}")
     channels = [c for spec in args.channel or [] for c in spec.split(",") if c]
     if args.format == "parquet":
-        _write_parquet_check()
+        _need_pyarrow()
     store = open_store(h.backend, h.path, h.dsn, h.timeout, create=False)
     asset = args.asset or cfg.core.asset
     try:
@@ -127,7 +127,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_parquet_check() -> None:
+def _need_pyarrow() -> None:
     try:
         import pyarrow  # noqa: F401
     except ImportError:
