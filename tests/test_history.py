@@ -201,6 +201,29 @@ def test_unusable_spool_directory_counts_lost_messages_and_never_raises(tmp_path
     w.close()
 
 
+def test_a_store_hanging_at_stop_is_reported_not_waited_for(tmp_path: Path, outputs: list[Msg]) -> None:
+    class Hanging:  # a store call that does not return (a server that stopped answering)
+        name = "hanging store"
+
+        def write(self, blocks: Any, events: Any) -> None:
+            time.sleep(3.0)
+
+        def close(self) -> None:
+            pass
+
+    events: list[tuple[str, str]] = []
+    w = HistoryWriter(HistoryConfig(path="x", spool_dir=str(tmp_path / "s"), batch_interval=0.05),
+                      report=lambda e, m: events.append((e, m)), store=Hanging())
+    w.start()
+    offer_all(w, outputs[:5])
+    time.sleep(0.3)  # the writer is inside write()
+    offer_all(w, outputs[5:8])
+    t = time.perf_counter()
+    w.close(0.3)
+    assert time.perf_counter() - t < 1.0
+    assert events and events[-1][0] == "stop" and "3 queued message(s) may not be written" in events[-1][1]
+
+
 def _message(t0: float, value: float) -> str:
     return encode({"v": 1, "asset": "sc-01", "seq": 1, "t0": t0, "dt": 0.001, "n": 2,
                    "ch": {"theta": [value, value]}, "stride": 1})

@@ -378,8 +378,9 @@ class TwinService:
         self.client.loop_stop()
         if self.recorder:
             self.recorder.close()
-        if self.history is not None:
-            self.history.close()
+        if self.history is not None:  # within the watchdog's grace (SIGKILL after stop_grace)
+            grace = self.cfg.service.stop_grace
+            self.history.close(max(0.5, grace - timeout) if grace > 0 else 10.0)
         if self.http:
             self.http.shutdown()
 

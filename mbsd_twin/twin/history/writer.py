@@ -76,6 +76,11 @@ class HistoryWriter:
         self.wake.set()
         if self.thread.is_alive():
             self.thread.join(timeout)
+            if self.thread.is_alive():  # a store call hanging past the stop: say what may not arrive
+                busy = self.last_error or "a store call in progress"
+                self.report("stop", f"history writer still busy after {timeout:g} s at stop ({busy}); "
+                            f"{len(self.queue)} queued message(s) may not be written")
+                return
         else:
             self._drain()
         self.spool.close()
