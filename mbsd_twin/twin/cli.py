@@ -1,4 +1,4 @@
-"""``mbsd-twin twin serve|replay|calibrate`` and ``mbsd-twin rig`` (registered by mbsd_twin.cli)."""
+"""``mbsd-twin twin serve|replay|history|calibrate`` and ``mbsd-twin rig`` (registered by mbsd_twin.cli)."""
 
 from __future__ import annotations
 
@@ -235,6 +235,10 @@ def add_twin(sub: argparse._SubParsersAction) -> None:
     r.add_argument("recording")
     r.add_argument("-o", "--output", help="write the replayed outputs as JSON lines")
     r.set_defaults(func=_cmd_replay)
+
+    from .history.export import add_parser as add_history
+
+    add_history(tsub)
 
     c = tsub.add_parser("calibrate", help="fit model parameters to a recording (least squares, multiple shooting)")
     c.add_argument("recording", help="a twin recording (JSON lines, see docs/calibration.md)")

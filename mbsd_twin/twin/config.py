@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from .config_checks import check_broker, check_commands, check_core, check_service, shown
+from .config_checks import check_broker, check_commands, check_core, check_history, check_service, shown
 
 ENV = {  # environment variable → (section, key)
     "MBSD_TWIN_BROKER": ("broker", "url"),
@@ -30,8 +30,10 @@ ENV = {  # environment variable → (section, key)
     "MBSD_TWIN_RECORD": ("record", "path"),
     "MBSD_TWIN_METRICS_PORT": ("metrics", "port"),
     "MBSD_TWIN_METRICS_HOST": ("metrics", "host"),
+    "MBSD_TWIN_HISTORY_PATH": ("history", "path"),
+    "MBSD_TWIN_HISTORY_DSN": ("history", "dsn"),
 }
-SECRET_KEYS = ("password",)
+SECRET_KEYS = ("password", "dsn")
 
 
 class ConfigError(ValueError):
@@ -205,6 +207,29 @@ class RecordConfig:
 
 
 @dataclass(frozen=True)
+class HistoryConfig:
+    """The history store (docs/history.md): what the twin publishes, written off the sample loop in
+    batches; a store outage spools to disk and catches up later."""
+
+    backend: str = "sqlite"  # sqlite | postgresql | none
+    path: str = ""  # sqlite: the database file; "" (and dsn "" for postgresql): no history
+    dsn: str = ""  # postgresql: libpq connection string, e.g. "host=db dbname=twin user=twin" (password: PGPASSWORD)
+    spool_dir: str = ""  # "": <path>.spool (sqlite) or ./history-spool (postgresql)
+    batch_messages: int = 1000  # output messages per store transaction (at most)
+    batch_interval: float = 0.5  # s: pending messages are written at least this often
+    retention_days: float = 0.0  # blocks older than this (rig time, per channel) are deleted; 0: keep all
+    retention_interval: float = 3600.0  # s between retention passes
+    retry_min: float = 1.0  # s: after a store failure the writer spools and retries after this ...
+    retry_max: float = 30.0  # s: ... doubling up to this
+    timeout: float = 5.0  # s: connect / lock wait / statement limit of one store call
+    spool_segment_bytes: int = 64 * 1024 * 1024  # the spool rotates into a new segment at this size
+
+    @property
+    def enabled(self) -> bool:
+        return self.backend != "none" and bool(self.path if self.backend == "sqlite" else self.dsn)
+
+
+@dataclass(frozen=True)
 class MetricsConfig:
     host: str = "127.0.0.1"
     port: int = 0  # 0: no HTTP endpoint
@@ -218,6 +243,7 @@ class TwinConfig:
     commands: CommandsConfig = CommandsConfig()
     record: RecordConfig = RecordConfig()
     metrics: MetricsConfig = MetricsConfig()
+    history: HistoryConfig = HistoryConfig()
     source: str = field(default="", compare=False)  # the TOML file read ("" none): named in messages
 
     def config_hash(self) -> str:
@@ -229,7 +255,7 @@ class TwinConfig:
 
 
 _SECTIONS = {"broker": BrokerConfig, "core": CoreConfig, "service": ServiceConfig, "commands": CommandsConfig,
-             "record": RecordConfig, "metrics": MetricsConfig}
+             "record": RecordConfig, "metrics": MetricsConfig, "history": HistoryConfig}
 
 
 def _coerce(value: Any, default: Any) -> tuple[bool, Any]:
@@ -343,6 +369,7 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
     if not 0 < cfg.record.retry_min <= cfg.record.retry_max:
         problems.append("[record] need 0 < retry_min <= retry_max")
     check_commands(cfg.commands, problems)
+    check_history(cfg.history, problems)
     if problems:
         raise ConfigError(problems, path or "<defaults>")
     return cfg

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 if TYPE_CHECKING:
-    from .config import BrokerConfig, CommandsConfig, CoreConfig, MetricsConfig, ServiceConfig
+    from .config import BrokerConfig, CommandsConfig, CoreConfig, HistoryConfig, MetricsConfig, ServiceConfig
 
 
 def shown(value: Any) -> str:
@@ -132,3 +132,23 @@ def check_commands(c: CommandsConfig, problems: list[str]) -> None:
     for key in ("burst", "queue_size", "batches_per_command"):
         if getattr(c, key) < 1:
             problems.append(f"[commands] {key} must be >= 1, got {getattr(c, key)!r}")
+
+
+HISTORY_BACKENDS = ("sqlite", "postgresql", "none")
+
+
+def check_history(h: HistoryConfig, problems: list[str]) -> None:
+    if h.backend not in HISTORY_BACKENDS:
+        problems.append(f"[history] backend must be one of {', '.join(HISTORY_BACKENDS)}, got {shown(h.backend)}")
+    if "password" in h.dsn.lower() or "://" in h.dsn and "@" in h.dsn.split("://", 1)[1].split("/", 1)[0]:
+        problems.append("[history] dsn must not carry a password (not shown); give it in PGPASSWORD or ~/.pgpass")
+    for key in ("batch_messages", "spool_segment_bytes"):
+        if getattr(h, key) < 1:
+            problems.append(f"[history] {key} must be >= 1, got {getattr(h, key)!r}")
+    for key in ("batch_interval", "retention_interval", "timeout"):
+        if not (math.isfinite(getattr(h, key)) and getattr(h, key) > 0):
+            problems.append(f"[history] {key} must be a finite number > 0 (s), got {getattr(h, key)!r}")
+    if not (math.isfinite(h.retention_days) and h.retention_days >= 0):
+        problems.append(f"[history] retention_days must be >= 0 (0: keep all), got {h.retention_days!r}")
+    if not 0 < h.retry_min <= h.retry_max:
+        problems.append("[history] need 0 < retry_min <= retry_max")

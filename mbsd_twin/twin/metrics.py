@@ -11,6 +11,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+HISTORY_FIGURES = ("written", "spooled", "replayed", "spool_pending", "errors", "lost", "lag_s", "queue")
+
 
 class Metrics:
     """Counters and gauges in a private registry (several services may share a process in tests)."""
@@ -33,6 +35,13 @@ class Metrics:
                                  registry=r)
         self.nis = Gauge("twin_nis", "normalised innovation squared of the last sample", registry=r)
         self.change_alarms = Counter("twin_change_alarms", "change alarms raised", ["statistic"], registry=r)
+        self.history = Gauge("twin_history", "history store figures (docs/history.md): messages written, spooled, "
+                             "replayed, spool_pending, errors, lost; lag_s", ["figure"], registry=r)
+
+    def history_figures(self, status: Mapping[str, Any]) -> None:
+        """Export the history writer's counters (``sinks.history`` of the health message)."""
+        for key in HISTORY_FIGURES:
+            self.history.labels(key).set(float(status[key]))
 
     def filter(self, estimates: Mapping[str, float | None]) -> None:
         """Export the ``estimates`` of the latest sample (``nis``, ``<name>.sd``, augmented values)."""

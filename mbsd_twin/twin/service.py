@@ -42,6 +42,7 @@ from . import link
 from .commands import CommandGate, Pending, status_reply
 from .config import TwinConfig
 from .core import Out, TwinCore
+from .history.writer import HistoryWriter
 from .ingest import RIG_RESTART, Intake
 from .metrics import Metrics, PostRoute, Route, serve_http
 from .protocol import SensorBatch, Topics, encode, parse_command
@@ -85,6 +86,7 @@ class TwinService:
         self.mech = loads_mechanism(self.mech_text, source=self.mech_path)
         self.rlog = RateLimitedLog()
         self.recorder = self._recording() if cfg.record.path else None
+        self.history = self._history() if cfg.history.enabled else None
         self.core = TwinCore(cfg.core, self.mech, self.recorder)
         self.metrics = Metrics()
         self.lock = threading.Condition()
@@ -116,6 +118,8 @@ class TwinService:
         self.http_routes: dict[str, Route] = {}
         self.http_post_routes: dict[str, PostRoute] = {}
         self.dashboard: Any = None
+        if self.history is not None:
+            self.taps.append(self.history.tap)
         if cfg.metrics.port:
             from ..dashboard import mount
 
@@ -128,6 +132,11 @@ class TwinService:
                   "mechanism": self.mech_path, "mechanism_toml": self.mech_text}
         return RecordingSink(r.path, r.max_bytes, r.keep, header, r.retry_min, r.retry_max,
                              lambda event, msg: self.rlog.warning(f"recording {event}", "%s", msg, level=logging.ERROR))
+
+    def _history(self) -> HistoryWriter:
+        """The history writer: its own thread; a store outage spools to disk, never stops the twin."""
+        return HistoryWriter(self.cfg.history,
+                             lambda event, msg: self.rlog.warning(f"history {event}", "%s", msg, level=logging.ERROR))
 
     # --------------------------------------------------------------- client
     def _make_client(self) -> mqtt.Client:
@@ -331,12 +340,19 @@ class TwinService:
                              + (self.core.changes.suppressed if self.core.changes else 0),
                              "commands": dict(self.commands.counts)},
                 "solver_ms_per_batch": {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99))},
-                "sinks": {"recording": self.recorder.status()} if self.recorder else {},
+                "sinks": self._sinks(),
                 "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99))},
                 "connection": {"connects": self.connects, "outages": len(self.outages) + len(down),
                                "last_error": self.last_error,
                                "last_outage_s": (down or self.outages or [0.0])[-1],
                                "outage_total_s": float(sum(self.outages) + sum(down))}}
+
+    def _sinks(self) -> dict[str, Any]:
+        sinks: dict[str, Any] = {"recording": self.recorder.status()} if self.recorder else {}
+        if self.history is not None:
+            sinks["history"] = h = self.history.status()
+            self.metrics.history_figures(h)
+        return sinks
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -347,6 +363,8 @@ class TwinService:
                                    self.http_routes, self.http_post_routes)
         self.client.connect_async(b.host, b.port, keepalive=b.keepalive)
         self.client.loop_start()
+        if self.history is not None:
+            self.history.start()
         self.worker.start()
 
     def stop(self, timeout: float = 3.0) -> None:
@@ -361,6 +379,9 @@ class TwinService:
         self.client.loop_stop()
         if self.recorder:
             self.recorder.close()
+        if self.history is not None:  # within the watchdog's grace (SIGKILL after stop_grace)
+            grace = self.cfg.service.stop_grace
+            self.history.close(max(0.5, grace - timeout) if grace > 0 else 10.0)
         if self.http:
             self.http.shutdown()
 
