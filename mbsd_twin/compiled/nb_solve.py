@@ -194,7 +194,7 @@ def _accelerate(t, q, v, ctx):  # noqa: ANN001
     n, _, cons, Jc, bodies, loads, sd, baum, _ = model
     qx, vx, cs, C, Jv, Ct, G, Minv, Qx, lam, a, z, tmp, rhs, Sb, X, _, _, _ = ws
     _load_state(q, v, qx, vx, cs, n)
-    rows_at(t, ctx, True)
+    rows_at(t, ctx, n >= 0)  # True as a runtime bool: a literal would compile a second rows_at
     Qx[:] = 0.0
     body_blocks(qx, cs, vx, bodies, Minv, Qx)
     el, di, pin = applied_loads(qx, cs, vx, t, inputs, loads, bodies, Qx, n)
@@ -278,7 +278,7 @@ def _project(t, y, tol, ctx):  # noqa: ANN001
         for i in range(n):  # qx[:n] = q without numba's shape check (cold start)
             qx[i] = q[i]
         trig(qx, cs)
-        rows_at(t, ctx, False)
+        rows_at(t, ctx, n < 0)  # False (runtime bool, see _accelerate)
         worst = 0.0
         for k in range(perm.shape[0]):
             c[k] = C[perm[k]]
@@ -296,7 +296,7 @@ def _project(t, y, tol, ctx):  # noqa: ANN001
         for i in range(n):  # qx[:n] = q without numba's shape check (cold start)
             qx[i] = q[i]
         trig(qx, cs)
-        rows_at(t, ctx, False)
+        rows_at(t, ctx, n < 0)  # False (runtime bool, see _accelerate)
     _a_times(Jv, Jc, perm, v, c)
     big = 0.0
     for k in range(perm.shape[0]):
