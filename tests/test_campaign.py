@@ -148,7 +148,7 @@ def test_ray_cluster_gives_the_pool_numbers(ray_cluster: str, pool_summary: dict
             summary = run_campaign(load_campaign(_write(tmp_path, SWEEP)), backend, tmp_path / "out", stream)
     finally:
         backend.close()
-    assert summary["backend"].startswith("Ray at 127.0.0.1")
+    assert summary["backend"].startswith(f"Ray at {ray_cluster} (2 nodes")
     for job in ("spring", "broken"):
         ray_rows = sorted(_figures(summary, job), key=lambda r: sorted(r[0].items()))
         pool_rows = sorted(_figures(pool_summary, job), key=lambda r: sorted(r[0].items()))

@@ -47,13 +47,14 @@ def pids_holding(tag: str) -> list[int]:
 
 
 class LocalRayCluster:
-    """Start with ``start()`` (or ``with``): returns the head's ``127.0.0.1:PORT``; ``stop()``."""
+    """Start with ``start()`` (or ``with``): returns the head's ``NODE_IP:PORT``; ``stop()``."""
 
     def __init__(self, nodes: int = 2, cpus: int = 1, prefix: str = "mbsd_", timeout: float = 120.0,
                  env: dict[str, str] | None = None) -> None:
         self.nodes, self.cpus, self.timeout = nodes, cpus, timeout
         self.prefix = prefix
-        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", **(env or {})}
+        # a loaded machine starts a raylet slowly: Ray's default wait (10 s) let the second node time out
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_raylet_start_wait_time_s": "180", **(env or {})}
         self.temp = ""
         self.address = ""
         self.log: Path | None = None
@@ -65,7 +66,7 @@ class LocalRayCluster:
         assert self.log is not None
         with self.log.open("ab") as log:
             self.procs.append(subprocess.Popen(
-                [ray, "start", "--block", "--num-cpus", str(self.cpus), "--node-ip-address", "127.0.0.1", *args,
+                [ray, "start", "--block", "--num-cpus", str(self.cpus), *args,
                  *ports], env={**self.env, MARKER: self.temp}, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True))
 
@@ -75,7 +76,7 @@ class LocalRayCluster:
         self.temp = tempfile.mkdtemp(prefix=f"ray_{self.prefix}", dir="/tmp")
         self.log = Path(self.temp) / "ray-start.log"
         port = free_port()
-        self.address = f"127.0.0.1:{port}"
+        self.address = f"{ray.util.get_node_ip_address()}:{port}"
         deadline = time.monotonic() + self.timeout
         try:
             self._node(["--head", "--port", str(port), "--include-dashboard=false", "--temp-dir", self.temp])
@@ -105,7 +106,7 @@ class LocalRayCluster:
             proc.send_signal(signal.SIGTERM)
         for proc in self.procs:
             try:
-                proc.wait(30)
+                proc.wait(10)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
         if self.temp:
