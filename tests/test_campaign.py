@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -155,3 +156,25 @@ def test_ray_cluster_gives_the_pool_numbers(ray_cluster: str, pool_summary: dict
         assert ray_rows == pool_rows
     broken = next(j for j in summary["jobs"] if j["name"] == "broken")
     assert not broken["ok"] and "block.no_such_output" in broken["tasks"][0]["error"]
+
+
+def test_calibrate_over_recordings(tmp_path: Path) -> None:
+    """Two recordings of the synthetic rig whose piston is 1.8 kg (the model says 1.5): each fit
+    finds 1.8 within its standard error; ``expected`` decides pass or fail per recording."""
+    from mbsd_twin.twin.calibration import write_rig_recording
+    from mbsd_twin.twin.rig import RigConfig
+
+    for seed in (1, 2):
+        write_rig_recording(str(tmp_path / f"rig-{seed}.jsonl"), str(ROOT / "examples/mechanisms/slider_crank.toml"),
+                            RigConfig(mismatch={"piston.mass": 1.8}, seed=seed), 1.0)
+    job = '[[jobs]]\nkind = "calibrate"\nname = "{}"\nrecordings = ["rig-*.jsonl"]\nparams = ["piston.mass"]\n' \
+          'expected = {{ "piston.mass" = {} }}\nrtol = 0.01\n'
+    path = _write(tmp_path, job.format("right", 1.8) + job.format("wrong", 1.5))
+    summary = run_campaign(load_campaign(path), PoolBackend(2), tmp_path / "out", io.StringIO())
+    jobs = {j["name"]: j for j in summary["jobs"]}
+    assert jobs["right"]["ok"] and not jobs["wrong"]["ok"] and jobs["wrong"]["passed"] == 0
+    for task in jobs["right"]["tasks"]:
+        f = task["figures"]
+        assert abs(f["piston.mass"] - 1.8) < 4 * f["piston.mass.stderr"] and f["piston.mass.stderr"] < 0.01
+        assert 0.8 < f["reduced_chi2"] < 1.2 and Path(task["point"]["recording"]).name.startswith("rig-")
+    assert [t["figures"] for t in jobs["right"]["tasks"]] == [t["figures"] for t in jobs["wrong"]["tasks"]]
