@@ -4,9 +4,9 @@ a real two-node Ray cluster started here, giving identical numbers."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
-import io
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
