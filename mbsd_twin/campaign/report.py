@@ -76,9 +76,20 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def _strict(value: Any) -> Any:
+    """NaN and infinities as null (strict JSON), in nested lists and dicts."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
+
+
 def write_summary(summary: dict[str, Any], out: Path) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     js, md = out / "summary.json", out / "summary.md"
-    write_atomic(js, json.dumps(summary, indent=2, default=str, allow_nan=True) + "\n")
+    write_atomic(js, json.dumps(_strict(summary), indent=2, default=str, allow_nan=False) + "\n")
     write_atomic(md, markdown(summary))
     return js, md
