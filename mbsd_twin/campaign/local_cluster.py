@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -113,6 +114,7 @@ class LocalRayCluster:
             for pid in pids_holding(self.temp):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+            shutil.rmtree(self.temp, ignore_errors=True)
         self.procs = []
 
     def __enter__(self) -> str:
