@@ -166,6 +166,13 @@ def _add_fmu(sub: argparse._SubParsersAction) -> None:
     add_parsers(sub)
 
 
+def _add_campaign(sub: argparse._SubParsersAction) -> None:
+    """``campaign run`` (sweeps, FMU vs native, calibrations on a process pool or a Ray cluster)."""
+    from .campaign.cli import add_parsers
+
+    add_parsers(sub)
+
+
 def _add_plot(sub: argparse._SubParsersAction) -> None:
     """``plot`` (a result CSV as a PNG/SVG/PDF figure; needs the ``plot`` extra)."""
     from .viz.viz_cli import add_plot
@@ -199,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_simulate(sub)
     _add_twin(sub)
     _add_fmu(sub)
+    _add_campaign(sub)
     _add_plot(sub)
     _add_animate(sub)
     _add_demo(sub)

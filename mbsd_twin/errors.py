@@ -112,3 +112,7 @@ class SolverFailure(MbsdError, RuntimeError):
     def __init__(self, message: str, *, time: float) -> None:
         self.time = time
         super().__init__(message)
+
+
+class CampaignError(MbsdError, ValueError):
+    """A campaign file is invalid; the message names the file, the job and the key."""
