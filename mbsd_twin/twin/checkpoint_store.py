@@ -1,0 +1,90 @@
+"""Where fleet twins keep their last checkpoint: one row per asset in its own table
+``twin_checkpoints`` (asset, saved_at [s since the epoch], rig_time [s], config_hash, state), in a
+SQLite file (default) or PostgreSQL (psycopg 3). Each save replaces the asset's row in one
+transaction (atomic: a reader sees the old row or the new one, never a torn one).
+
+Kept apart from the twin's history store on purpose (its own module and table); once that lands
+the table can move into the history database by pointing ``[fleet] store`` at the same URL.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+TABLE = "twin_checkpoints"
+_DDL = (f"CREATE TABLE IF NOT EXISTS {TABLE} (asset TEXT PRIMARY KEY, saved_at DOUBLE PRECISION NOT NULL, "
+        "rig_time DOUBLE PRECISION, config_hash TEXT NOT NULL, state {blob} NOT NULL)")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    asset: str
+    saved_at: float  # wall clock, s since the epoch
+    rig_time: float | None  # the rig time of the last batch in it (None: before the first batch)
+    config_hash: str
+    state: bytes
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def sqlite_path(url: str) -> str:
+    return url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
+
+
+class CheckpointStore:
+    """``save`` / ``load`` / ``delete`` of each asset's last checkpoint; safe across threads and
+    processes (SQLite in WAL mode with a busy timeout; PostgreSQL upserts)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.lock = threading.Lock()
+        self.pg = is_postgres(url)
+        self.conn: Any = self._connect()
+
+    def _connect(self) -> Any:
+        if self.pg:
+            import psycopg
+
+            pg: Any = psycopg.connect(self.url, autocommit=True)
+            pg.execute(_DDL.format(blob="BYTEA"))
+            return pg
+        path = sqlite_path(self.url)
+        if os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        conn: Any = sqlite3.connect(path, timeout=10.0, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(_DDL.format(blob="BLOB"))
+        return conn
+
+    def _run(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        q = sql.replace("?", "%s") if self.pg else sql
+        with self.lock:
+            cur = self.conn.execute(q, args)
+            return list(cur.fetchall()) if cur.description else []
+
+    def save(self, cp: Checkpoint) -> None:
+        self._run(f"INSERT INTO {TABLE} (asset, saved_at, rig_time, config_hash, state) VALUES (?, ?, ?, ?, ?) "
+                  "ON CONFLICT (asset) DO UPDATE SET saved_at = excluded.saved_at, rig_time = excluded.rig_time, "
+                  "config_hash = excluded.config_hash, state = excluded.state",
+                  (cp.asset, cp.saved_at, cp.rig_time, cp.config_hash, cp.state))
+
+    def load(self, asset: str) -> Checkpoint | None:
+        rows = self._run(f"SELECT asset, saved_at, rig_time, config_hash, state FROM {TABLE} WHERE asset = ?",
+                         (asset,))
+        if not rows:
+            return None
+        a, saved, rig, h, state = rows[0]
+        return Checkpoint(a, float(saved), None if rig is None else float(rig), h, bytes(state))
+
+    def delete(self, asset: str) -> None:
+        self._run(f"DELETE FROM {TABLE} WHERE asset = ?", (asset,))
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
