@@ -5,6 +5,7 @@ holding an actor killed: the actor comes back on the other node from its checkpo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,8 +19,8 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 import pytest
-
 from conftest import Broker, free_port
+
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.twin.checkpoint_store import CheckpointStore
 from mbsd_twin.twin.fleet_config import FleetError, load_fleet
@@ -32,7 +33,8 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_NUM_THREADS": "1"}
 
 
 def fleet_text(broker: str, assets: list[str], extra: str = "") -> str:
-    out = f'[fleet]\nbroker = "{broker}"\ncheckpoint_interval = 1.0\nwatch_interval = 0.3\nrestart_delay = 0.2\n{extra}\n'
+    out = (f'[fleet]\nbroker = "{broker}"\ncheckpoint_interval = 1.0\nwatch_interval = 0.3\n'
+           f'restart_delay = 0.2\n{extra}\n')
     for a in assets:
         out += f'\n[[asset]]\nid = "{a}"\n[asset.overrides.service]\nhealth_interval = 0.5\n'
     return out
@@ -211,10 +213,8 @@ def ray_cluster() -> Iterator[dict[str, Any]]:
     finally:
         for sig in (signal.SIGTERM, signal.SIGKILL):  # only our cluster's processes, never a bare `ray stop`
             for pid in _ours(temp):
-                try:
+                with contextlib.suppress(OSError):
                     os.kill(pid, sig)
-                except OSError:
-                    pass
             time.sleep(2.0)
 
 

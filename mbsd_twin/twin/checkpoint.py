@@ -4,10 +4,11 @@ every ``interval`` seconds to a :class:`~.checkpoint_store.CheckpointStore`).
 
 What is kept (JSON, floats exact): the Simulator's state (``Simulator.get_state``: continues
 bit-identically), the filter's estimate ``x`` and covariance ``P`` with the values applied to the
-model, the parameters set by command, the tracker's time origin, the core's last sample, inputs,
-output sequence numbers and pause flag. Not kept: the NIS window, change tests and alarm timers
-(they restart, as after any re-initialisation) and the filter's cached Jacobians (recomputed at the
-next sample). After a restart the first batch is usually more than ``[core] max_gap`` after the
+model and its current linearisation, the parameters set by command, the tracker's time origin, the
+core's last sample, inputs, output sequence numbers, NIS window and pause flag: the motion, residuals
+and estimates continue bit-identically (tests/test_checkpoint.py). Not kept: the change tests
+(CUSUM) and alarm timers — they restart, as after any re-initialisation, so the change statistics
+in ``twin/estimates`` start from zero. After a restart the first batch is usually more than ``[core] max_gap`` after the
 checkpoint, so the filter re-initialises its motion from the measurements (``resync`` reason
 ``gap``) and keeps what it had learnt: the augmented unknowns (e.g. ``piston.mass``, input biases).
 """
@@ -16,36 +17,43 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import fields
 from typing import Any
 
 import numpy as np
 
+from ..estimation.records import Linearisation, Prediction
 from .checkpoint_store import Checkpoint, CheckpointStore
 from .core import TwinCore
 from .tracking import EkfTracker
 
 FORMAT = "mbsd-twin-checkpoint/1"
 _CORE = ("started", "pending", "last_t", "prev_inputs", "last_meas", "last_seq", "paused", "good_params",
-         "next_latest")
-_EST = ("x", "P", "applied", "clamped", "inputs")
+         "next_latest", "nis_sum")
+_EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step")
+_RECORDS = {"Prediction": Prediction, "Linearisation": Linearisation}
 
 
 def _plain(v: Any) -> Any:
     if isinstance(v, np.ndarray):
-        return {"__ndarray__": v.tolist(), "dtype": str(v.dtype)}
+        return {"__ndarray__": v.tolist(), "dtype": str(v.dtype), "shape": list(v.shape)}
+    if type(v).__name__ in _RECORDS:
+        return {"__record__": type(v).__name__, **{f.name: _plain(getattr(v, f.name)) for f in fields(v)}}
     return v
 
 
 def _value(v: Any) -> Any:
     if isinstance(v, dict) and "__ndarray__" in v:
-        return np.array(v["__ndarray__"], dtype=v["dtype"])
+        return np.array(v["__ndarray__"], dtype=v["dtype"]).reshape(v["shape"])
+    if isinstance(v, dict) and v.get("__record__") in _RECORDS:
+        return _RECORDS[v["__record__"]](**{k: _value(x) for k, x in v.items() if k != "__record__"})
     return v
 
 
 def capture(core: TwinCore) -> bytes:
     """The core's state (call in the thread that runs the core, between batches)."""
     data: dict[str, Any] = {"format": FORMAT, "core": {k: getattr(core, k) for k in _CORE},
-                            "out_seq": dict(core.out_seq)}
+                            "out_seq": dict(core.out_seq), "nis": list(core.nis)}
     tr = core.tracker
     if isinstance(tr, EkfTracker):
         data["t_offset"] = tr.t_offset
@@ -76,12 +84,12 @@ def apply(core: TwinCore, blob: bytes) -> None:
             raise ValueError(f"the checkpoint's filter has {np.size(est['x'])} states, this one {tr.est.x.size}")
         for k, v in est.items():
             setattr(tr.est, k, v)
-        tr.est.step = tr.est.lin = None
         tr.t_offset = float(data["t_offset"])
         core.good = tr.checkpoint()
     for k, v in data["core"].items():
         setattr(core, k, v)
     core.out_seq.update(data["out_seq"])
+    core.nis.extend((float(v), int(k)) for v, k in data["nis"])
 
 
 class Checkpointer:
