@@ -19,9 +19,9 @@ from .rig_client import connect
 
 class FleetFeeder:
     def __init__(self, mech: Mechanism, url: str, assets: list[str], rate: float = 1000.0, batch: int = 20,
-                 duration: float = 10.0, prefix: str = "dt/v1") -> None:
+                 duration: float = 10.0, prefix: str = "dt/v1", msgs: list[dict[str, Any]] | None = None) -> None:
         self.cfg = RigConfig(rate=rate, batch=batch)
-        self.msgs = stream(mech, self.cfg, duration)
+        self.msgs = msgs or stream(mech, self.cfg, duration)  # ``msgs``: a stream computed before
         self.url, self.prefix = url, prefix
         self.assets = list(assets)
         self.period = batch / rate
