@@ -131,6 +131,14 @@ def test_fleet_file_is_validated_whole(tmp_path: Path) -> None:
     assert "missing.toml" in text and "queue_size" in text and "'big'" in text
 
 
+def test_fleet_serve_refuses_a_bad_file(tmp_path: Path) -> None:
+    p = tmp_path / "fleet.toml"
+    p.write_text('[[asset]]\nid = "a"\nmechanism = "nowhere.toml"\n')
+    r = subprocess.run([sys.executable, "-m", "mbsd_twin.cli", "fleet", "serve", str(p)], env=ENV, cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "nowhere.toml" in r.stderr and str(p) in r.stderr
+
+
 def test_local_fleet(tmp_path: Path, broker: Broker, feeder: FleetFeeder) -> None:
     fleet = tmp_path / "fleet.toml"
     write(fleet, fleet_text(broker.url, ["a1", "a2"]))

@@ -37,14 +37,19 @@ class _Child:
     settings: FleetSettings
     proc: Any
     restarts: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+    quick_deaths: int = 0  # deaths in a row within QUICK s of a start (a crash loop backs off)
     died_at: float | None = None
     given_up: bool = False
-    history: list[str] = field(default_factory=list)
+
+
+QUICK = 10.0  # s: a twin dying sooner after its start is in a crash loop (e.g. its mechanism file vanished)
 
 
 class LocalBackend:
-    """One process per asset (``fork`` where available: the engine is already imported, so a
-    restarted twin is up in about a second); a dead one is started again after ``restart_delay``."""
+    """One process per asset (``fork`` where available: the engine's modules are already imported);
+    a dead one is started again after ``restart_delay``, doubled for every death in a row within
+    ``QUICK`` s of its start (at most 32 times: a crash loop does not spin)."""
 
     def __init__(self) -> None:
         methods = mp.get_all_start_methods()
@@ -76,19 +81,16 @@ class LocalBackend:
                 continue
             if c.died_at is None:
                 c.died_at = now
-                c.history.append(f"exit {c.proc.exitcode}")
+                c.quick_deaths = c.quick_deaths + 1 if now - c.started_at < QUICK else 0
                 log.error("twin %s (pid %s) died with exit code %s", aid, c.proc.pid, c.proc.exitcode)
             if 0 <= c.settings.max_restarts <= c.restarts:
                 c.given_up = True
                 log.error("twin %s: not restarted again (max_restarts = %d reached)", aid, c.settings.max_restarts)
-            elif now - c.died_at >= c.settings.restart_delay:
+            elif now - c.died_at >= c.settings.restart_delay * 2 ** min(max(c.quick_deaths - 1, 0), 5):
                 c.proc = self._spawn(c.spec, c.settings)
                 c.restarts += 1
-                c.died_at = None
+                c.died_at, c.started_at = None, now
                 log.warning("twin %s restarted (pid %s, restart %d)", aid, c.proc.pid, c.restarts)
-
-    def pids(self) -> dict[str, int]:
-        return {aid: c.proc.pid for aid, c in self.children.items()}
 
     def status(self) -> dict[str, Any]:
         return {aid: {"pid": c.proc.pid, "alive": c.proc.is_alive(), "restarts": c.restarts}
