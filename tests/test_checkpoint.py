@@ -5,11 +5,18 @@ refused with a reason and leaves the twin able to start fresh."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import free_port
 
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.twin.checkpoint import apply, capture
@@ -70,4 +77,38 @@ def test_store_keeps_the_last_per_asset(tmp_path: Path) -> None:
     assert s.load("a") == Checkpoint("a", 2.0, 3.5, "h", b"two") and s.load("c") is None
     s.delete("a")
     assert s.load("a") is None and s.load("b") is not None
+    s.close()
+
+
+@pytest.fixture
+def postgres() -> Iterator[str]:
+    """A throw-away PostgreSQL server on a Unix socket in its own directory (as the ``postgres`` user
+    when run as root: initdb refuses root)."""
+    if not shutil.which("initdb") or not shutil.which("pg_ctl"):
+        pytest.skip("PostgreSQL (initdb, pg_ctl) is not installed")
+    d = Path(tempfile.mkdtemp(prefix="h19c_pg_"))
+    d.chmod(0o755)
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        pw = pwd.getpwnam("postgres")
+        os.chown(d, pw.pw_uid, pw.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+    subprocess.run([*as_user, "initdb", "-D", str(d / "data"), "-U", "postgres", "-A", "trust"], check=True,
+                   capture_output=True, timeout=120)
+    subprocess.run([*as_user, "pg_ctl", "-D", str(d / "data"), "-w", "-l", str(d / "log"), "-o",
+                    f"-p {port} -k {d} -c listen_addresses=''", "start"], check=True, capture_output=True, timeout=60)
+    try:
+        yield f"postgresql://postgres@/postgres?host={d}&port={port}"
+    finally:
+        subprocess.run([*as_user, "pg_ctl", "-D", str(d / "data"), "-m", "immediate", "stop"], capture_output=True,
+                       timeout=60)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_store_on_postgresql(postgres: str) -> None:
+    s = CheckpointStore(postgres)
+    s.save(Checkpoint("a", 1.0, None, "h", b"\x00one"))
+    s.save(Checkpoint("a", 2.0, 3.5, "h", b"\x00two"))
+    assert s.load("a") == Checkpoint("a", 2.0, 3.5, "h", b"\x00two") and s.load("b") is None
     s.close()
