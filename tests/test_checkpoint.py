@@ -10,6 +10,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 from conftest import free_port
 
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
-from mbsd_twin.twin.checkpoint import apply, capture
+from mbsd_twin.twin.checkpoint import Checkpointer, apply, capture
 from mbsd_twin.twin.checkpoint_store import Checkpoint, CheckpointStore
 from mbsd_twin.twin.config import CoreConfig
 from mbsd_twin.twin.core import TwinCore
@@ -112,3 +113,16 @@ def test_store_on_postgresql(postgres: str) -> None:
     s.save(Checkpoint("a", 2.0, 3.5, "h", b"\x00two"))
     assert s.load("a") == Checkpoint("a", 2.0, 3.5, "h", b"\x00two") and s.load("b") is None
     s.close()
+
+
+def test_unreachable_store_is_counted_and_never_shows_the_password(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    counts: Counter[str] = Counter()
+    core = TwinCore(CoreConfig(), load_mechanism(bundled_slider_crank()))
+    cp = Checkpointer(lambda: core, CheckpointStore(str(blocker / "cp.sqlite")), "a", "h", 1.0, counts)
+    cp.save()  # a directory that cannot exist: counted, not raised
+    assert counts["checkpoint_failed"] == 1 and str(blocker) in cp.last_error
+    with pytest.raises(OSError) as e:
+        CheckpointStore("postgresql://u:secret@127.0.0.1:1/db?connect_timeout=2").load("a")
+    assert "secret" not in str(e.value) and "u:***@127.0.0.1:1" in str(e.value)

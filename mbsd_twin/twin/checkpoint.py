@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
@@ -93,17 +95,16 @@ def apply(core: TwinCore, blob: bytes) -> None:
 
 
 class Checkpointer:
-    """A worker tick (``TwinService.ticks``): every ``interval`` s the core's state to ``store``.
-    A failed save is counted in ``failures`` (with its reason in ``last_error``) and retried at the
-    next interval: the twin keeps running."""
+    """A worker tick (``TwinService.ticks``): every ``interval`` s the state of the core (``core()``:
+    the service's current one) to ``store``. A failed save is counted (``checkpoint_failed``, its
+    reason in ``last_error``) and retried at the next interval: the twin keeps running."""
 
-    def __init__(self, core: TwinCore, store: CheckpointStore, asset: str, config_hash: str,
-                 interval: float) -> None:
+    def __init__(self, core: Callable[[], TwinCore], store: CheckpointStore, asset: str, config_hash: str,
+                 interval: float, counts: Counter[str]) -> None:
         self.core, self.store, self.asset, self.config_hash = core, store, asset, config_hash
         self.interval = interval
         self.next = time.monotonic() + interval
-        self.saved = 0
-        self.failures = 0
+        self.counts = counts  # the service's counters (in its health): checkpoints, checkpoint_failed
         self.last_error = ""
 
     def __call__(self, now: float) -> None:
@@ -113,10 +114,10 @@ class Checkpointer:
         self.save()
 
     def save(self) -> None:
+        core = self.core()
         try:
-            self.store.save(Checkpoint(self.asset, time.time(), self.core.last_t, self.config_hash,
-                                       capture(self.core)))
-            self.saved += 1
+            self.store.save(Checkpoint(self.asset, time.time(), core.last_t, self.config_hash, capture(core)))
+            self.counts["checkpoints"] += 1
         except Exception as exc:  # a full disk or a lost database connection never stops the twin
-            self.failures += 1
+            self.counts["checkpoint_failed"] += 1
             self.last_error = f"{type(exc).__name__}: {exc}"

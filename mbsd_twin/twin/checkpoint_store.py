@@ -9,7 +9,9 @@ the table can move into the history database by pointing ``[fleet] store`` at th
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -39,13 +41,14 @@ def sqlite_path(url: str) -> str:
 
 class CheckpointStore:
     """``save`` / ``load`` / ``delete`` of each asset's last checkpoint; safe across threads and
-    processes (SQLite in WAL mode with a busy timeout; PostgreSQL upserts)."""
+    processes (SQLite in WAL mode with a busy timeout; PostgreSQL upserts). An unreachable store
+    raises ``OSError`` naming it (never its password) and is retried at the next call."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.lock = threading.Lock()
         self.pg = is_postgres(url)
-        self.conn: Any = self._connect()
+        self.conn: Any = None  # connected at the first use, again after a failure
 
     def _connect(self) -> Any:
         if self.pg:
@@ -63,10 +66,28 @@ class CheckpointStore:
         return conn
 
     def _run(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        """Run one statement; on a failure the connection is dropped (the next call reconnects) and
+        the error raised naming the store."""
         q = sql.replace("?", "%s") if self.pg else sql
         with self.lock:
-            cur = self.conn.execute(q, args)
-            return list(cur.fetchall()) if cur.description else []
+            try:
+                if self.conn is None:
+                    self.conn = self._connect()
+                cur = self.conn.execute(q, args)
+                return list(cur.fetchall()) if cur.description else []
+            except Exception as exc:
+                self._drop()
+                raise OSError(f"checkpoint store {self.shown()}: {type(exc).__name__}: {exc}") from exc
+
+    def shown(self) -> str:
+        """The store's URL without a password."""
+        return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", self.url)
+
+    def _drop(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+        self.conn = None
 
     def save(self, cp: Checkpoint) -> None:
         self._run(f"INSERT INTO {TABLE} (asset, saved_at, rig_time, config_hash, state) VALUES (?, ?, ?, ?, ?) "
@@ -87,4 +108,4 @@ class CheckpointStore:
 
     def close(self) -> None:
         with self.lock:
-            self.conn.close()
+            self._drop()

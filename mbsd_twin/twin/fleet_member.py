@@ -36,8 +36,8 @@ class Member:
         self.store = CheckpointStore(settings.store)
         self.resumed: dict[str, Any] = {}
         self._resume()
-        self.checkpointer = Checkpointer(self.svc.core, self.store, spec.id, self.cfg.config_hash(),
-                                         settings.checkpoint_interval)
+        self.checkpointer = Checkpointer(lambda: self.svc.core, self.store, spec.id, self.cfg.config_hash(),
+                                         settings.checkpoint_interval, self.svc.counts)
         self.svc.ticks.append(self.checkpointer)
         self.svc.birth_extra.update({"pid": os.getpid(), "started_at": time.time(), **self.resumed})
 
@@ -45,7 +45,7 @@ class Member:
         try:
             cp = self.store.load(self.spec.id)
         except Exception as exc:  # an unreachable store: start fresh, say why
-            self.resumed = {"checkpoint_rejected": f"store {self.settings.store!r}: {type(exc).__name__}: {exc}"}
+            self.resumed = {"checkpoint_rejected": str(exc)}
             return
         if cp is None:
             return
@@ -68,8 +68,8 @@ class Member:
 
     def status(self) -> dict[str, Any]:
         return {"asset": self.spec.id, "pid": os.getpid(), "uptime_s": time.monotonic() - self.svc.t_started,
-                "connected": self.svc.connected.is_set(), "checkpoints": self.checkpointer.saved,
-                "checkpoint_failures": self.checkpointer.failures, **self.resumed}
+                "connected": self.svc.connected.is_set(), "checkpoints": self.svc.counts["checkpoints"],
+                "checkpoint_failed": self.svc.counts["checkpoint_failed"], **self.resumed}
 
     def stop(self) -> None:
         self.svc.stop()  # the worker has stopped: the core is quiet
