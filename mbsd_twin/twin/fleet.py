@@ -68,11 +68,14 @@ class LocalBackend:
         c = self.children.pop(asset, None)
         if c is None:
             return
+        t0 = time.monotonic()
         c.proc.terminate()  # SIGTERM: graceful (offline birth, last checkpoint)
         c.proc.join(10.0)
         if c.proc.is_alive():
+            log.error("twin %s (pid %s) did not stop within 10 s of SIGTERM: killed", asset, c.proc.pid)
             c.proc.kill()
             c.proc.join(2.0)
+        log.info("twin %s stopped (exit code %s, %.1f s)", asset, c.proc.exitcode, time.monotonic() - t0)
 
     def check(self) -> None:
         now = time.monotonic()
