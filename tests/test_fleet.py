@@ -207,7 +207,8 @@ def _ports() -> list[str]:
 def ray_cluster() -> Iterator[dict[str, Any]]:
     temp = f"/tmp/ray_h19c_{os.getpid()}_{free_port()}"
     env = {**ENV, "RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "500",
-           "RAY_health_check_failure_threshold": "3"}  # a dead node noticed in about 2 s (default 15+ s)
+           "RAY_health_check_failure_threshold": "3",  # a dead node noticed in about 2 s (default 15+ s)
+           "RAY_raylet_start_wait_time_s": "60"}  # node registration on this loaded machine
     port = free_port()
     head = ["--head", "--port", str(port), "--include-dashboard=false", "--node-ip-address", "127.0.0.1"]
     worker_args = _ports()
