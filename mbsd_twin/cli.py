@@ -159,6 +159,13 @@ def _add_twin(sub: argparse._SubParsersAction) -> None:
     add_twin(sub)
 
 
+def _add_fleet(sub: argparse._SubParsersAction) -> None:
+    """``fleet serve`` (one twin per asset, local processes or Ray actors; docs/fleet.md)."""
+    from .twin.fleet_cli import add_fleet
+
+    add_fleet(sub)
+
+
 def _add_fmu(sub: argparse._SubParsersAction) -> None:
     """``fmu build|validate`` (FMI 2.0 co-simulation FMU; needs the ``fmu`` extra)."""
     from .fmi.cli import add_parsers  # handlers import pythonfmu/fmpy lazily
@@ -205,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_inverse(sub)
     _add_simulate(sub)
     _add_twin(sub)
+    _add_fleet(sub)
     _add_fmu(sub)
     _add_campaign(sub)
     _add_plot(sub)

@@ -120,6 +120,11 @@ class TwinService:
         self.dashboard: Any = None
         if self.history is not None:
             self.taps.append(self.history.tap)
+        # --- extension hook (mbsd_twin.twin.fleet_member): ticks run in the worker thread between batches
+        # (the core is consistent there: checkpoints); birth_extra is merged into the retained birth.
+        self.ticks: list[Callable[[float], None]] = []
+        self.birth_extra: dict[str, Any] = {}
+        self.t_started = time.monotonic()
         if cfg.metrics.port:
             from ..dashboard import mount
 
@@ -149,7 +154,7 @@ class TwinService:
 
     def _birth(self) -> str:
         return encode({"state": "online", "instance": self.instance, "session": self.connects,
-                       "model": self.mech.name, "config_hash": self.cfg.config_hash()})
+                       "model": self.mech.name, "config_hash": self.cfg.config_hash(), **self.birth_extra})
 
     def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, rc: Any, props: Any = None) -> None:
         if rc.is_failure:
@@ -243,6 +248,12 @@ class TwinService:
                 self.rlog.warning("worker error", "unexpected error in the twin worker", level=logging.ERROR,
                                   exc_info=True)
                 self.counts["internal_error"] += 1
+            for tick in self.ticks:
+                try:
+                    tick(time.monotonic())
+                except Exception:
+                    self.rlog.warning("tick error", "a worker tick failed", level=logging.ERROR, exc_info=True)
+                    self.counts["internal_error"] += 1
             if time.monotonic() >= next_health:
                 next_health = time.monotonic() + self.cfg.service.health_interval
                 self.publish(Out(self.topics.twin("health"), encode(self.health())))
@@ -327,6 +338,7 @@ class TwinService:
         lat = np.array(self.latency_ms or [0.0])
         down = [] if self.t_disconnect is None else [time.monotonic() - self.t_disconnect]
         return {"v": 1, "asset": self.cfg.core.asset, "connected": self.connected.is_set(),
+                "uptime_s": time.monotonic() - self.t_started,
                 "lag_s": self.lag, "queue_depth": len(self.batches), "queue_size": self.cfg.service.queue_size,
                 "hold": self.cfg.service.hold_levels[self.level], "paused": self.core.paused,
                 "counters": {"dropped_overload": 0, "coalesced": 0, "publish_failed": 0, "rig_restart": 0,
