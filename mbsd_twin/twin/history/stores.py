@@ -240,92 +240,12 @@ class SqliteStore(_SqlStore):
         return conn
 
 
-PG_SCHEMA = """
-CREATE TABLE IF NOT EXISTS series (id SERIAL PRIMARY KEY, asset TEXT NOT NULL, channel TEXT NOT NULL,
-                                   UNIQUE (asset, channel));
-CREATE TABLE IF NOT EXISTS blocks (series INTEGER NOT NULL REFERENCES series (id), t0_us BIGINT NOT NULL,
-                                   t1_us BIGINT NOT NULL, t0 DOUBLE PRECISION NOT NULL, dt DOUBLE PRECISION NOT NULL,
-                                   n INTEGER NOT NULL, value BYTEA NOT NULL, sigma BYTEA, parts BYTEA);
-CREATE INDEX IF NOT EXISTS blocks_series_t ON blocks (series, t0_us);
-CREATE TABLE IF NOT EXISTS events (asset TEXT NOT NULL, kind TEXT NOT NULL, t DOUBLE PRECISION,
-                                   wall DOUBLE PRECISION NOT NULL, body TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS events_asset_wall ON events (asset, wall);
-"""
-
-
-class PostgresStore(_SqlStore):
-    """PostgreSQL through psycopg 3: blocks by COPY; a TimescaleDB hypertable on ``blocks.t0_us``
-    (one-day chunks) when the server offers the extension, a plain table otherwise."""
-
-    P = "%s"
-
-    def __init__(self, dsn: str, timeout: float = 5.0, create: bool = True) -> None:
-        super().__init__()
-        self.dsn, self.timeout, self.create = dsn, timeout, create
-        self.name = f"PostgreSQL history ({_describe(dsn)})"
-        self.timescale = False
-
-    def _errors(self) -> tuple[type[BaseException], ...]:
-        import psycopg
-
-        return (psycopg.Error, OSError)
-
-    def _open(self) -> Any:
-        import psycopg
-
-        conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=max(1, round(self.timeout)),
-                               options=f"-c statement_timeout={round(self.timeout * 1000)}")
-        try:
-            if self.create:
-                with conn.transaction():
-                    conn.execute(PG_SCHEMA)
-                    self.timescale = _hypertable(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    @staticmethod
-    def _tx(conn: Any) -> Any:
-        return conn.transaction()
-
-    @staticmethod
-    def _read_cursor(conn: Any) -> Any:
-        return conn.cursor(binary=True)  # bytea as bytes on the wire (not hex text: half the transfer)
-
-    def _insert_blocks(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
-        cols = "series, t0_us, t1_us, t0, dt, n, value, sigma, parts"
-        with cur.copy(f"COPY blocks ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int4", "int8", "int8", "float8", "float8", "int4", "bytea", "bytea", "bytea"])
-            for row in rows:
-                copy.write_row(row)
-
-
-def _hypertable(conn: Any) -> bool:
-    """Make ``blocks`` a TimescaleDB hypertable when the extension is available; False when it is not."""
-    if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'timescaledb'").fetchone() is None:
-        return False
-    conn.execute("CREATE EXTENSION IF NOT EXISTS timescaledb")
-    conn.execute(f"SELECT create_hypertable('blocks', 't0_us', chunk_time_interval => {DAY_US}, "
-                 "if_not_exists => TRUE, migrate_data => TRUE)")
-    return True
-
-
-def _describe(dsn: str) -> str:
-    """The DSN's host, port and database for messages (never a password)."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        d = conninfo_to_dict(dsn)
-    except Exception:
-        return "dsn not readable"
-    return f"host={d.get('host', '')} port={d.get('port', '')} dbname={d.get('dbname', '')}".strip()
-
-
 def open_store(backend: str, path: str, dsn: str, timeout: float, create: bool = True) -> _SqlStore:
     """The configured store (not yet connected: the first call connects)."""
     if backend == "sqlite":
         return SqliteStore(path, timeout, create)
     if backend == "postgresql":
+        from .pg import PostgresStore
+
         return PostgresStore(dsn, timeout, create)
     raise ValueError(f"[history] backend {backend!r} has no store")
