@@ -32,6 +32,7 @@ ENV = {  # environment variable → (section, key)
     "MBSD_TWIN_METRICS_HOST": ("metrics", "host"),
     "MBSD_TWIN_HISTORY_PATH": ("history", "path"),
     "MBSD_TWIN_HISTORY_DSN": ("history", "dsn"),
+    "MBSD_TWIN_HISTORY_BACKEND": ("history", "backend"),
 }
 SECRET_KEYS = ("password", "dsn")
 
