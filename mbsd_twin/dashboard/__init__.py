@@ -10,7 +10,9 @@ on) adds a :class:`~.store.Store` tap and the routes:
 - ``/dashboard/api/data?since=CURSOR``: new rows, health, the alarm events of the charts' time
   window, the mechanism drawn in its
   simulated pose and in the pose of the measured angle, the mean NIS over the time window with its
-  χ² 95 % band (:func:`.figures.nis_band`) and the CUSUM threshold.
+  χ² 95 % band (:func:`.figures.nis_band`) and the CUSUM threshold;
+- ``/dashboard/api/history``: with ``[history]`` configured, any stored time range of the asset's
+  channels, read-only and downsampled (:mod:`.history`); 404 without a history store.
 
 Poses: the synchronised body's angle (simulated or measured) is imposed on a private
 :class:`~mbsd_twin.Simulator` (``set_configuration``) and every body follows from the constraints,
@@ -29,12 +31,14 @@ from urllib.parse import parse_qs, urlsplit
 from ..model.model import Mechanism
 from ..viz.animate import Pose, Sketch
 from .figures import base_units, cusum_threshold, measured_channels, nis_band, unit_of
+from .history import HistoryView
 from .store import Store
 
 __all__ = ["Dashboard", "PoseSolver", "Store", "mount"]
 
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
-          "estimator.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
+          "estimator.js": "text/javascript; charset=utf-8",
+          "history.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
 Reply = tuple[int, str, bytes, dict[str, str]]
 WINDOW_S = 20.0  # s of rig time the charts show (and the NIS mean is taken over)
 
@@ -89,10 +93,13 @@ class Dashboard:
         self.dof = len(measured_channels(core)) if core.estimator == "ekf" else 0
         self._bounds: list[float] | None = None
         self._threshold: dict[float | None, float | None] = {}  # CUSUM threshold by sample interval
+        h = service.cfg.history
+        self.history = HistoryView(h, core.asset) if h.enabled else None
 
     def routes(self) -> dict[str, Any]:
         return {"/": self.root, "/dashboard": self.page, "/dashboard/static": self.static,
-                "/dashboard/api/config": self.config, "/dashboard/api/data": self.data}
+                "/dashboard/api/config": self.config, "/dashboard/api/data": self.data,
+                "/dashboard/api/history": self.history_range}
 
     # ---------------------------------------------------------------- routes
     def root(self, path: str) -> Reply:
@@ -128,7 +135,7 @@ class Dashboard:
                       "resync_bounds": c.resync_bounds, "body": self.body, "sketch": rest,
                       "bounds": self.bounds(rest), "estimator": c.estimator, "inputs": c.inputs,
                       "measured": measured_channels(c) if self.dof else [], "nis_dof": self.dof,
-                      "augment": augment, "window_s": WINDOW_S})
+                      "augment": augment, "window_s": WINDOW_S, "history": self.history is not None})
 
     def bounds(self, rest: dict[str, Any]) -> list[float]:
         """[x0, x1, y0, y1] of the drawing over a full turn of the synchronised body (cached)."""
@@ -153,6 +160,13 @@ class Dashboard:
         snap = self.store.snapshot(WINDOW_S)
         return _json({"cursor": total, "t0": self.store.t0, "columns": self.store.columns, "rows": rows,
                       **snap, "pose": self._pose(snap["latest"]), **self.filter_figures()})
+
+    def history_range(self, path: str) -> Reply:
+        if self.history is None:
+            return 404, "text/plain", b"no history store configured ([history] path or dsn)", {}
+        status, body = self.history.reply(path)
+        code, ctype, data, headers = _json(body)
+        return status, ctype, data, headers
 
     def filter_figures(self) -> dict[str, Any]:
         """``nis``: mean NIS over the last ``WINDOW_S`` s of rows and its χ² 95 % band;

@@ -173,6 +173,13 @@ class _SqlStore:
         rows = self._call("reading", lambda conn: self._fetch(conn, sql, (asset, channel, hi, lo)))
         return decode(rows, t_from, t_to)
 
+    def span(self, asset: str) -> list[float] | None:
+        """[first, last] rig time (s) of the asset's stored blocks; None when it has none."""
+        sql = (f"SELECT min(b.t0), max(b.t1_us) FROM blocks b JOIN series s ON s.id = b.series "
+               f"WHERE s.asset = {self.P}")
+        lo, hi = self._call("reading", lambda conn: self._fetch(conn, sql, (asset,)))[0]
+        return None if lo is None else [float(lo), (hi + 1) / 1e6]
+
     def events(self, asset: str) -> list[tuple[str, float | None, float, str]]:
         sql = f"SELECT kind, t, wall, body FROM events WHERE asset = {self.P} ORDER BY wall"
         return self._call("reading", lambda conn: self._fetch(conn, sql, (asset,)))
