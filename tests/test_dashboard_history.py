@@ -129,7 +129,8 @@ def test_range_picker_plots_the_stored_range(twin: tuple[Any, str, str], tmp_pat
             page.locator("#card-history").screenshot(path=str(tmp_path / "history.png"))
             # the twin's own live history: a second of state.theta, fewer samples than points, as stored
             t_live, v_live, _ = live.query("sc-01", "state.theta", -math.inf, math.inf)
-            a, b = t_live[0], t_live[0] + 1.0
+            a = float(t_live[t_live > T0 + 3600][0])
+            b = a + 1.0
             page.fill("#hist-from", repr(a))
             page.fill("#hist-to", repr(b))
             page.select_option("#hist-channel", ["state.theta"])

@@ -2,7 +2,7 @@
 // channel downsampled by the server to at most max_points buckets with their min/max envelope.
 "use strict";
 
-const hist = { channels: [], span: null, data: null, loads: 0, error: null, ms: null };
+const hist = { channels: [], span: null, data: null, loads: 0, error: null, ms: null };  // loads: requests done
 window.dashboard.history = hist;
 
 function histNote(text, bad) {
@@ -41,11 +41,12 @@ async function loadHistory() {
     const r = await fetch(`/dashboard/api/history?${q}`, { cache: "no-store" });
     const d = await r.json();
     if (!r.ok) throw new Error(d.error || `HTTP ${r.status}`);
-    hist.data = d; hist.error = null; hist.ms = performance.now() - t; hist.loads++;
+    hist.data = d; hist.error = null; hist.ms = performance.now() - t;
     const n = Object.values(d.channels).map((c) => c.n).reduce((a, b) => a + b, 0);
     const pts = Object.values(d.channels).map((c) => c.t.length).reduce((a, b) => a + b, 0);
     histNote(`${n} stored samples as ${pts} points in ${hist.ms.toFixed(0)} ms`);
   } catch (e) { hist.error = String(e); histNote(String(e), true); }
+  hist.loads++;
   drawHistory();
 }
 
