@@ -149,3 +149,14 @@ def test_grafana_dashboard_queries_run_on_the_history(outputs: list[Msg], pg_db:
     assert anno_cols == ["time", "text", "tags"] and any(r[1].startswith("alarm: theta_residual raised") for r in anno)
     assert {r[1] for r in got["Alarms and re-initialisations"][1]} >= {"alarm"}
     store.close()
+
+
+def test_merged_blocks_span_at_most_the_lookback() -> None:
+    """The indexed range query looks back by MERGE_SPAN_S: a merged block never spans more."""
+    from mbsd_twin.twin.history.rows import MERGE_SPAN_S
+
+    msgs = [("state", 1.0, json.dumps({"asset": "a", "t0": float(k), "dt": 1.0, "n": 1, "ch": {"x": [k]}}))
+            for k in range(30)]
+    blocks = convert(msgs)[0]
+    assert [(b.t0, b.n) for b in blocks] == [(0.0, 11), (11.0, 11), (22.0, 8)] and MERGE_SPAN_S == 10.0
+    assert all(b.t1 - b.t0 <= MERGE_SPAN_S for b in blocks)
