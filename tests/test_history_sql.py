@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import yaml
 from test_history import Msg, expected, outputs, pg_db  # noqa: F401  (fixtures)
 
 from mbsd_twin.twin.history.pg import PostgresStore
 from mbsd_twin.twin.history.rows import Block, convert
+from mbsd_twin.twin.history.stores import StoreError
 
 SERVICES = Path(__file__).resolve().parents[1] / "services"
 GRAFANA = SERVICES / "grafana"
@@ -67,6 +69,10 @@ def test_samples_view_returns_exactly_what_was_published(outputs: list[Msg], pg_
                        np.array([0.1, 0.2, math.nan]).tobytes())], [])  # a null published: NaN stored, NULL shown
     assert conn.execute("SELECT t, value, sigma FROM samples WHERE asset = 'sc-02' ORDER BY t").fetchall() == [
         (5.0, 1.0, 0.1), (5.5, None, 0.2), (6.0, 3.0, None)]
+    reader = PostgresStore(dsn, create=False)  # the export's and the dashboard's: read-only
+    assert reader.query("sc-02", "residuals.x", 5.2, 6.0)[0].tolist() == [5.5, 6.0]
+    with pytest.raises(StoreError, match="read-only transaction"):
+        reader.write([Block("sc-02", "residuals.x", 7.0, 0.5, 1, np.zeros(1).tobytes(), None)], [])
     store.close()
 
 

@@ -107,8 +107,11 @@ class PostgresStore(_SqlStore):
     def _open(self) -> Any:
         import psycopg
 
+        options = f"-c statement_timeout={round(self.timeout * 1000)}"
+        if not self.create:  # a reader (export, the dashboard): read-only transactions
+            options += " -c default_transaction_read_only=on"
         conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=max(1, round(self.timeout)),
-                               options=f"-c statement_timeout={round(self.timeout * 1000)}")
+                               options=options)
         loader, dumper = _loader_dumper()
         conn.adapters.register_loader(FLOAT8_ARRAY_OID, loader)
         conn.adapters.register_dumper(None, dumper)  # by oid only: COPY after set_types
