@@ -166,3 +166,24 @@ def test_merged_blocks_span_at_most_the_lookback() -> None:
     blocks = convert(msgs)[0]
     assert [(b.t0, b.n) for b in blocks] == [(0.0, 11), (11.0, 11), (22.0, 8)] and MERGE_SPAN_S == 10.0
     assert all(b.t1 - b.t0 <= MERGE_SPAN_S for b in blocks)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_query_finds_a_long_block_through_the_partial_index(backend: str, tmp_path: Path, request: Any) -> None:
+    """A range query reads the blocks starting up to MERGE_SPAN_S before it through the index and a
+    longer block (one message of 20 s) starting earlier through ``blocks_long``."""
+    from mbsd_twin.twin.history.stores import SqliteStore
+
+    store: Any = SqliteStore(str(tmp_path / "h.sqlite")) if backend == "sqlite" else \
+        PostgresStore(request.getfixturevalue("pg_db")[0])
+    short = [Block("a", "x", 100.0 + k, 0.5, 2, np.array([k, k + 0.5]).tobytes(), None) for k in range(40)]
+    store.write([Block("a", "x", 0.0, 1.0, 21, np.arange(21.0).tobytes(), None), *short], [])
+    assert store.query("a", "x", 15.0, 16.0)[1].tolist() == [15.0, 16.0]
+    t, v, _ = store.query("a", "x", 119.6, 121.0)
+    assert t.tolist() == [120.0, 120.5, 121.0] and v.tolist() == [20.0, 20.5, 21.0]
+    assert len(store.query("a", "x", -math.inf, math.inf)[0]) == 21 + 80
+    sql = ("SELECT b.t0 FROM blocks b WHERE b.series = 1 AND b.t0_us < 5 AND b.t1_us - b.t0_us > 10000000")
+    plan = str(store._call("", lambda c: store._fetch(c, "EXPLAIN QUERY PLAN " + sql if backend == "sqlite"
+                                                      else "EXPLAIN " + sql, ())))
+    assert "blocks_long" in plan, plan
+    store.close()

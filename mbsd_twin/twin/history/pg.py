@@ -16,13 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from .rows import MERGE_SPAN_S
-from .stores import DAY_US, _SqlStore
+from .stores import DAY_US, LONG_INDEX, _SqlStore
 
 FLOAT8_ARRAY_OID, FLOAT8_OID = 1022, 701
 _ELEMENT = np.dtype([("len", ">i4"), ("v", ">f8")])  # one array element in the binary format
 _HEADER = struct.Struct(">iiiii")  # ndim, has nulls, element type, length, lower bound
-LOOKBACK_US = int(MERGE_SPAN_S * 1e6)
 
 PG_SCHEMA = """
 CREATE TABLE IF NOT EXISTS series (id SERIAL PRIMARY KEY, asset TEXT NOT NULL, channel TEXT NOT NULL,
@@ -35,7 +33,7 @@ CREATE INDEX IF NOT EXISTS blocks_series_t ON blocks (series, t0_us);
 CREATE TABLE IF NOT EXISTS events (asset TEXT NOT NULL, kind TEXT NOT NULL, t DOUBLE PRECISION,
                                    wall DOUBLE PRECISION NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS events_asset_wall ON events (asset, wall);
-"""
+""" + LONG_INDEX
 
 # One row per sample: each merged message's own t0 + j·dt (parts: its (t0, n) pairs), NaN as NULL.
 # t0_us / t1_us are the block's first and last sample (µs): a WHERE on them uses the index

@@ -23,9 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from .rows import Block, Event
+from .rows import MERGE_SPAN_S, Block, Event
 
 DAY_US = 86_400_000_000
+LONG_US = round(MERGE_SPAN_S * 1e6)  # a block spanning more than this (one long message) is "long"
+LONG_BLOCK = f"b.t1_us - b.t0_us > {LONG_US}"
+LONG_INDEX = f"CREATE INDEX IF NOT EXISTS blocks_long ON blocks (series, t0_us) WHERE t1_us - t0_us > {LONG_US};"
 
 
 class StoreError(Exception):
@@ -164,14 +167,19 @@ class _SqlStore:
 
     def query(self, asset: str, channel: str, t_from: float, t_to: float
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(t, value, sigma) of one channel in [t_from, t_to] (rig time, s), in time order."""
+        """(t, value, sigma) of one channel in [t_from, t_to] (rig time, s), in time order. The blocks
+        are found by index ranges: those starting at most ``MERGE_SPAN_S`` before ``t_from`` (the
+        index (series, t0_us)) and the rare longer ones starting earlier (the partial index
+        ``blocks_long``) — never a scan of the channel's whole history."""
         p = self.P
-        sql = (f"SELECT b.t0, b.dt, b.n, b.value, b.sigma, b.parts FROM blocks b JOIN series s ON s.id = b.series "
-               f"WHERE s.asset = {p} AND s.channel = {p} AND b.t0_us <= {p} AND b.t1_us >= {p} ORDER BY b.t0_us")
+        sql = ("SELECT b.t0_us, b.t0, b.dt, b.n, b.value, b.sigma, b.parts FROM blocks b JOIN series s "
+               f"ON s.id = b.series WHERE s.asset = {p} AND s.channel = {p} AND b.t0_us <= {p} AND b.t1_us >= {p} AND ")
+        sql = f"{sql}b.t0_us >= {p} UNION ALL {sql}b.t0_us < {p} AND {LONG_BLOCK} ORDER BY 1"
         lo = _us(t_from) - 1 if math.isfinite(t_from) else -(1 << 62)
         hi = _us(t_to) + 1 if math.isfinite(t_to) else 1 << 62
-        rows = self._call("reading", lambda conn: self._fetch(conn, sql, (asset, channel, hi, lo)))
-        return decode(rows, t_from, t_to)
+        args = (asset, channel, hi, lo, lo - LONG_US) * 2
+        rows = self._call("reading", lambda conn: self._fetch(conn, sql, args))
+        return decode([r[1:] for r in rows], t_from, t_to)
 
     def span(self, asset: str) -> list[float] | None:
         """[first, last] rig time (s) of the asset's stored blocks; None when it has none."""
@@ -219,7 +227,7 @@ CREATE INDEX IF NOT EXISTS blocks_series_t ON blocks (series, t0_us);
 CREATE TABLE IF NOT EXISTS events (asset TEXT NOT NULL, kind TEXT NOT NULL, t REAL, wall REAL NOT NULL,
                                    body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS events_asset_wall ON events (asset, wall);
-"""
+""" + LONG_INDEX
 
 
 class SqliteStore(_SqlStore):
