@@ -94,6 +94,8 @@ def test_grafana_time_filter_uses_the_block_index(pg_db: tuple[str, Any]) -> Non
     sql = grafana_sql(panel["targets"][0]["rawSql"], 10000.05, 10600.05, asset="sc-01", channel="state.c07")
     plan = _explain(store.conn, sql)
     assert "blocks_series_t" in plan and "Seq Scan on blocks" not in plan, plan
+    cond = next(line for line in plan.splitlines() if "Index Cond" in line)
+    assert "t0_us >= '9990000000'" in cond and "t0_us <= '10601000000'" in cond, plan  # a range, not a scan
     t = (t0[:, None] + 0.3 * np.arange(10)).ravel()
     rows = store.conn.execute(sql).fetchall()
     assert len(rows) == np.count_nonzero((t >= 10000.05) & (t <= 10600.05)) == 2000
