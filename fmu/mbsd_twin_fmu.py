@@ -8,9 +8,19 @@ PythonFMU 0.7.0 runs this file again at every instantiation and releases one ref
 module's globals each time without having taken it (``findClass`` decrefs the borrowed
 ``PyModule_GetDict``): without the line below, the second instance in a process crashes. Each run
 keeps one reference, which balances that release.
+
+When mbsd-twin cannot be imported here, the stand-in class of ``mbsd_twin_fmu_cause.py`` (beside
+this file) makes the instantiation fail with the cause on stderr (and in the host's FMI log when
+debug logging is on: PythonFMU 0.7 logs nothing otherwise).
 """
 
-from mbsd_twin.fmi.slave import MechanismSlave
+try:
+    from mbsd_twin.fmi.slave import MechanismSlave
+except Exception as exc:  # mbsd-twin missing or broken in this interpreter
+    from mbsd_twin_fmu_cause import unavailable
+    from pythonfmu import Fmi2Slave
+
+    MechanismSlave = unavailable(exc, Fmi2Slave, echo=True)
 
 globals().setdefault("_pythonfmu_refs", []).append(globals())
 

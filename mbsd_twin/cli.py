@@ -55,8 +55,13 @@ def _load(args: argparse.Namespace) -> Mechanism:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    rep = check(_load(args))
+    mech = _load(args)
+    rep = check(mech)
     print(rep.summary())
+    if args.plot:
+        from .viz.pose import plot_pose
+
+        print(f"plot           {plot_pose(mech, rep.pose, args.plot)}")
     return 0
 
 
@@ -154,9 +159,23 @@ def _add_twin(sub: argparse._SubParsersAction) -> None:
     add_twin(sub)
 
 
+def _add_fleet(sub: argparse._SubParsersAction) -> None:
+    """``fleet serve`` (one twin per asset, local processes or Ray actors; docs/fleet.md)."""
+    from .twin.fleet_cli import add_fleet
+
+    add_fleet(sub)
+
+
 def _add_fmu(sub: argparse._SubParsersAction) -> None:
     """``fmu build|validate`` (FMI 2.0 co-simulation FMU; needs the ``fmu`` extra)."""
     from .fmi.cli import add_parsers  # handlers import pythonfmu/fmpy lazily
+
+    add_parsers(sub)
+
+
+def _add_campaign(sub: argparse._SubParsersAction) -> None:
+    """``campaign run`` (sweeps, FMU vs native, calibrations on a process pool or a Ray cluster)."""
+    from .campaign.cli import add_parsers
 
     add_parsers(sub)
 
@@ -186,13 +205,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mbsd-twin", description=__doc__)
     parser.add_argument("--version", action="version", version=f"mbsd-twin {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("check", help="assemble a mechanism and report DOF and redundancy")
+    p = sub.add_parser("check", help="assemble a mechanism and report its pose, DOF and redundancy")
     p.add_argument("file", help="mechanism TOML file")
+    p.add_argument("--plot", metavar="OUT.png", help="draw the assembled pose into this image")
     p.set_defaults(func=_cmd_check)
     _add_inverse(sub)
     _add_simulate(sub)
     _add_twin(sub)
+    _add_fleet(sub)
     _add_fmu(sub)
+    _add_campaign(sub)
     _add_plot(sub)
     _add_animate(sub)
     _add_demo(sub)

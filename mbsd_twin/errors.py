@@ -41,14 +41,20 @@ class AssemblyError(MbsdError, RuntimeError):
 
     ``residual`` is the largest |C| left, ``iterations`` the count used, ``time`` the time [s] of
     the failing point and ``worst`` the (constraint name, |C|) pairs with the largest residuals.
+    ``cause`` (initial assembly): "inconsistent" (constraints that conflict, named in
+    ``conflicting``), "pinned" (pinned coordinates that cannot be held, in ``conflicting``),
+    "too_far" (the guess too far for the iterations), or "" (a sweep point).
     """
 
     def __init__(self, message: str, *, residual: float, iterations: int, time: float,
-                 worst: Sequence[tuple[str, float]]) -> None:
+                 worst: Sequence[tuple[str, float]], cause: str = "",
+                 conflicting: Sequence[str] = ()) -> None:
         self.residual = residual
         self.iterations = iterations
         self.time = time
         self.worst = list(worst)
+        self.cause = cause
+        self.conflicting = list(conflicting)
         detail = ", ".join(f"{n} |C|={r:.3g}" for n, r in self.worst)
         super().__init__(f"{message} at t={time:.6g} s after {iterations} iterations: "
                          f"max residual {residual:.3g}; largest: {detail}")
@@ -106,3 +112,7 @@ class SolverFailure(MbsdError, RuntimeError):
     def __init__(self, message: str, *, time: float) -> None:
         self.time = time
         super().__init__(message)
+
+
+class CampaignError(MbsdError, ValueError):
+    """A campaign file is invalid; the message names the file, the job and the key."""

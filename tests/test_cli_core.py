@@ -53,3 +53,31 @@ def test_inverse_writes_csv_whose_rows_match_the_api(tmp_path: Path) -> None:
     assert data["crank.theta"][k] == pytest.approx(np.pi / 2, abs=1e-12)
     assert data["piston.x"][k] == pytest.approx(np.sqrt(0.3**2 - 0.1**2), abs=1e-12)
     assert not list(tmp_path.glob(".inv.csv.*"))  # atomic write left no temporary file
+
+
+def test_check_prints_pose_dof_and_redundant_rows_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A four-bar with its coupler pin written twice: DOF 0 by rank (9 − 11 would say −2 without
+    the rank), 2 redundant rows named, every body's assembled x, y, θ printed with units; --plot
+    writes a PNG of the pose."""
+    import mbsd_twin as mt
+
+    text = (ROOT / "examples/mechanisms/four_bar_driven.toml").read_text()
+    text += ('\n[[joints]]\nname = "coupler_pin_again"\ntype = "revolute"\nbodies = ["coupler", "rocker"]\n'
+             "points = [[2.0, 0.0], [1.0, 0.0]]\n")
+    path = tmp_path / "four_bar_twice.toml"
+    path.write_text(text)
+    png = tmp_path / "pose.png"
+    assert main(["check", str(path), "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "DOF            0 (coordinates − rank of the constraint Jacobian)" in out
+    assert "constraints    11 (rank 9)" in out
+    redundant = out.split("redundant      2 (")[1].split(")")[0].split(", ")
+    assert len(redundant) == 2 and all(r.endswith(("[x]", "[y]")) for r in redundant)
+    assert "pose           body                   x [m]         y [m]   theta [rad]" in out
+    rep = mt.check(mt.load_mechanism(path))
+    printed = {ln.split()[0]: [float(v) for v in ln.split()[1:]] for ln in out.splitlines()
+               if ln.startswith(" " * 15) and len(ln.split()) == 4}
+    for body, x, y, th in rep.pose:
+        np.testing.assert_allclose(printed[body], [x, y, th], rtol=1e-5, atol=1e-9)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"plot           {png}" in out

@@ -58,6 +58,10 @@ JOINTS: dict[str, Callable[[mt.MechanismBuilder], object]] = {
                                                       axis=(0.0, 1.0)),
     "gear": lambda b: b.gear("j", "a", "b", ratio=2.0),
     "gear_negative_offset": lambda b: b.gear("j", "a", "b", ratio=-0.75, offset=0.3),
+    "gear_external_carrier": lambda b: b.body("c", 0.5, 0.05, position=(0.2, 0.1), angle=1.1).gear(
+        "j", "a", "b", ratio=1.6, mesh="external", carrier="c"),
+    "gear_internal_carrier": lambda b: b.body("c", 0.5, 0.05, position=(0.2, 0.1), angle=-0.6).gear(
+        "j", "a", "b", ratio=2.5, offset=0.2, mesh="internal", carrier="c"),
     "fixed": lambda b: b.fixed("j", "a", "b", (0.2, 0.1), (-0.1, 0.3)),
     "fixed_ground": lambda b: b.fixed("j", "ground", "b", (0.5, 0.5), (0.0, 0.1), angle=0.2),
 }

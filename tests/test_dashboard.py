@@ -117,6 +117,49 @@ def test_store_joins_estimates(tmp_path: Path) -> None:
     assert tab.units["virt.motor_torque.estimate_sd"] == "N.m" and tab.units["resid.f_x"] == "N"
 
 
+def test_store_keeps_resync_events() -> None:
+    """Residual messages name each re-initialisation (rig time, reason); the store keeps them for the
+    charts: the filter's start at the first sample of the first batch (t0 = 1000 s)."""
+    outs = _core_outputs(3)
+    first = json.loads(next(o.payload for o in outs if o.topic.endswith("/residuals")))
+    assert first["resyncs"] == 1 and first["resync_events"] == [{"t": 1000.0, "reason": "start"}]
+    store = Store(["theta", "omega", "f_x", "f_y"], estimates=True)
+    for o in outs:
+        store(o)
+    assert store.snapshot(20.0)["resyncs"] == [{"t": 1000.0, "reason": "start"}]
+
+
+def test_crossings_say_why_no_alarm() -> None:
+    """Runs of |residual| ≥ high, sample by sample, against min_duration: a 1 ms spike and a 40 ms
+    excursion raise nothing, a 60 ms one does — exactly the runs on which the twin's own alarm logic
+    (mbsd_twin.twin.alarms.Alarms, fed the same samples) raises; a run still going is reported open."""
+    from mbsd_twin.dashboard.crossings import Crossings
+    from mbsd_twin.twin.alarms import Alarms
+
+    alarm = AlarmConfig("angle", "theta", "residual", high=0.012, low=0.006, min_duration=0.05)
+    vals = np.zeros(400)
+    vals[10] = 0.02  # 1 sample
+    vals[100:141] = -0.015  # 41 samples: 40 ms from the first to the last
+    vals[200:261] = 0.013  # 61 samples: 60 ms
+    vals[390:] = 0.05  # still above at the end
+    cross, twin = Crossings([alarm]), Alarms((alarm,), 100)
+    raised = []
+    for b in range(20):  # batches of 20 samples at 1 kHz from t = 5 s
+        ch = [float(v) for v in vals[20 * b:20 * b + 20]]
+        cross.feed({"state": {"ch": {}}, "residuals": {"ch": {"theta": ch}}, "virtual": {"t0": 5.0 + 0.02 * b,
+                                                                                           "dt": 0.001, "ch": {}}})
+        for k, v in enumerate(ch):
+            raised += [e["t"] for e in twin.update(5.0 + 0.02 * b + 0.001 * k, {"residual": {"theta": v}})
+                       if e["event"] == "raised"]
+    runs = [(round(r["t"], 9), round(r["duration"], 9), r["long_enough"], r["open"]) for r in cross.since(0.0)]
+    assert runs == [(5.01, 0.0, False, False), (5.1, 0.04, False, False), (5.2, 0.06, True, False),
+                    (5.39, 0.009, False, True)]
+    # the twin raises once, in the 60 ms run, at its first sample with t − start ≥ 0.05 s (in floating
+    # point 5.25 − 5.2 = 0.0499999…, so the sample after)
+    assert [round(t, 9) for t in raised] == [5.251]
+    assert cross.since(5.15) == cross.since(0.0)[2:]
+
+
 def test_store_without_estimates() -> None:
     """The open-loop twin publishes no ``estimates``: rows join at ``virtual`` (the default); a store
     told to expect estimates completes a batch when the next batch's ``state`` arrives (the last one
@@ -191,6 +234,18 @@ def _get(addr: str, path: str) -> tuple[int, dict[str, str], bytes]:
     return r.status, {k.lower(): v for k, v in r.getheaders()}, body
 
 
+def _post(addr: str, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection(addr, timeout=15)
+    conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json", **(headers or {})})
+    r = conn.getresponse()
+    data = r.read()
+    conn.close()
+    try:
+        return r.status, json.loads(data)
+    except ValueError:
+        return r.status, data
+
+
 def _wait(cond: Any, timeout: float) -> bool:
     t_end = time.monotonic() + timeout
     while time.monotonic() < t_end:
@@ -221,6 +276,10 @@ def test_http_routes(live: tuple[Any, str]) -> None:
     cfg = json.loads(_get(addr, "/dashboard/api/config")[2])
     assert cfg["base"] == "dt/v1/sc-01" and cfg["angle"] == "theta" and cfg["units"]["theta"] == "rad"
     assert [a["high"] for a in cfg["alarms"]] == [0.012, 11.5] and len(cfg["sketch"]["bodies"]) == 3
+    assert cfg["alarms"][1]["min_duration"] == 0.05 and cfg["units"]["crank_pin.fx"] == "N"
+    # [commands] enabled is the default ["status"]: no control offered, no command route mounted
+    assert cfg["controls"] == [] and cfg["parameters"] == []
+    assert _post(addr, "/dashboard/api/cmd/reset", {"args": {}})[0] == 404
     assert cfg["nis_dof"] == 4 and cfg["measured"] == ["theta", "omega", "f_x", "f_y"] and cfg["window_s"] == 20
     assert cfg["augment"] == [{"name": "motor_torque.bias", "unit": "N.m"}, {"name": "piston.mass", "unit": "kg"}]
     assert cfg["units"]["motor_torque"] == "N.m"
@@ -307,6 +366,9 @@ def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> Non
                                   " drawn: dashboard.drawn, marks: dashboard.marks,"
                                   " sd: dashboard.buf['virt.motor_torque.estimate_sd'].filter((v) => v > 0).length})")
             tip = _hover_alarm(page)
+            controls_hidden = page.evaluate("document.getElementById('controls').hidden")
+            panel = page.evaluate("(cv => ({w: cv.clientWidth, h: cv.clientHeight, box: dashboard.mechanismBox}))"
+                                  "(document.getElementById('mechanism'))")
             page.locator("#card-cusum").screenshot(path=str(tmp_path / "tooltip.png"))
             alarms = page.inner_text("#alarms")
         finally:
@@ -326,6 +388,11 @@ def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> Non
     assert _count(tmp_path / "mechanism.png", blue) > 1000  # the simulated pose
     assert _count(tmp_path / "mechanism.png", orange) > 50  # the measured pose (dashed)
     _check_new_charts(tmp_path, state, tip, alarms)
+    assert controls_hidden  # commands other than status are not enabled
+    x0, x1, y0, y1 = panel["box"]  # the slider crank's motion is wide: so is its panel
+    print("mechanism panel", panel)
+    assert panel["h"] == pytest.approx(min(600, panel["w"] * (y1 - y0) / (x1 - x0)), abs=2)
+    assert panel["h"] < 0.6 * panel["w"]
 
 
 def _hover_alarm(page: Any) -> str:
@@ -349,7 +416,7 @@ def _check_new_charts(tmp_path: Path, state: dict[str, Any], tip: str, alarms: s
         assert state["marks"][cid], f"no alarm marks on {cid}"
     reasons = [m["text"] for m in state["marks"]["chart-torque"]]
     assert any("change in parameter " in r and ", onset t = " in r and "> threshold" in r for r in reasons)
-    assert any("state omega = " in r and "threshold 11.5" in r for r in reasons)
+    assert any("state omega = " in r and "threshold 11.5" in r and "min_duration 0.05 s" in r for r in reasons)
     assert tip.startswith("#") and " at t = " in tip and ("threshold" in tip or "cleared" in tip)
     assert " change:" in alarms and " raised at t = " in alarms
     blue, orange, purple, red = (31, 119, 180), (228, 87, 46), (148, 103, 189), (197, 48, 48)

@@ -142,6 +142,16 @@ def check_twin_estimation(n: dict[str, float]) -> None:
         assert 0.0 <= n[f"{fault}_delay"] <= 0.25 and n[f"{fault}_early_alarms"] == 0, fault
 
 
+def check_tutorial_figures(n: dict[str, float]) -> None:
+    r, d = 0.05, 0.15                          # quick_return.toml: crank radius, O2–O4 distance
+    beta = math.asin(r / d)                    # lever extremes: O4A tangent to the crank circle
+    assert n["dof"] == 3 * 3 - 2 * 4
+    assert n["lever_theta0"] == pytest.approx(math.atan2(d, r), abs=1e-12)   # crank pinned at 0
+    assert n["lever_min"] == pytest.approx(math.pi / 2 - beta, abs=2e-4)      # sampled every 2 ms
+    assert n["lever_max"] == pytest.approx(math.pi / 2 + beta, abs=2e-4)
+    assert n["status"] == 0 and n["balance_error"] < 1e-7 and n["crank_turns"] > 3
+
+
 CHECKS: dict[str, tuple[Callable[[dict[str, float]], None], tuple[str, ...]]] = {
     "slider_crank": (check_slider_crank, ("slider_crank.png",)),
     "four_bar": (check_four_bar, ("four_bar.png",)),
@@ -156,6 +166,8 @@ CHECKS: dict[str, tuple[Callable[[dict[str, float]], None], tuple[str, ...]]] = 
     "engines": (check_engines, ("engines.png", "engine_torque.png")),
     "terrain_wheel": (check_terrain_wheel, ("terrain_wheel.png",)),
     "chaplygin_sleigh": (check_chaplygin_sleigh, ("chaplygin_sleigh.png",)),
+    "tutorial_figures": (check_tutorial_figures, tuple(f"tutorial_{s}.png" for s in (
+        "sketch", "pose", "simulate", "frame"))),
     "twin_estimation": (check_twin_estimation, tuple(f"twin_estimation_{s}.png" for s in (
         "healthy", "mass", "friction", "offset", "pulses", "stuck"))),
 }

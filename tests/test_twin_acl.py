@@ -159,6 +159,32 @@ def test_acl_only_the_operator_commands_the_twin(acl_broker: Any, traj: Trajecto
     assert svc.commands.counts["received"] == 1 and svc.commands.counts["run"] == 1
 
 
+@pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto is not installed")
+def test_dashboard_controls_go_through_the_acl(acl_broker: Any) -> None:
+    """The dashboard's reset control relays the command as the user typed into the page, over TLS
+    to the shipped ACL: the viewer's (a valid login without cmd rights) never reaches the twin and
+    gets no reply, a wrong password is refused by the broker, the operator's runs — counted by the
+    twin's command gate like any other command."""
+    from test_dashboard import _post
+
+    b = acl_broker
+    port = free_port()
+    cfg = load_config(None, env={}, overrides={
+        "broker": {"url": b.tls_url, "tls_ca": str(b.ca), "username": "twin", "password": USERS["twin"]},
+        "service": {"mechanism": MECH}, "commands": {"enabled": ["status", "reset"]}, "metrics": {"port": port}})
+    addr = f"127.0.0.1:{port}"
+    with TwinService(cfg) as svc:
+        assert _wait(svc.connected.is_set, 5), svc.last_error
+        code, viewer = _post(addr, "/dashboard/api/cmd/reset", {"username": "viewer", "password": USERS["viewer"]})
+        assert code == 502 and "no reply from the twin" in viewer["detail"] and "user 'viewer'" in viewer["detail"]
+        code, wrong = _post(addr, "/dashboard/api/cmd/reset", {"username": "operator", "password": "nope"})
+        assert code == 502 and "authentication failed" in wrong["detail"] and "nope" not in wrong["detail"]
+        assert svc.commands.counts["received"] == 0
+        code, op = _post(addr, "/dashboard/api/cmd/reset", {"username": "operator", "password": USERS["operator"]})
+        assert code == 200 and op["ok"] is True and op["cmd"] == "reset", op
+        assert svc.commands.counts["received"] == 1 and svc.commands.counts["run"] == 1
+
+
 def test_acl_file_grants_the_twin_no_cmd_write() -> None:
     """The shipped ACL as text: the twin's write rules stay one level under twin/ (and reply/#), so
     they never match twin/cmd/<name>; only the operator writes cmd."""

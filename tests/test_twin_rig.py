@@ -242,6 +242,9 @@ def test_stream_noise_and_manifest() -> None:
     ("encoder_offset@4.0:theta-0.02", RigFault("encoder_offset", 4.0, "theta", -0.02)),
     ("load_pulses@5.0:piston=20,0.03,0.5", RigFault("load_pulses", 5.0, "piston", 20.0, width=0.03, period=0.5)),
     ("stuck@6.0:omega", RigFault("stuck", 6.0, "omega")),
+    ("input_bias@3.0:motor_torque+0.3", RigFault("input_bias", 3.0, "motor_torque", 0.3)),
+    ("drift@2.0:theta-0.001", RigFault("drift", 2.0, "theta", -0.001)),
+    ("dropout@4.0:sensors=0.5", RigFault("dropout", 4.0, "sensors", width=0.5)),
 ])
 def test_fault_specs(spec: str, fault: RigFault) -> None:
     assert parse_fault(spec) == fault and parse_fault(fault.spec()) == fault
@@ -253,7 +256,7 @@ def test_fault_specs(spec: str, fault: RigFault) -> None:
     ("wear@1:piston.mass*1.2", "unknown kind 'wear'"),
     ("mass@1:piston.mass+1", "the form is mass@T:PARAM*FACTOR or mass@T:PARAM=VALUE"),
     ("stuck@1:omega=2", "the form is stuck@T:CHANNEL"),
-    ("stuck@1:speed", "unknown channel 'speed'"),
+    ("dropout@1:theta=0.5", "need target 'sensors'"),
     ("load_pulses@1:piston=20,0.03", "the form is load_pulses@T:BODY=N,WIDTH,PERIOD"),
     ("load_pulses@1:piston=20,0.6,0.5", "need 0 < width <= period"),
     ("friction@1:main_bearing=inf", "value 'inf' is not finite"),
@@ -268,7 +271,8 @@ def test_bad_fault_specs_are_named(spec: str, message: str) -> None:
 def test_unknown_targets_and_bad_config() -> None:
     for fault, message in ((RigFault("mass", 1, "piston.weight", 2.0), "unknown parameter 'piston.weight'"),
                            (RigFault("friction", 1, "guide", 0.3), "no revolute joint 'guide'"),
-                           (RigFault("load_pulses", 1, "valve", 1.0), "no body 'valve'")):
+                           (RigFault("load_pulses", 1, "valve", 1.0), "no body 'valve'"),
+                           (RigFault("stuck", 1, "speed"), "unknown channel 'speed'; the rig's channels are: theta")):
         with pytest.raises(ValueError, match=message):
             check_faults(MECHANISM, (fault,))
     with pytest.raises(ValueError, match="RigConfig.knot = 0.0105 s must be a whole number"):
@@ -285,7 +289,8 @@ def test_cli_specs() -> None:
     assert a.fault == [RigFault("mass", 2.0, "piston.mass", 1.2, scale=True), RigFault("stuck", 6.0, "omega")]
     assert a.noise == [("theta", 1e-3)] and a.mismatch == ["none"]
     for argv, message in ((["--fault", "mass@2.0:piston.mass"], "bad rig fault spec 'mass@2.0:piston.mass'"),
-                          (["--noise", "speed=1"], "bad noise spec 'speed=1': unknown channel 'speed'"),
+                          (["--noise", "speed"], "bad noise spec 'speed': expected NAME=NUMBER (>= 0) or none"),
+                          (["--channel", "angle"], "bad channel spec 'angle': expected NAME=OUTPUT or none"),
                           (["--mismatch", "piston.mass"], "bad mismatch spec 'piston.mass'")):
         with pytest.raises(SystemExit) as exc:
             _parse_quietly(p, ["rig", *argv], message)

@@ -90,10 +90,10 @@ def group(ints: Sequence[Any], floats: Sequence[Any], k: int) -> tuple[NDArray[n
 
 
 # columns (see nb_kernels): co I[ci, cj] F[s_i, s_j]; ra I[ci, cj] F[phi0]; pl I[ci, cj] F[s_i, s_j, n̂];
-# gr I[ci, cj] F[ratio, c0]; cd I[ci, axis, profile] F[s_i, profile params]; dd I[ci, cj, profile]
+# gr I[ci, cj, c_carrier] F[ratio, c0]; cd I[ci, axis, profile] F[s_i, profile params]; dd I[ci, cj, profile]
 # F[s_i, s_j, profile params]; ke I[ci, cj] F[p_j, n̂] (see nb_joints); cm I[ci, cj, column of s1,
 # surface code i, surface code j, reduced row] F[surface parameters i, j]
-_EMPTY = {"co": (2, 4), "ra": (2, 1), "pl": (2, 6), "gr": (2, 2), "cd": (3, 6), "dd": (3, 8),
+_EMPTY = {"co": (2, 4), "ra": (2, 1), "pl": (2, 6), "gr": (3, 2), "cd": (3, 6), "dd": (3, 8),
           "ke": (2, 4), "cm": (6, 2)}  # (ints, floats)
 GROUPS = tuple(_EMPTY)
 
@@ -136,7 +136,7 @@ def _constraint_group(k: Any, m: int) -> tuple[str, tuple[Any, ...]]:
     if isinstance(k, kn.PointOnLine):
         return "pl", group([k.col_i, k.col_j], [k.s_i, k.s_j, k.nhat], n)
     if isinstance(k, kn.GearRatio):
-        return "gr", group([k.col_i, k.col_j], [k.ratio, k.c0], n)
+        return "gr", group([k.col_i, k.col_j, k.col_c], [k.ratio, k.c0], n)
     if isinstance(k, kn.CoordinateDriver):
         pk, pp = _profiles(k.profiles)
         return "cd", group([k.col_i, k.axis, pk], [k.s_i, pp], n)

@@ -54,13 +54,22 @@ def restart_signature() -> tuple[Any, ...]:
     return tuple(numba.typeof(a) for a in (f, f, i, f, f, i))
 
 
-def compile_advance() -> None:
-    """Compile ``nb_stepper.advance`` into numba's disk cache: what a cold start runs in a second
-    process (``nb_cache.compile_aside``) while the first compiles the other entry points."""
+def outputs_signature() -> tuple[Any, ...]:
+    """The numba types of ``nb_stepper.outputs``'s arguments as the stepper passes them."""
+    f, i, pairs = np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros((0, 2), dtype=np.int64)
+    return tuple(numba.typeof(a) for a in (f, f, i, f, f, i, pairs, pairs[:, 0].copy(), 0.0))
+
+
+def compile_aside_kernels() -> None:
+    """Compile ``nb_stepper.advance`` and ``restart`` into numba's disk cache: what a cold start
+    runs in a second process (``nb_cache.compile_aside``) while the first compiles ``bind``,
+    ``start`` and ``outputs`` (about 30 s each on this 2-core machine; the physics both need,
+    ``nb_solve._accelerate``, about 14 s of it, is compiled in each process)."""
     ns.advance.compile(advance_signature())
+    ns.restart.compile(restart_signature())
 
 
-_ASIDE = "from mbsd_twin.compiled.fastpath import compile_advance; compile_advance()"
+_ASIDE = "from mbsd_twin.compiled.fastpath import compile_aside_kernels; compile_aside_kernels()"
 
 
 def _entry(dispatcher: Any, args: tuple[Any, ...]) -> Any:
@@ -121,16 +130,15 @@ class CompiledStepper:
         self._S = np.zeros(ns.state_size(ny))
         self._changed = self._changed_before = False  # inputs changed for this call / the previous one
         with compile_notice("the engine's kernels"):
-            aside = None if cached(ns.advance) else compile_aside(_ASIDE)  # cold: advance on another CPU
+            # cold: advance and restart compile on another CPU (compile_aside_kernels)
+            aside = None if cached(ns.advance) else compile_aside(_ASIDE)
             need = int(ns.bind(np.zeros(0, dtype=np.int64), self._u, self._ib, self._fb, self._wb))
             self._cb = np.zeros(-(-need // 8), dtype=np.int64)
             self._bind(find_advance=False)
             self.reset_state(t0, y0)
-            ints = np.zeros((0, 2), dtype=np.int64)  # what the first input change and output read need
-            ns.outputs.compile(tuple(numba.typeof(a) for a in (self._S, self._u, self._ib, self._fb, self._wb, ints,
-                                                                ints[:, 0].copy(), 0.0)))
-            ns.restart.compile(restart_signature())
+            ns.outputs.compile(outputs_signature())  # what the first output read needs
             join_aside(aside)
+            ns.restart.compile(restart_signature())  # the first input change: from the other's cache
             self._find_advance()
 
     def _bind(self, find_advance: bool = True) -> None:
@@ -221,7 +229,8 @@ class CompiledStepper:
     def output_vector(self, react_idx: NDArray[np.int64], effort_rows: NDArray[np.int64], e0: float) -> F:
         """Every Simulator output at the current point, in port order (see nb_solve.output_vector):
         ``react_idx`` (joint, component) pairs and ``effort_rows``, int64 arrays."""
-        return np.asarray(ns.outputs(self._S, self._u, self._ib, self._fb, self._wb, react_idx, effort_rows, e0))
+        return np.asarray(ns.outputs(self._S, self._u, self._ib, self._fb, self._wb, self._cb, react_idx,
+                                     effort_rows, e0))
 
     def export(self) -> dict[str, object]:
         return {"S": self._S.tolist(), "changed": [self._changed, self._changed_before], "inputs": dict(self.inputs)}

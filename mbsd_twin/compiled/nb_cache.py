@@ -38,14 +38,15 @@ _READY: set[str] = set()  # what compile_notice has seen loaded in this process
 
 
 @contextmanager
-def compile_notice(what: str, after: float = NOTICE_AFTER) -> Iterator[None]:
+def compile_notice(what: str, after: float | None = None) -> Iterator[None]:
     """Within the block the kernels of ``what`` are loaded or compiled: when that takes more than
-    ``after`` seconds, log that they are being compiled (once, while it happens) and then how long
-    it took. Once ``what`` has loaded, later blocks in the process start no timer (a twin builds a
-    Simulator at every parameter change)."""
+    ``after`` seconds (default :data:`NOTICE_AFTER`, read at the call), log that they are being
+    compiled (once, while it happens) and then how long it took. Once ``what`` has loaded, later
+    blocks in the process start no timer (a twin builds a Simulator at every parameter change)."""
     if what in _READY:
         yield
         return
+    after = NOTICE_AFTER if after is None else after
     t0 = time.perf_counter()
     timer = threading.Timer(after, LOG.warning, ("mbsd-twin: compiling %s into numba's disk cache (the first "
                                                  "run after an install or upgrade: about half a minute on "

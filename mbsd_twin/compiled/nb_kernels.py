@@ -188,8 +188,9 @@ def angles(qx, ra, gr, C, Jv, Ct, G):  # noqa: ANN001
     off, gi, gf = gr
     for k in range(gi.shape[0]):
         r = off + k
-        C[r] = qx[gi[k, 0] + 2] - gf[k, 0] * qx[gi[k, 1] + 2] - gf[k, 1]
-        Jv[r, 0], Jv[r, 1] = 1.0, -gf[k, 0]
+        tc = qx[gi[k, 2] + 2]  # the carrier's angle (0 for the ground)
+        C[r] = qx[gi[k, 0] + 2] - tc - gf[k, 0] * (qx[gi[k, 1] + 2] - tc) - gf[k, 1]
+        Jv[r, 0], Jv[r, 1], Jv[r, 2] = 1.0, -gf[k, 0], gf[k, 0] - 1.0
         Ct[r] = G[r] = 0.0
 
 

@@ -166,13 +166,14 @@ def _load_state(q, v, qx, vx, cs, n):  # noqa: ANN001
 
 
 @njit(cache=True)
-def rows_at(t, ctx):  # noqa: ANN001
-    """C, Jv, Ct and γ of every constraint row at the configuration in the
+def rows_at(t, ctx, gamma):  # noqa: ANN001
+    """C, Jv, Ct and, with ``gamma``, γ of every constraint row at the configuration in the
     workspace's qx, cs, vx, with (inputs, model, ws) behind the :func:`context` pointer ``ctx``.
     Not inlined: the constraint rows of every kind are compiled once, for the dynamics and the
-    projections alike (a cold start compiles each inlined copy anew)."""
+    projections alike (a cold start compiles each inlined copy anew). The projections need no γ
+    (its velocity products are a third of the rows' cost)."""
     _, model, ws = unstash(ctx)
-    constraint_rows(ws[0], ws[2], ws[1], t, model[2], ws[3], ws[4], ws[5], ws[6], True)
+    constraint_rows(ws[0], ws[2], ws[1], t, model[2], ws[3], ws[4], ws[5], ws[6], gamma)
 
 
 @njit(cache=True, inline="always")
@@ -193,7 +194,7 @@ def _accelerate(t, q, v, ctx):  # noqa: ANN001
     n, _, cons, Jc, bodies, loads, sd, baum, _ = model
     qx, vx, cs, C, Jv, Ct, G, Minv, Qx, lam, a, z, tmp, rhs, Sb, X, _, _, _ = ws
     _load_state(q, v, qx, vx, cs, n)
-    rows_at(t, ctx)
+    rows_at(t, ctx, n >= 0)  # True as a runtime bool: a literal would compile a second rows_at
     Qx[:] = 0.0
     body_blocks(qx, cs, vx, bodies, Minv, Qx)
     el, di, pin = applied_loads(qx, cs, vx, t, inputs, loads, bodies, Qx, n)
@@ -277,7 +278,7 @@ def _project(t, y, tol, ctx):  # noqa: ANN001
         for i in range(n):  # qx[:n] = q without numba's shape check (cold start)
             qx[i] = q[i]
         trig(qx, cs)
-        rows_at(t, ctx)
+        rows_at(t, ctx, n < 0)  # False (runtime bool, see _accelerate)
         worst = 0.0
         for k in range(perm.shape[0]):
             c[k] = C[perm[k]]
@@ -295,7 +296,7 @@ def _project(t, y, tol, ctx):  # noqa: ANN001
         for i in range(n):  # qx[:n] = q without numba's shape check (cold start)
             qx[i] = q[i]
         trig(qx, cs)
-        rows_at(t, ctx)
+        rows_at(t, ctx, n < 0)  # False (runtime bool, see _accelerate)
     _a_times(Jv, Jc, perm, v, c)
     big = 0.0
     for k in range(perm.shape[0]):
@@ -356,13 +357,13 @@ def energies(q, v, bodies):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def output_vector(t, y, inputs, model, joints, react_idx, effort_rows, e0, ws):  # noqa: ANN001
+def output_vector(t, y, ctx, model, joints, react_idx, effort_rows, e0, ws):  # noqa: ANN001
     """Every Simulator output in port order: per body x, y, θ, vx, vy, ω, ax, ay, α; reactions;
-    driver efforts; energy terms; position residual; four per contact load (``ws``: scratch from
-    ``workspace``)."""
+    driver efforts; energy terms; position residual; four per contact load. ``ctx``: the
+    :func:`context` of (inputs, model, ws), ``ws`` the scratch from ``workspace`` behind it."""
     n = model[0]
     q, v = y[:n], y[n:2 * n]
-    el, _, _, _ = accelerate(t, q, v, context(inputs, model, ws))
+    el, _, _, _ = accelerate(t, q, v, ctx)
     a, lam, C, Jv = ws[10], ws[9], ws[3], ws[4]
     react = reactions(q, lam, Jv, model[3], joints, n)
     nb = model[4][0].shape[0]

@@ -45,7 +45,7 @@ from scipy.integrate._ivp import dop853_coefficients as _tab
 
 from . import nb_dop853 as nd
 from .nb_flat import unflatten, workspace_in, workspace_size
-from .nb_kernels import borrow, byte_size, pin, pinned, shaped
+from .nb_kernels import borrow, byte_size, pin, pinned, shaped, unstash
 from .nb_solve import output_vector, project_at
 
 HS = 8
@@ -257,11 +257,11 @@ def advance(S, t_end, u, clip, ib, fb, wb, ob, cb):  # noqa: ANN001
     :func:`bind`."""
     if t_end <= S[0]:
         return OK
-    S, u, ib, fb, wb, ob = borrow((S, u, ib, fb, wb, ob))
-    model, _ = unflatten(ib, fb)
+    S, wb, ob = borrow((S, wb, ob))
+    ctx = pinned(cb, _context_value(u, ib, fb, wb))  # (u, model, ws) as bind stored them
+    _u, model, _ws = unstash(ctx)  # not rebuilt from ib, fb: that is some sixty views per call
     y_new, _f_new, _y_old, y_out, _F = _views(S)
     ws, K, ys, yr, ye = _scratch(wb, model, y_new.shape[0])
-    ctx = pinned(cb, (u, model, ws))  # (u, model, ws) as bind stored them
     if S[5] > 0.0 and t_end <= S[2]:
         return _interpolate(S, t_end, ctx, ob)
     limit = t_end if clip else np.inf
@@ -286,12 +286,14 @@ def advance(S, t_end, u, clip, ib, fb, wb, ob, cb):  # noqa: ANN001
 
 
 @njit(cache=True, nogil=True)
-def outputs(S, u, ib, fb, wb, react_idx, effort_rows, e0):  # noqa: ANN001
-    """Every Simulator output at the output state (nb_solve.output_vector)."""
+def outputs(S, u, ib, fb, wb, cb, react_idx, effort_rows, e0):  # noqa: ANN001
+    """Every Simulator output at the output state (nb_solve.output_vector); ``cb``: the buffer of
+    :func:`bind` (its pinned context saves building one per call)."""
     S, u, ib, fb, wb, react_idx, effort_rows = borrow((S, u, ib, fb, wb, react_idx, effort_rows))
     model, joints = unflatten(ib, fb)
     _y_new, _f_new, _y_old, y_out, _F = _views(S)
-    return output_vector(S[0], y_out, u, model, joints, react_idx, effort_rows, e0, workspace_in(wb, model))
+    ws = workspace_in(wb, model)
+    return output_vector(S[0], y_out, pinned(cb, (u, model, ws)), model, joints, react_idx, effort_rows, e0, ws)
 
 
 @njit(cache=True, nogil=True)

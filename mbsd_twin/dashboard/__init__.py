@@ -5,14 +5,20 @@ on) adds a :class:`~.store.Store` tap and the routes:
 
 - ``/`` → redirect to ``/dashboard/``; ``/dashboard/`` the page; ``/dashboard/static/…`` its
   hand-written JS/CSS (package data, no CDN);
-- ``/dashboard/api/config``: channels, alarm thresholds, units, the mechanism sketch, the measured
-  channels (NIS degrees of freedom), the augmented unknowns and the charts' time window;
-- ``/dashboard/api/data?since=CURSOR``: new rows, health, the alarm events of the charts' time
-  window, the mechanism drawn in its
-  simulated pose and in the pose of the measured angle, the mean NIS over the time window with its
-  χ² 95 % band (:func:`.figures.nis_band`) and the CUSUM threshold;
+- ``/dashboard/api/config``: channels, alarm thresholds with their minimum duration, units of every
+  output, the mechanism sketch, the measured channels (NIS degrees of freedom), the augmented
+  unknowns, the charts' time window, whether a history store is configured (``history``), and the
+  controls offered (``controls``: ``reset`` and ``set_param`` where ``[commands] enabled`` has them)
+  with the parameters ``set_param`` may change;
+- ``/dashboard/api/data?since=CURSOR``: new rows, health, the alarm events and re-initialisations
+  (rig time and reason) of the charts' time window, the mechanism drawn in its simulated pose and
+  in the pose of the measured angle, the bounding box of the mechanism's motion so far
+  (``bounds``), the mean NIS over the time window with its χ² 95 % band
+  (:func:`.figures.nis_band`) and the CUSUM threshold;
 - ``/dashboard/api/history``: with ``[history]`` configured, any stored time range of the asset's
-  channels, read-only and downsampled (:mod:`.history`); 404 without a history store.
+  channels, read-only and downsampled (:mod:`.history`); 404 without a history store;
+- POST ``/dashboard/api/cmd/<name>`` (only when a control is offered): the command relayed over
+  MQTT as the requesting user (:mod:`.commands`).
 
 Poses: the synchronised body's angle (simulated or measured) is imposed on a private
 :class:`~mbsd_twin.Simulator` (``set_configuration``) and every body follows from the constraints,
@@ -30,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..model.model import Mechanism
 from ..viz.animate import Pose, Sketch
+from .commands import CommandRelay
 from .figures import base_units, cusum_threshold, measured_channels, nis_band, unit_of
 from .history import HistoryView
 from .store import Store
@@ -37,7 +44,7 @@ from .store import Store
 __all__ = ["Dashboard", "PoseSolver", "Store", "mount"]
 
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
-          "estimator.js": "text/javascript; charset=utf-8",
+          "estimator.js": "text/javascript; charset=utf-8", "controls.js": "text/javascript; charset=utf-8",
           "history.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
 Reply = tuple[int, str, bytes, dict[str, str]]
 WINDOW_S = 20.0  # s of rig time the charts show (and the NIS mean is taken over)
@@ -86,12 +93,16 @@ class Dashboard:
         self.cfg = core
         self.mech: Mechanism = service.mech
         self._units = base_units(self.mech, core.compare)
-        self.store = Store(list(core.compare), maxlen=history, estimates=core.estimator == "ekf", units=self._units)
+        self.store = Store(list(core.compare), maxlen=history, estimates=core.estimator == "ekf", units=self._units,
+                           alarms=core.alarms)
         self.sketch = Sketch.from_mechanism(self.mech)
         self.body = core.compare[core.resync_angle].split(".")[0]
         self.poses = PoseSolver(self.mech, self.body)
         self.dof = len(measured_channels(core)) if core.estimator == "ekf" else 0
         self._bounds: list[float] | None = None
+        self._motion: list[float] | None = None  # bounding box of every pose drawn so far
+        cmds = service.cfg.commands
+        self.relay = CommandRelay(service.cfg.broker, service.topics, cmds.enabled, service.cfg.source)
         self._threshold: dict[float | None, float | None] = {}  # CUSUM threshold by sample interval
         h = service.cfg.history
         self.history = HistoryView(h, core.asset) if h.enabled else None
@@ -123,10 +134,10 @@ class Dashboard:
 
     def config(self, path: str) -> Reply:
         c = self.cfg
-        alarms = [{"name": a.name, "channel": a.channel, "source": a.source, "high": a.high, "low": a.low}
-                  for a in c.alarms]
+        alarms = [{"name": a.name, "channel": a.channel, "source": a.source, "high": a.high, "low": a.low,
+                   "min_duration": a.min_duration} for a in c.alarms]
         names = [*c.compare, *c.state_extra, *c.inputs.values()]
-        units = {n: unit_of(n, self._units) for n in names}
+        units = self._units | {n: unit_of(n, self._units) for n in names}
         augment = [{"name": a.name, "unit": unit_of(a.name, self._units)} for a in c.augment] \
             if c.estimator == "ekf" else []
         rest = self.sketch.world({b.name: (b.position[0], b.position[1], b.angle) for b in self.mech.bodies})
@@ -135,7 +146,16 @@ class Dashboard:
                       "resync_bounds": c.resync_bounds, "body": self.body, "sketch": rest,
                       "bounds": self.bounds(rest), "estimator": c.estimator, "inputs": c.inputs,
                       "measured": measured_channels(c) if self.dof else [], "nis_dof": self.dof,
-                      "augment": augment, "window_s": WINDOW_S, "history": self.history is not None})
+                      "augment": augment, "window_s": WINDOW_S, "history": self.history is not None,
+                      "controls": self.relay.offered,
+                      "parameters": self.parameters() if "set_param" in self.relay.offered else []})
+
+    def parameters(self) -> list[dict[str, Any]]:
+        """What ``set_param`` may change: every model parameter and the tunable solver settings."""
+        from ..simulation.ports import TUNABLE, model_parameters
+
+        params = [{"name": n, "unit": p.unit, "value": p.value} for n, (p, _) in model_parameters(self.mech).items()]
+        return params + [{"name": n, "unit": u, "value": None} for n, (u, _) in TUNABLE.items()]
 
     def bounds(self, rest: dict[str, Any]) -> list[float]:
         """[x0, x1, y0, y1] of the drawing over a full turn of the synchronised body (cached)."""
@@ -145,10 +165,24 @@ class Dashboard:
                 poses = self.poses(2 * math.pi * k / 24)
                 if poses:
                     pts += [p for b in self.sketch.world(poses)["bodies"] for p in b["pts"]]
-            m = 0.1 * self.sketch.scale
-            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-            self._bounds = [min(xs) - m, max(xs) + m, min(ys) - m, max(ys) + m]
+            self._bounds = self._box(pts)
         return self._bounds
+
+    def _box(self, pts: list[Any], box: list[float] | None = None) -> list[float]:
+        """[x0, x1, y0, y1] around ``pts`` (and ``box``) with a margin of a tenth of the sketch's scale."""
+        m = 0.1 * self.sketch.scale
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        out = [min(xs) - m, max(xs) + m, min(ys) - m, max(ys) + m]
+        if box is not None:
+            out = [min(out[0], box[0]), max(out[1], box[1]), min(out[2], box[2]), max(out[3], box[3])]
+        return out
+
+    def motion_bounds(self, views: list[dict[str, Any] | None]) -> list[float] | None:
+        """The bounding box of every pose drawn so far (the mechanism panel fits it)."""
+        pts = [p for v in views if v for b in v["bodies"] for p in b["pts"]]
+        if pts:
+            self._motion = self._box(pts, self._motion)
+        return self._motion
 
     def data(self, path: str) -> Reply:
         q = parse_qs(urlsplit(path).query)
@@ -158,8 +192,10 @@ class Dashboard:
             return 400, "text/plain", b"since must be an integer", {}
         total, rows = self.store.since(cursor)
         snap = self.store.snapshot(WINDOW_S)
+        pose = self._pose(snap["latest"])
+        bounds = self.motion_bounds([pose.get("sim"), pose.get("meas")] if pose else [])
         return _json({"cursor": total, "t0": self.store.t0, "columns": self.store.columns, "rows": rows,
-                      **snap, "pose": self._pose(snap["latest"]), **self.filter_figures()})
+                      **snap, "pose": pose, "bounds": bounds, **self.filter_figures()})
 
     def history_range(self, path: str) -> Reply:
         if self.history is None:
@@ -199,4 +235,6 @@ def mount(service: Any) -> Dashboard:
     dash = Dashboard(service)
     service.taps.append(dash.store)
     service.http_routes.update(dash.routes())
+    if dash.relay.offered:
+        service.http_post_routes["/dashboard/api/cmd"] = dash.relay
     return dash

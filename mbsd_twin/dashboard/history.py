@@ -20,8 +20,9 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 
 from ..twin.config import HistoryConfig
+from ..twin.history.backends import open_store
 from ..twin.history.export import ExportError, parse_time
-from ..twin.history.stores import StoreError, open_store
+from ..twin.history.stores import StoreError
 
 MAX_POINTS = 2000
 

@@ -21,7 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..twin.config import AlarmConfig
 from ..twin.core import Out
+from .crossings import Crossings
 from .figures import column_unit
 
 JOINED = ("state", "residuals", "virtual", "estimates")
@@ -33,10 +35,12 @@ class Store:
     ``maxlen``: rows kept (oldest dropped); ``estimates``: the twin publishes ``estimates`` after
     ``virtual`` (the Kalman filter) and they are joined (a row is complete with them; otherwise rows
     are joined at ``virtual`` and have no ``est.*`` columns); ``units``: units by channel, output,
-    input and parameter name (for the CSV header)."""
+    input and parameter name (for the CSV header); ``alarms``: the twin's threshold alarms, whose
+    crossings are followed sample by sample (:mod:`.crossings`)."""
 
     def __init__(self, compare: Sequence[str], maxlen: int = 20000, every_sample: bool = False,
-                 estimates: bool = False, units: dict[str, str] | None = None) -> None:
+                 estimates: bool = False, units: dict[str, str] | None = None,
+                 alarms: Sequence[AlarmConfig] = ()) -> None:
         self.compare = tuple(compare)
         self.every_sample = every_sample
         self.estimates = estimates
@@ -49,6 +53,8 @@ class Store:
         self.health: dict[str, Any] | None = None
         self.latest: dict[str, Any] | None = None
         self.alarms: deque[dict[str, Any]] = deque(maxlen=200)
+        self.resyncs: deque[dict[str, Any]] = deque(maxlen=200)  # {"t", "reason"} of each re-initialisation
+        self.crossings = Crossings(alarms)
         self.alarm_counts: dict[str, int] = {"raised": 0, "cleared": 0}
         self.messages = 0
         self._pending: dict[str, dict[str, Any]] = {}
@@ -93,6 +99,8 @@ class Store:
                 self.t0 = float(virtual["t0"])
             self.sample_dt = float(virtual["dt"]) / max(1, int(virtual.get("stride", 1)))
             self.rows.extend(new)
+            self.resyncs.extend(msgs["residuals"].get("resync_events", ()))
+            self.crossings.feed(msgs)
             self.total += len(new)
             self.messages += 1
 
@@ -132,14 +140,20 @@ class Store:
         return total, rows
 
     def snapshot(self, window: float | None = None) -> dict[str, Any]:
-        """Health, latest, counts and the alarm events: the last 20, or with ``window`` those of the
-        last ``window`` s of rig time (at most 100)."""
+        """Health, latest, counts, the alarm events and the re-initialisations (``resyncs``: rig time
+        and reason): the last 20, or with ``window`` those of the last ``window`` s of rig time (at
+        most 100); ``crossings``: the threshold crossings of that window (all held without one)."""
         with self._lock:
-            alarms = list(self.alarms)[-20:]
-            if window is not None and self.alarms:
-                t_end = max(self.rows[-1][0] if self.rows else -math.inf, self.alarms[-1].get("t", -math.inf))
+            alarms, resyncs = list(self.alarms)[-20:], list(self.resyncs)[-20:]
+            crossings = self.crossings.since(-math.inf)
+            if window is not None:
+                t_end = max(self.rows[-1][0] if self.rows else -math.inf,
+                            self.alarms[-1].get("t", -math.inf) if self.alarms else -math.inf)
                 alarms = [e for e in self.alarms if e.get("t", t_end) >= t_end - window][-100:]
-            return {"health": self.health, "latest": self.latest, "alarms": alarms,
+                resyncs = [e for e in self.resyncs if e["t"] >= t_end - window][-100:]
+                crossings = self.crossings.since(t_end - window)
+            return {"health": self.health, "latest": self.latest, "alarms": alarms, "resyncs": resyncs,
+                    "crossings": crossings,
                     "alarm_counts": dict(self.alarm_counts), "messages": self.messages, "total_rows": self.total}
 
     def column(self, name: str) -> list[float]:

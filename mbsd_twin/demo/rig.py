@@ -10,8 +10,9 @@ from typing import Any
 
 from ..model.model import Mechanism
 from ..twin.protocol import Topics, encode
-from ..twin.rig import MessageSource, RigConfig, Trajectory, expected_counts, payload, plan_faults, schedule
+from ..twin.rig import MessageSource, RigConfig, Trajectory, expected_counts, payload, schedule
 from ..twin.rig_client import connect
+from ..twin.rig_messages import message_plan
 
 
 class RigThread(threading.Thread):
@@ -43,7 +44,7 @@ class RigThread(threading.Thread):
     def _stream(self) -> None:
         c = self.cfg
         n_msg = int(self.duration * c.rate / c.batch)
-        plan = plan_faults(n_msg, self.fault_rate, self.window, c.seed) if self.fault_rate > 0 else {}
+        plan = message_plan(c, n_msg, self.fault_rate, self.window)
         order = schedule(n_msg, plan, self.window)
         offline = encode({"state": "offline", "session": self.session})
         cl = connect(self.url, f"demo-rig-{self.session}", will=(self.topics.rig_status, offline),

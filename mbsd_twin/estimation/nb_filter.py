@@ -57,7 +57,7 @@ def _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, 
     if owed:
         u[:] = row
         flags[0] = 1
-    return ns.OK, ns.outputs(S, u, ib, fb, wb, react_idx, effort_rows, e0)[i_run], owed
+    return ns.OK, ns.outputs(S, u, ib, fb, wb, cb, react_idx, effort_rows, e0)[i_run], owed
 
 
 @njit(cache=True)
@@ -77,7 +77,7 @@ def _reinit(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, q
     ns.start(S, S[0], y0, u, ib, fb, wb, ob, cb)
     flags[1] = 1 if flags[0] == 1 or flags[1] == 1 else 0  # CompiledStepper.reset_state(streaming=True)
     flags[0] = 0
-    return ns.outputs(S, u, ib, fb, wb, react_idx, effort_rows, 0.0)[i_energy]
+    return ns.outputs(S, u, ib, fb, wb, cb, react_idx, effort_rows, 0.0)[i_energy]
 
 
 @njit(cache=True)

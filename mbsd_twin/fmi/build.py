@@ -30,6 +30,7 @@ from .. import __version__
 from ..errors import FmuWarning
 from ..model.loader import bundled_slider_crank, load_mechanism
 from ..simulation.simulator import Simulator
+from . import fmu_cause
 from .modeldescription import postprocess
 from .slave_logic import META_FILE, STEP_TIME_LIMIT
 from .variables import GENERIC_OUTPUTS, SLIDER_CRANK_OUTPUTS, FmuVariable, fmu_variables, markdown_table
@@ -45,9 +46,19 @@ PythonFMU 0.7.0 runs this file again at every instantiation and releases one ref
 module's globals each time without having taken it (``findClass`` decrefs the borrowed
 ``PyModule_GetDict``): without the line below, the second instance in a process crashes. Each run
 keeps one reference, which balances that release.
+
+When mbsd-twin cannot be imported here, the stand-in class of ``mbsd_twin_fmu_cause.py`` (beside
+this file) makes the instantiation fail with the cause on stderr (and in the host's FMI log when
+debug logging is on: PythonFMU 0.7 logs nothing otherwise).
 """
 
-from mbsd_twin.fmi.slave import MechanismSlave
+try:
+    from mbsd_twin.fmi.slave import MechanismSlave
+except Exception as exc:  # mbsd-twin missing or broken in this interpreter
+    from mbsd_twin_fmu_cause import unavailable
+    from pythonfmu import Fmi2Slave
+
+    MechanismSlave = unavailable(exc, Fmi2Slave, echo=True)
 
 globals().setdefault("_pythonfmu_refs", []).append(globals())
 
@@ -91,8 +102,9 @@ def _fmi2_builder() -> Any:
 def _stage(tmp: Path, mech_path: Path, meta: Mapping[str, object], flavour: Flavour) -> tuple[Path, list[Path]]:
     script = tmp / f"{flavour.entry_module}.py"
     script.write_text(flavour.entry_script, encoding="utf-8")
-    files = [tmp / "mechanism.toml", tmp / META_FILE]
+    files = [tmp / "mechanism.toml", tmp / META_FILE, tmp / fmu_cause.RESOURCE_NAME]
     shutil.copyfile(mech_path, files[0])
+    shutil.copyfile(fmu_cause.__file__, files[2])
     files[1].write_text(json.dumps(meta, indent=2), encoding="utf-8")
     return script, files
 

@@ -91,7 +91,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("-o", "--output", type=Path, default=Path("dist"), help="FMU file or folder (default dist/)")
     b.add_argument("--outputs", default=None, metavar="PATTERNS",
                    help="comma-separated glob patterns of the outputs to expose, or 'all' "
-                        "(default: every body's x, vx, theta, omega, reactions, energy, residual)")
+                        "(default: every body's x, y, vx, vy, theta, omega, reactions, energy, residual)")
     b.add_argument("--model-name", default=None, help="model identifier (default: from the mechanism name)")
     b.add_argument("--stop-time", type=float, default=None, help="DefaultExperiment stop time [s] (default 5)")
     b.add_argument("--step", type=float, default=None, help="DefaultExperiment step [s] (default 0.001)")

@@ -25,7 +25,7 @@ from pythonfmu3 import DefaultExperiment, Float64, Fmi3Causality, Fmi3Slave, Fmi
 
 from .modeldescription import assemble, naming_convention, unit_definitions
 from .slave_logic import FMI3_STATE_FORMAT as STATE_FORMAT
-from .slave_logic import STEP_TIME_LIMIT, Getter, Setter, SlaveLogic
+from .slave_logic import STEP_TIME_LIMIT, Getter, Setter, SlaveLogic, engine_notices
 from .units import DECLARED_TYPES, declared_type
 from .variables import FmuVariable
 
@@ -35,12 +35,19 @@ ENTRY_MODULE = "mbsd_twin_fmu3"
 ENTRY_SCRIPT = '''"""pythonfmu3 entry script of every mbsd-twin FMI 3.0 FMU (copied into the FMU's resources).
 
 The slave is :class:`mbsd_twin.fmi.fmi3.MechanismSlave3`; it runs in the importing process's Python
-interpreter, where mbsd-twin must be installed (see fmu/README.md).
+interpreter, where mbsd-twin must be installed (see fmu/README.md). When mbsd-twin cannot be
+imported here, the stand-in class of ``mbsd_twin_fmu_cause.py`` (beside this file) makes the
+instantiation fail with the cause in the host's log.
 """
 
 from pythonfmu3 import Fmi3Slave
 
-from mbsd_twin.fmi.fmi3 import MechanismSlave3
+try:
+    from mbsd_twin.fmi.fmi3 import MechanismSlave3
+except Exception as exc:  # mbsd-twin missing or broken in this interpreter
+    from mbsd_twin_fmu_cause import unavailable
+
+    MechanismSlave3 = unavailable(exc)
 
 
 class MbsdTwinFmu3(MechanismSlave3, Fmi3Slave):
@@ -71,7 +78,9 @@ class MechanismSlave3(SlaveLogic, Fmi3Slave):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._describe(self._load(self.resources), DefaultExperiment)
+        with engine_notices(self.log, Fmi3Status.warning):
+            meta = self._load(self.resources)
+        self._describe(meta, DefaultExperiment)
         self.register_variable(Float64("time", causality=Fmi3Causality.independent,
                                        variability=Fmi3Variability.continuous, description=TIME.description,
                                        getter=lambda: self._sim.time if self._initialized else self._start_time),

@@ -42,7 +42,8 @@ PYTHON_FILE = "mbsd_twin_python.txt"
 PYTHON_ENV = "MBSD_TWIN_FMU_PYTHON"
 # Files of the PythonFMU (pythonfmu3) FMU that the host-independent FMU does not need.
 _DROPPED_PREFIXES = ("binaries/", "sources/", "resources/pythonfmu/", "resources/pythonfmu3/",
-                     "resources/slavemodule.txt", "resources/mbsd_twin_fmu.py", "resources/mbsd_twin_fmu3.py")
+                     "resources/slavemodule.txt", "resources/mbsd_twin_fmu.py", "resources/mbsd_twin_fmu3.py",
+                     "resources/mbsd_twin_fmu_cause.py")
 _DOC_OLD = "It runs in the importing process's Python interpreter, which must have mbsd-twin installed."
 _DOC_NEW = ("Host-independent: its native library runs the model in a Python worker process, which must have "
             "mbsd-twin installed (see resources/mbsd_twin_python.txt and the environment variable "

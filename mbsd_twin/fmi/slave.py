@@ -13,12 +13,14 @@ state is the Simulator's full state (``Simulator.get_state``), so rollback is bi
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from pythonfmu import DefaultExperiment, Fmi2Causality, Fmi2Initial, Fmi2Slave, Fmi2Variability, Real
 from pythonfmu.enums import Fmi2Status
 
-from .slave_logic import FMI2_STATE_FORMAT, META_FILE, Getter, Setter, SlaveLogic
+from .native import FmuInitError
+from .slave_logic import FMI2_STATE_FORMAT, META_FILE, Getter, Setter, SlaveLogic, engine_notices
 from .variables import FmuVariable
 
 __all__ = ["META_FILE", "STATE_FORMAT", "MechanismSlave"]
@@ -42,7 +44,13 @@ class MechanismSlave(SlaveLogic, Fmi2Slave):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._describe(self._load(self.resources), DefaultExperiment)
+        try:
+            with engine_notices(self.log, Fmi2Status.warning):
+                meta = self._load(self.resources)
+        except FmuInitError as exc:  # another mbsd-twin version: PythonFMU 0.7 logs it with debug logging only
+            print(exc, file=sys.stderr, flush=True)
+            raise
+        self._describe(meta, DefaultExperiment)
         self._register_all(_real)
 
     def setup_experiment(self, start_time: float, stop_time: float | None = None,

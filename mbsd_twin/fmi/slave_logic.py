@@ -24,22 +24,28 @@ reason logged instead of leaving the host waiting (the compiled path is bounded 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import math
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .. import __version__
 from ..errors import MbsdError, PortError
 from ..model.loader import load_mechanism
 from ..simulation.simulator import Simulator
 from ..solvers.dynamics import WALL_CLOCK, SolverFailure, wall_clock_limit
-from .native import build_simulator
+from . import fmu_cause
+from .fmu_cause import version_problem
+from .native import FmuInitError, build_simulator
 from .variables import FmuVariable, fmu_variables
 
-META_FILE = "mbsd_twin_fmu.json"
+META_FILE = fmu_cause.META_FILE
 FMI2_STATE_FORMAT = "mbsd-twin-fmu-state/1"  # the FMI 2.0 slaves' state (PythonFMU and worker)
 FMI3_STATE_FORMAT = "mbsd-twin-fmu3-state/1"  # the FMI 3.0 slaves' state (pythonfmu3 and worker)
 STEP_TIME_LIMIT = 10.0  # s of wall-clock time one doStep may take (default of the build option)
@@ -59,6 +65,36 @@ def _step_problem(current_time: float, step_size: float) -> str | None:
     return None
 
 
+class _ToHostLog(logging.Handler):
+    """Passes the engine's log records (logger ``mbsd_twin``) to the slave's FMI log with
+    ``status``, and to stderr as well when nothing else would have printed them."""
+
+    def __init__(self, log: Callable[..., None], status: Any, echo: bool) -> None:
+        super().__init__(logging.WARNING)
+        self._log, self._status, self._echo = log, status, echo
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        self._log(text, self._status)
+        if self._echo:
+            print(text, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def engine_notices(log: Callable[..., None], status: Any) -> Iterator[None]:
+    """Within the block the engine's notices — the compile notice of a first run after an install
+    (``compiled.nb_cache.compile_notice``) — go to the host's FMI log (``log``, a PythonFMU slave's,
+    with ``status``: a warning, shown without debug logging where the PythonFMU version passes
+    messages on; pythonfmu3 delivers them with the next FMI call) and still to stderr."""
+    engine = logging.getLogger("mbsd_twin")
+    handler = _ToHostLog(log, status, echo=not engine.hasHandlers())
+    engine.addHandler(handler)
+    try:
+        yield
+    finally:
+        engine.removeHandler(handler)
+
+
 class SlaveLogic:
     """Version-independent behaviour of an mbsd-twin co-simulation slave."""
 
@@ -74,6 +110,9 @@ class SlaveLogic:
         """Read the FMU's resources; set up the Simulator and the variable table; the metadata."""
         res = Path(resources or ".")
         meta: dict[str, Any] = json.loads((res / META_FILE).read_text(encoding="utf-8"))
+        mismatch = version_problem(meta.get("mbsd_twin_version"), __version__)
+        if mismatch:
+            raise FmuInitError(f"mbsd-twin FMU {meta.get('model_name', '?')} cannot start: {mismatch}")
         self._mech = load_mechanism(res / meta["mechanism"])
         self._sim = Simulator(self._mech)
         self._table = fmu_variables(self._sim, meta["outputs"])

@@ -4,7 +4,7 @@ the slave, the modelDescription post-processor and the documentation.
 Rule for the outputs of a mechanism (patterns are ``fnmatch`` globs over the Simulator's output
 names, see :data:`GENERIC_OUTPUTS`):
 
-- every body's ``x``, ``vx``, ``theta`` and ``omega`` (world frame);
+- every body's ``x``, ``y``, ``vx``, ``vy``, ``theta`` and ``omega`` (world frame);
 - every reaction ``<joint>.fx/.fy/.mz`` and every driver effort ``<driver>.effort``;
 - every ``energy.*`` term and ``constraints.position_residual``.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ..simulation.simulator import Simulator
 
-GENERIC_OUTPUTS = ("*.x", "*.vx", "*.theta", "*.omega", "*.fx", "*.fy", "*.mz", "*.effort", "energy.*",
+GENERIC_OUTPUTS = ("*.x", "*.y", "*.vx", "*.vy", "*.theta", "*.omega", "*.fx", "*.fy", "*.mz", "*.effort", "energy.*",
                    "constraints.*")
 SLIDER_CRANK_OUTPUTS = ("crank.theta", "crank.omega", "piston.x", "piston.vx", "*.fx", "*.fy", "*.mz",
                         "*.effort", "energy.*", "constraints.*")

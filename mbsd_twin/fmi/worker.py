@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .native import FmuInitError
 from .slave_logic import FMI2_STATE_FORMAT, FMI3_STATE_FORMAT, Getter, Setter, SlaveLogic
 from .worker_shm import SHM_SOCKET, SHM_STEP, SharedPage
 
@@ -215,7 +216,11 @@ def main(argv: list[str]) -> int:
     os.dup2(devnull, 0)
     os.close(devnull)
     os.dup2(2, 1)  # print() while loading goes to the start-up pipe too
-    worker = Worker(argv[0], fin, fout)
+    try:
+        worker = Worker(argv[0], fin, fout)
+    except FmuInitError as exc:  # e.g. another mbsd-twin version: the cause in one line, no stack
+        print(exc, file=sys.stderr)
+        return 1
     try:  # ready: from now on the worker's own output goes to the host's stderr
         os.dup2(3, 2)
         os.dup2(3, 1)

@@ -37,9 +37,11 @@ class MechanismBuilder:
     # bodies -----------------------------------------------------------------
     def body(self, name: str, mass: float, inertia: float, cg: Sequence[float] = (0.0, 0.0),
              position: Sequence[float] = (0.0, 0.0), angle: float = 0.0,
-             velocity: Sequence[float] = (0.0, 0.0), omega: float = 0.0) -> MechanismBuilder:
+             velocity: Sequence[float] = (0.0, 0.0), omega: float = 0.0,
+             pin: Sequence[str] = ()) -> MechanismBuilder:
+        """``pin``: coordinates ("x", "y", "theta") held at their given values by the assembly."""
         self._bodies.append(Body(name, float(mass), float(inertia), _v(cg), _v(position), float(angle),
-                                 _v(velocity), float(omega)))
+                                 _v(velocity), float(omega), tuple(pin)))
         return self
 
     # joints -----------------------------------------------------------------
@@ -64,9 +66,12 @@ class MechanismBuilder:
                       p2: Sequence[float], axis: Sequence[float]) -> MechanismBuilder:
         return self.joint(name, "point_on_line", first, second, p1, p2, axis=axis)
 
-    def gear(self, name: str, first: str, second: str, ratio: float,
-             offset: float | None = None) -> MechanismBuilder:
-        return self.joint(name, "gear", first, second, ratio=float(ratio), offset=offset)
+    def gear(self, name: str, first: str, second: str, ratio: float, offset: float | None = None,
+             mesh: str | None = None, carrier: str | None = None) -> MechanismBuilder:
+        """(θ1 − θc) − τ·(θ2 − θc) = offset; τ = −ratio (``mesh="external"``), +ratio ("internal"),
+        or the signed ratio as given without a mesh; θc the ``carrier``'s angle (default ground)."""
+        return self.joint(name, "gear", first, second, ratio=float(ratio), offset=offset, mesh=mesh,
+                          carrier=carrier)
 
     def fixed(self, name: str, first: str, second: str, p1: Sequence[float], p2: Sequence[float],
               angle: float | None = None) -> MechanismBuilder:

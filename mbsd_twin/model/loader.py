@@ -91,6 +91,8 @@ def _body(r: Reader, tbl: Mapping[str, Any], loc: str) -> Body:
         initial["velocity"] = r.vector(t, loc, "velocity", ZERO)
     if "omega" in t:
         initial["omega"] = r.number(t, loc, "omega", 0.0)
+    if "pin" in t:
+        initial["pin"] = r.string_list(t, loc, "pin")
     return Body(name=r.string(t, loc, "name"), mass=r.number(t, loc, "mass", NAN),
                 inertia=r.number(t, loc, "inertia", NAN), cg=r.vector(t, loc, "cg", ZERO),
                 position=r.vector(t, loc, "position", ZERO), angle=r.number(t, loc, "angle", 0.0),
@@ -107,7 +109,9 @@ def _joint(r: Reader, tbl: Mapping[str, Any], loc: str) -> Joint:
                  offset=r.optional_number(t, loc, "offset"), angle=r.optional_number(t, loc, "angle"),
                  viscous_friction=r.number(t, loc, "viscous_friction", 0.0),
                  surfaces=_cam_surfaces(r, t, loc) if "surfaces" in t else (),
-                 parameters=r.optional_vector(t, loc, "parameters"))
+                 parameters=r.optional_vector(t, loc, "parameters"),
+                 carrier=r.string(t, loc, "carrier") if "carrier" in t else None,
+                 mesh=r.string(t, loc, "mesh") if "mesh" in t else None)
 
 
 def _cam_surfaces(r: Reader, t: Mapping[str, Any], loc: str) -> tuple[Any, ...]:

@@ -56,7 +56,8 @@ class Body:
     """A rigid body: mass [kg], inertia about its centre of mass [kg·m²], centre of mass ``cg`` [m]
     in the body frame, the initial guess of its reference point ``position`` [m, world] and
     ``angle`` [rad], and the initial ``velocity`` of the reference point [m/s, world] and angular
-    velocity ``omega`` [rad/s] (forward dynamics only)."""
+    velocity ``omega`` [rad/s] (forward dynamics only). ``pin`` names coordinates ("x", "y",
+    "theta") the initial position assembly holds at their given values (the others move)."""
 
     name: str
     mass: float
@@ -66,6 +67,10 @@ class Body:
     angle: float = 0.0
     velocity: Vec2 = (0.0, 0.0)
     omega: float = 0.0
+    pin: tuple[str, ...] = ()
+
+
+GEAR_MESHES = ("external", "internal")
 
 
 @dataclass(frozen=True)
@@ -77,7 +82,11 @@ class Joint:
       guess) and ``points[1]`` stays on the line through ``points[0]`` along ``axis`` (first body's
       frame).
     - ``point_on_line``: ``points[1]`` stays on the line through ``points[0]`` along ``axis``.
-    - ``gear``: θ1 − ratio·θ2 = ``offset`` (default: its value in the initial guess).
+    - ``gear``: angles relative to the ``carrier`` body (default ground, i.e. absolute angles):
+      (θ1 − θc) − τ·(θ2 − θc) = ``offset`` (default: its value in the initial guess), with
+      τ = −ratio for ``mesh`` "external" (the wheels turn opposite ways), τ = +ratio for "internal"
+      (a ring gear; same way); without ``mesh``, τ = ratio as given (signed: negative for an
+      external mesh). For teeth counts z1, z2: ratio = z2 / z1.
     - ``fixed``: revolute plus fixed relative angle ``angle`` (default from the initial guess).
     - ``cam``: curve ``surfaces[0]`` on the first body and ``surfaces[1]`` on the second (see
       ``mbsd_twin.model.surfaces``) stay in tangent contact; their parameters are two extra coordinates
@@ -102,6 +111,8 @@ class Joint:
     viscous_friction: float = 0.0
     surfaces: tuple[Any, ...] = ()
     parameters: tuple[float, float] | None = None
+    carrier: str | None = None
+    mesh: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,7 +148,9 @@ class Load:
       tension F = stiffness·(L − free_length) + damping·dL/dt [N].
     - ``rotational_spring_damper``: torque on ``bodies[1]`` of
       −stiffness·(θ1 − θ0 − free_angle) − damping·(ω1 − ω0) [N·m], opposite on ``bodies[0]``.
-      ``free_length`` / ``free_angle`` default (None) to the value in the initial guess.
+      ``free_length`` / ``free_angle`` default (None) to the value in the assembled initial pose
+      (after the position assembly, see ``System.set_reference_pose``), so a default spring
+      starts unloaded.
     - ``generalized``: a Python callable Q(t, q, v) on ``coordinates`` (API only).
     - ``contact``: unilateral penalty contact between a profile on ``bodies[0]`` and a circle or
       polygon on ``bodies[1]`` (``contact``: a ``mbsd_twin.model.model.ContactSpec``); ``stiffness``

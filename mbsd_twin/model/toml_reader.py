@@ -23,13 +23,13 @@ T = TypeVar("T")
 # Per section: keys every element takes (required, optional), then per type (required, optional).
 Keys = tuple[tuple[str, ...], tuple[str, ...]]
 TOP_KEYS: Keys = (("format", "name", "bodies"), ("description", "gravity", "joints", "drivers", "loads"))
-BODY_KEYS: Keys = (("name", "mass", "inertia"), ("cg", "position", "angle", "velocity", "omega"))
+BODY_KEYS: Keys = (("name", "mass", "inertia"), ("cg", "position", "angle", "velocity", "omega", "pin"))
 JOINT_COMMON: Keys = (("name", "type", "bodies"), ("points", "viscous_friction"))
 JOINT_TYPES_KEYS: dict[str, Keys] = {
     "revolute": ((), ()),
     "prismatic": (("axis",), ("angle",)),
     "point_on_line": (("axis",), ()),
-    "gear": (("ratio",), ("offset",)),
+    "gear": (("ratio",), ("offset", "carrier", "mesh")),
     "fixed": ((), ("angle",)),
     "cam": (("surfaces",), ("parameters",)),
     "knife_edge": (("axis",), ()),
@@ -178,6 +178,10 @@ class Reader:
         return self._get(tbl, loc, key, ("",) * n,
                          lambda x: isinstance(x, list) and len(x) == n and all(isinstance(s, str) for s in x),
                          f"{n} body names [\"first\", \"second\"]", tuple, ("",) * n)
+
+    def string_list(self, tbl: Mapping[str, Any], loc: str, key: str) -> tuple[str, ...]:
+        return self._get(tbl, loc, key, (), lambda x: isinstance(x, list) and all(isinstance(s, str) for s in x),
+                         "an array of strings", tuple, ())
 
     def numbers(self, tbl: Mapping[str, Any], loc: str, key: str) -> tuple[float, ...] | None:
         ok = self._get(tbl, loc, key, None, lambda x: isinstance(x, list) and all(map(is_number, x)),

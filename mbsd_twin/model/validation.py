@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from ..errors import Problem
 from .model import (
     DRIVER_TYPES,
+    GEAR_MESHES,
     GROUND,
     JOINT_TYPES,
     LOAD_TYPES,
@@ -26,10 +27,10 @@ from .model import (
 )
 from .profiles import Constant, ConstantSpeed, FunctionProfile, Harmonic, Polynomial, Profile, Table
 from .surface_io import surface_problems
-from .values import fmt, number_problem, suggest, to_float, vector_problem
+from .values import fmt, is_number, number_problem, suggest, to_float, vector_problem
 
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-COORDINATES = ("x", "y", "theta")
+COORDINATES = ("x", "y", "theta")  # a body's coordinates: coordinate drivers, pins
 FRAMES = ("world", "body")
 FRICTION_JOINTS = ("revolute", "prismatic")
 
@@ -169,6 +170,13 @@ class _Checker:
         self.number(loc, "angle", b.angle)
         self.vector(loc, "velocity", getattr(b, "velocity", (0.0, 0.0)))
         self.number(loc, "omega", getattr(b, "omega", 0.0))
+        pin = getattr(b, "pin", ())
+        bad = [c for c in pin if c not in COORDINATES] if isinstance(pin, tuple | list) else [pin]
+        if bad:
+            self.add(f"{loc}.pin", f"pin lists coordinates among {', '.join(map(repr, COORDINATES))}, "
+                                   f"got {fmt(bad[0])}")
+        elif len(set(pin)) != len(pin):
+            self.add(f"{loc}.pin", f"pin names a coordinate twice: {fmt(list(pin))}")
 
     def joint(self, i: int, j: Joint) -> None:
         loc = label("joints", i, j.name)
@@ -182,10 +190,10 @@ class _Checker:
             else:
                 self.vector(loc, "axis", j.axis, nonzero=True)
         if j.type == "gear":
-            if j.ratio is None:
-                self.add(f"{loc}.ratio", "a gear joint needs a ratio")
-            else:
-                self.number(loc, "ratio", j.ratio, nonzero=True)
+            self._gear(loc, j)
+        elif j.carrier is not None or j.mesh is not None:
+            self.add(f"{loc}.{'carrier' if j.carrier is not None else 'mesh'}",
+                     f"carrier and mesh apply only to gear joints, not {j.type}")
         for key in ("offset", "angle"):
             if getattr(j, key) is not None:
                 self.number(loc, key, getattr(j, key))
@@ -196,6 +204,23 @@ class _Checker:
             self.add(f"{loc}.viscous_friction",
                      f"viscous_friction applies only to {' and '.join(FRICTION_JOINTS)} joints, "
                      f"not {j.type}")
+
+    def _gear(self, loc: str, j: Joint) -> None:
+        if j.ratio is None:
+            self.add(f"{loc}.ratio", "a gear joint needs a ratio")
+        else:
+            self.number(loc, "ratio", j.ratio, nonzero=True)
+        if j.mesh is not None and self.choice(f"{loc}.mesh", "gear mesh", j.mesh, GEAR_MESHES) \
+                and is_number(j.ratio) and not float(j.ratio) > 0:  # type: ignore[arg-type]
+            self.add(f"{loc}.ratio", f"with mesh = {j.mesh!r} the ratio is the positive tooth ratio "
+                                     f"z2/z1 (the mesh gives the sign), got {fmt(j.ratio)}")
+        if j.carrier is not None:
+            valid = [GROUND, *self.body_names]
+            if j.carrier not in valid:
+                self.add(f"{loc}.carrier", f"unknown body {j.carrier!r} (bodies: {', '.join(valid)})"
+                                           f"{suggest(j.carrier, valid)}")
+            elif j.carrier in j.bodies:
+                self.add(f"{loc}.carrier", f"the carrier must differ from the gear's bodies, got {j.carrier!r}")
 
     def _cam(self, loc: str, j: Joint) -> None:
 

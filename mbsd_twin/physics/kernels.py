@@ -155,18 +155,22 @@ class RelativeAngle(Kernel):
 
 
 class GearRatio(Kernel):
-    """C = θ_i − τ·θ_j − c0 (1 row)."""
+    """C = (θ_i − θ_c) − τ·(θ_j − θ_c) − c0 (1 row): angles relative to the carrier c (the ground
+    column for gears on grounded axes, which makes it θ_i − τ·θ_j − c0)."""
 
-    def __init__(self, owners: Sequence[str], col_i: Idx, col_j: Idx, ratio: F, c0: F) -> None:
-        self.col_i, self.col_j, self.ratio, self.c0 = col_i, col_j, ratio, c0
+    def __init__(self, owners: Sequence[str], col_i: Idx, col_j: Idx, col_c: Idx, ratio: F, c0: F) -> None:
+        self.col_i, self.col_j, self.col_c, self.ratio, self.c0 = col_i, col_j, col_c, ratio, c0
         self.rows = [Row(o, f"{o}[gear]") for o in owners]
-        self.cols = np.stack([col_i + 2, col_j + 2], axis=1)
+        self.cols = np.stack([col_i + 2, col_j + 2, col_c + 2], axis=1)
 
     def evaluate(self, fr: Frame, t: F) -> tuple[F, F, F]:
-        C = fr.qx[:, self.col_i + 2] - self.ratio * fr.qx[:, self.col_j + 2] - self.c0
-        J = np.empty(C.shape + (2,))
+        qx = fr.qx
+        th_c = qx[:, self.col_c + 2]
+        C = qx[:, self.col_i + 2] - th_c - self.ratio * (qx[:, self.col_j + 2] - th_c) - self.c0
+        J = np.empty(C.shape + (3,))
         J[..., 0] = 1.0
         J[..., 1] = -self.ratio
+        J[..., 2] = self.ratio - 1.0
         return C, J, np.zeros_like(C)
 
     def gamma(self, fr: Frame, vx: F, t: F) -> F:

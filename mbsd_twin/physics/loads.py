@@ -219,38 +219,45 @@ class LoadSet:
         self.input_names = mech.input_names
         by = {k: [ld for ld in mech.loads if ld.type == k] for k in
               ("force", "torque", "spring_damper", "rotational_spring_damper", "generalized")}
-        qx = np.concatenate([q0, np.zeros(3)])
         groups: list[Group] = []
+        self._springs: SpringDampers | None = None
+        self._rotational: RotationalSpringDampers | None = None
         if by["force"]:
             groups.append(Forces(col, by["force"]))
         if by["torque"]:
             groups.append(Torques(col, by["torque"]))
         if by["spring_damper"]:
-            groups.append(self._springs(col, by["spring_damper"], qx))
+            self._springs = SpringDampers(col, by["spring_damper"], np.zeros(len(by["spring_damper"])))
+            groups.append(self._springs)
         rot = by["rotational_spring_damper"]
         rev = [j for j in mech.joints if j.type == "revolute" and j.viscous_friction > 0]
         rot_all = rot + [Load(j.name, "rotational_spring_damper", j.bodies, damping=j.viscous_friction,
                               free_angle=0.0) for j in rev]
         if rot_all:
-            phi0 = np.array([ld.free_angle if ld.free_angle is not None
-                             else qx[col[ld.bodies[1]] + 2] - qx[col[ld.bodies[0]] + 2] for ld in rot_all])
-            groups.append(RotationalSpringDampers(col, rot_all, phi0))
+            self._rotational = RotationalSpringDampers(col, rot_all, np.zeros(len(rot_all)))
+            groups.append(self._rotational)
         pri = [j for j in mech.joints if j.type == "prismatic" and j.viscous_friction > 0]
         if pri:
             groups.append(PrismaticFriction(col, pri))
         if by["generalized"]:
             groups.append(Generalized(by["generalized"], {c: k for k, c in enumerate(coordinate_names)}))
         self.groups = groups + _extension_groups(mech, col, mass_cg)
+        self.set_reference(q0)
 
-    @staticmethod
-    def _springs(col: dict[str, int], loads: Sequence[Load], qx: F) -> SpringDampers:
-        probe = SpringDampers(col, loads, np.zeros(len(loads)))
-        ctx = LoadContext(qx[None, :], np.zeros_like(qx)[None, :], np.zeros(1), {})
-        g = probe.geometry(ctx)
-        initial = np.hypot(g[4], g[5])[0]
-        probe.L0 = np.array([ld.free_length if ld.free_length is not None else initial[k]
-                             for k, ld in enumerate(loads)])
-        return probe
+    def set_reference(self, q: F) -> None:
+        """Take the free lengths and angles left unset (None) from the configuration q (n,): the
+        System calls it with the guess, then the assembly with the assembled initial pose."""
+        qx = np.concatenate([q, np.zeros(3)])
+        sp, rs = self._springs, self._rotational
+        if sp is not None:
+            g = sp.geometry(LoadContext(qx[None, :], np.zeros_like(qx)[None, :], np.zeros(1), {}))
+            now = np.hypot(g[4], g[5])[0]
+            sp.L0 = np.array([ld.free_length if ld.free_length is not None else now[k]
+                              for k, ld in enumerate(sp.loads)])
+        if rs is not None:
+            now = qx[rs.cj + 2] - qx[rs.ci + 2]
+            rs.phi0 = np.array([ld.free_angle if ld.free_angle is not None else now[k]
+                                for k, ld in enumerate(rs.loads)])
 
     def output_specs(self) -> list[Any]:
         """Outputs reported by load groups (e.g. contact forces), as ``outputs.OutputSpec``."""

@@ -91,6 +91,15 @@ class System:
                         for d in mech.drivers]
         self.loads = LoadSet(mech, self.col, self.q0, self.coordinate_names, (self.mass, self.cg))
         self.input_names = self.loads.input_names
+        self.pinned = np.array([self.col[b.name] + ("x", "y", "theta").index(c) for b in mech.bodies
+                                for c in b.pin], dtype=np.intp)  # columns held by the initial assembly
+        self.reference_pose: F | None = None  # set by the first assembly from the guess
+
+    def set_reference_pose(self, q: F) -> None:
+        """The assembled initial pose: unset spring free lengths and angles are taken from it
+        (until then, from the guess ``q0``). The first assembly from the guess calls it."""
+        self.reference_pose = np.array(q, dtype=float)
+        self.loads.set_reference(self.reference_pose)
 
     # ----------------------------------------------------------------- build
     def _angle0(self, name: str) -> float:
@@ -124,11 +133,7 @@ class System:
                                      self._arr(line, lambda j: j.axis).reshape(-1, 2)))
         gears = by["gear"]
         if gears:
-            ratio = self._arr(gears, lambda j: j.ratio)
-            c0 = self._arr(gears, lambda j: j.offset if j.offset is not None
-                           else self._angle0(j.bodies[0]) - j.ratio * self._angle0(j.bodies[1]))
-            self._add(kn.GearRatio([j.name for j in gears], self._cols(gears, 0), self._cols(gears, 1),
-                                   ratio, c0))
+            self._add(self._gear_kernel(gears))
         cam_kernel = cam.cam_kernel(self.mechanism, self.col, 3 * self.n_body)
         if cam_kernel is not None:
             self._add(cam_kernel)
@@ -136,6 +141,15 @@ class System:
         if knife is not None:
             self._add(knife)
         self._build_driver_kernels()
+
+    def _gear_kernel(self, gears: Sequence[Joint]) -> kn.GearRatio:
+        carrier = [j.carrier or GROUND for j in gears]
+        tau = self._arr(gears, gear_factor)
+        rel = [[self._angle0(b) - self._angle0(c) for b in j.bodies] for j, c in zip(gears, carrier, strict=True)]
+        c0 = np.array([j.offset if j.offset is not None else r[0] - f * r[1]
+                       for j, r, f in zip(gears, rel, tau, strict=True)], dtype=float)
+        col_c = np.array([self.col[c] for c in carrier], dtype=np.intp)
+        return kn.GearRatio([j.name for j in gears], self._cols(gears, 0), self._cols(gears, 1), col_c, tau, c0)
 
     def _build_driver_kernels(self) -> None:
         ds = self.mechanism.drivers
@@ -283,6 +297,13 @@ class System:
         qb, tb, single = _batch(q, t)
         Q = self.forces_batch(qb, np.atleast_2d(np.asarray(v, float)), tb, inputs)
         return Q[0] if single else Q
+
+
+def gear_factor(j: Joint) -> float:
+    """τ of a gear joint, (θ1 − θc) − τ·(θ2 − θc) = offset: −ratio for an external mesh, +ratio for
+    an internal one, the signed ratio as written without a mesh (the legacy form)."""
+    r = float(j.ratio if j.ratio is not None else 0.0)
+    return -r if j.mesh == "external" else r
 
 
 def _batch(q: F, t: float | F) -> tuple[F, F, bool]:

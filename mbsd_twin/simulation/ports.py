@@ -133,10 +133,19 @@ def _set_load_field(m: Mechanism, v: float, *, name: str, field: str) -> Mechani
     return _replace_item(m, "loads", name, **{field: v})
 
 
+def _gravity_params(mech: Mechanism) -> list[tuple[Parameter, _Setter]]:
+    def setter(c: int) -> _Setter:
+        return lambda m, v: dataclasses.replace(m, gravity=(v, m.gravity[1]) if c == 0 else (m.gravity[0], v))
+    return [(Parameter(f"gravity.{axis}", "m/s2", f"gravitational acceleration, world {axis} component (the usual "
+                       "value is gravity.y = -9.81: +y up)", float(mech.gravity[c]), "fixed"), setter(c))
+            for c, axis in enumerate("xy")]
+
+
 def model_parameters(mech: Mechanism) -> dict[str, tuple[Parameter, _Setter]]:
     items = [p for b in mech.bodies for p in _body_params(b)]
     items += [p for j in mech.joints for p in _joint_params(j)]
     items += [p for ld in mech.loads for p in _load_params(ld)]
+    items += _gravity_params(mech)
     return {p.name: (p, s) for p, s in items}
 
 

@@ -45,6 +45,7 @@ from .ports import (
 )
 from .simulator_compiled import CompiledAccess
 from .simulator_state import StateAccess
+from .start_values import StartValues, free_coordinates
 
 F = NDArray[Any]
 
@@ -59,6 +60,7 @@ class Simulator(CompiledAccess, StateAccess):
         self._overrides: dict[str, float] = {}
         self._options = options or SolverOptions()
         self._t0 = float(t0)
+        self._free: tuple[list[int], list[int]] | None = None  # the free coordinates, chosen at the first build
         problems = self._options.problems()
         if problems:
             raise MechanismError([Problem("SolverOptions", p) for p in problems], source=mech.source)
@@ -67,13 +69,18 @@ class Simulator(CompiledAccess, StateAccess):
 
     # ------------------------------------------------------------------ build
     def _build(self) -> None:
-        mech = apply_parameters(self._base, self._overrides) if self._overrides else self._base
+        model = {k: v for k, v in self._overrides.items() if k in self._table}  # the others: start values
+        mech = apply_parameters(self._base, model) if model else self._base
         self.mechanism = mech
         self.system = compile_mechanism(mech)
-        self._dyn = Dynamics(self.system, self._options)
+        self._dyn = Dynamics(self.system, self._options, self._t0)
         self._start_inputs = {p.name: p.start for p in input_ports(mech)}
         self._inputs = dict(self._start_inputs)
         self._y0 = self._dyn.initial_state(self._t0)
+        if self._free is None:  # on the mechanism as written: the start parameters' names stay
+            self._free = free_coordinates(self.system, self._y0[:self.system.n_coord], self._t0, self._dyn.rows)
+        self._starts = StartValues(self.system, self._free, self._y0)
+        self._y0 = self._starts.impose(self._dyn, self._t0, self._overrides)
         self._stepper = self._dyn.make_stepper(self._t0, self._y0.copy(), self._inputs)
         self._slots: dict[str, Slot | None] = {}
         self._specs = output_specs(self.system)
@@ -122,7 +129,7 @@ class Simulator(CompiledAccess, StateAccess):
     @property
     def parameters(self) -> list[Parameter]:
         fixed = [replace(p, value=self._overrides.get(p.name, p.value)) for p, _ in self._table.values()]
-        return fixed + solver_parameters(self._options)
+        return fixed + self._starts.parameters(self._overrides) + solver_parameters(self._options)
 
     @property
     def time(self) -> float:
@@ -179,11 +186,16 @@ class Simulator(CompiledAccess, StateAccess):
         :class:`AssemblyError` if that is impossible. Physical parameters (mass, inertia, cg,
         stiffness, damping, viscous friction: see ``live_parameters``) change in place in
         microseconds; the others rebuild the model. A tunable parameter (``solver.rtol``,
-        ``solver.max_step``) always keeps the state. Unknown name: :class:`PortError`; a rejected
+        ``solver.max_step``) always keeps the state. A start value (``<body>.theta_start``,
+        ``<body>.omega_start`` … of the free coordinates, see ``start_values``) changes the
+        initial state. Unknown name: :class:`PortError`; a rejected
         value (:class:`MechanismError` naming it) or an impossible projection leaves the
         simulator as it was."""
         if name in TUNABLE:
             self._set_tunable(name, value)
+            return
+        if name in self._starts.params:
+            self._set_start(name, value, keep_state)
             return
         if name not in self._table:
             raise PortError(f"unknown parameter {name!r}", name=name)
@@ -204,6 +216,16 @@ class Simulator(CompiledAccess, StateAccess):
         except Exception:
             self.restore(before)
             raise
+
+    def _set_start(self, name: str, value: float, keep_state: bool) -> None:
+        """A free coordinate's or speed's start value (``start_values``): the initial state is
+        assembled again with it (an impossible value raises and changes nothing); the simulation
+        restarts from there unless ``keep_state``."""
+        overrides = {**self._overrides, name: self._starts.check(name, value)}
+        self._y0 = self._starts.impose(self._dyn, self._t0, overrides)
+        self._overrides = overrides
+        if not keep_state:
+            self._restart()
 
     def _set_tunable(self, name: str, value: float) -> None:
         key = name.split(".")[1]

@@ -15,6 +15,7 @@ from ..model.model import Mechanism
 from ..model.plausibility import numerical
 from ..physics.outputs import kinematic_columns, kinematic_specs, reaction_columns, reaction_specs
 from ..physics.system import System, compile_mechanism
+from .assembly import pose_rows
 from .kinematics import KinematicsOptions, Sweep, assemble, rank_info, sweep
 from .results import TIME_SPEC, Result
 
@@ -41,19 +42,31 @@ class CheckReport:
     condition_number: float
     q: F
     warnings: list[str] = field(default_factory=list)
+    pose: list[tuple[str, float, float, float]] = field(default_factory=list)  # body, x [m], y [m], θ [rad]
+    pinned: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
         lines = [f"mechanism      {self.name}",
                  f"bodies         {self.n_bodies} (+ ground)",
-                 f"coordinates    {self.n_coord}",
+                 f"coordinates    {self.n_coord}" + (f" (pinned in the assembly: {', '.join(self.pinned)})"
+                                                     if self.pinned else ""),
                  f"constraints    {self.n_constraints} (rank {self.rank})",
-                 f"DOF            {self.dof}",
+                 f"DOF            {self.dof} (coordinates − rank of the constraint Jacobian)",
                  f"redundant      {self.redundant}" + (f" ({', '.join(self.redundant_constraints)})"
                                                        if self.redundant else ""),
                  f"assembly       max |C| = {self.assembly_residual:.3e}",
                  f"condition      {self.condition_number:.3e}"]
+        if self.pose:
+            lines.append(f"pose           {'body':<14} {'x [m]':>13} {'y [m]':>13} {'theta [rad]':>13}")
+            lines += [f"               {b:<14} {_tidy(x):13.6g} {_tidy(y):13.6g} {_tidy(th):13.6g}"
+                      for b, x, y, th in self.pose]
         lines += [f"warning        {w}" for w in self.warnings]
         return "\n".join(lines)
+
+
+def _tidy(x: float) -> float:
+    """Round-off (|x| < 1e-12) shown as 0 in the printed pose."""
+    return 0.0 if abs(x) < 1e-12 else x
 
 
 def _as_system(mech: Mechanism | System) -> System:
@@ -83,7 +96,8 @@ def check(mech: Mechanism | System, t: float = 0.0, opts: KinematicsOptions | No
         warns.append(f"near-singular configuration at t={t:g} s: condition number {cond:.3g}")
     res = float(np.abs(system.constraints(q, t)).max(initial=0.0))
     return CheckReport(system.mechanism.name, system.n_body, system.n_coord, system.n_constraints,
-                       info.rank, info.dof, len(names), names, res, cond, q, warns)
+                       info.rank, info.dof, len(names), names, res, cond, q, warns, pose_rows(system, q),
+                       [system.coordinate_names[int(c)] for c in system.pinned])
 
 
 def _require_dof0(system: System, what: str, opts: KinematicsOptions) -> list[str]:

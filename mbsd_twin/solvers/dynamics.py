@@ -162,11 +162,12 @@ def _saddle_solve(M: F, A: F, rhs: F) -> F:
 class Dynamics:
     """The right-hand side of one compiled system under given options."""
 
-    def __init__(self, system: System, opts: SolverOptions) -> None:
+    def __init__(self, system: System, opts: SolverOptions, t0: float = 0.0) -> None:
+        """``t0``: the start time, where the initial assembly (pins, reference pose) happens."""
         self.system, self.opts = system, opts
         self.n = system.n_coord
-        q0 = assemble(system, None, 0.0, KinematicsOptions())
-        info = rank_info(system, q0, 0.0)
+        q0 = assemble(system, None, t0, KinematicsOptions())
+        info = rank_info(system, q0, t0)
         self.rows = np.array(sorted(set(range(system.n_constraints)) - set(info.redundant_rows)), dtype=np.intp)
         self.redundant = [system.constraint_names[r] for r in info.redundant_rows]
         self.initial_report = InitialVelocityReport()  # set by initial_state

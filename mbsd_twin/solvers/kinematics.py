@@ -1,10 +1,11 @@
 """Kinematic analysis: assembly (position), velocity and acceleration; rank and DOF.
 
-Position analysis is a damped Newton–Raphson (backtracking on the residual norm), batched over
-many time points. A sweep over an array of times is solved in chunks: each chunk starts from a
-second-order Taylor predictor of the last solved point, so the solution follows the assembly
-branch of the initial guess; a chunk whose solutions stray from the predictor by more than
-``branch_jump`` (scaled coordinates) is split, and a single point that still strays is an error.
+Position analysis is a damped Newton–Raphson (backtracking on the residual norm, ``newton.py``),
+batched over many time points; the initial assembly is ``assembly.py``. A sweep over an array of
+times is solved in chunks: each chunk starts from a second-order Taylor predictor of the last
+solved point, so the solution follows the assembly branch of the initial guess; a chunk whose
+solutions stray from the predictor by more than ``branch_jump`` (scaled coordinates) is split,
+and a single point that still strays is an error.
 """
 
 from __future__ import annotations
@@ -13,45 +14,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 from numpy.typing import NDArray
 
 from ..errors import AssemblyError
 from ..physics.system import System
-from .linsolve import JacobianSolver, newton_step
+from .assembly import assemble, located_error
+from .linsolve import JacobianSolver
+from .newton import KinematicsOptions, RankInfo, coordinate_scale, length_scale, rank_info, solve_positions
+
+__all__ = ["KinematicsOptions", "RankInfo", "Sweep", "assemble", "length_scale", "rank_info", "solve_positions",
+           "sweep", "velocity_acceleration"]
 
 F = NDArray[Any]
-
-
-@dataclass(frozen=True)
-class KinematicsOptions:
-    """Settings of the position solver and the sweep.
-
-    tol: converged when max|C| <= tol·max(1, length scale) [m or rad]. max_iter: Newton
-    iterations per point. chunk / max_chunk: first and largest number of time points solved
-    together. branch_jump: largest accepted distance of a solution from its predictor, in
-    coordinates scaled by the mechanism's length scale (angles in rad). cond_warn: Jacobian
-    condition number above which a configuration is reported as near-singular. rank_tol:
-    singular values below rank_tol·σ_max count as zero. coarse: stride of the coarse level of
-    long sweeps.
-    """
-
-    tol: float = 1e-12
-    max_iter: int = 30
-    chunk: int = 32
-    max_chunk: int = 512
-    branch_jump: float = 0.1
-    cond_warn: float = 1e8
-    rank_tol: float = 1e-9
-    coarse: int = 8
-
-
-@dataclass
-class RankInfo:
-    rank: int
-    dof: int
-    redundant_rows: list[int]
-    singular_values: F
 
 
 @dataclass
@@ -68,86 +42,6 @@ class Sweep:
     cond: F
     Cq: F
     warnings: list[str] = field(default_factory=list)
-
-
-def length_scale(system: System) -> float:
-    m = system.mechanism
-    pts = [abs(c) for j in m.joints for p in j.points for c in p]
-    pts += [abs(c) for b in m.bodies for c in b.position]
-    return max([1e-3, *pts])
-
-
-def _scale(system: System) -> F:
-    """Per-coordinate scale: 1/L for body positions, 1 for angles and extra coordinates."""
-    L = length_scale(system)
-    scale = np.ones(system.n_coord)
-    scale[: 3 * system.n_body] = np.tile([1.0 / L, 1.0 / L, 1.0], system.n_body)
-    return scale
-
-
-def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInfo:
-    """Rank of Cq by SVD; redundant rows by QR with column pivoting on Cqᵀ."""
-    Cq = system.jacobian(q, t)
-    m, n = Cq.shape
-    if m == 0:
-        return RankInfo(0, n, [], np.zeros(0))
-    s = np.linalg.svd(Cq, compute_uv=False)
-    rank = int((s > rank_tol * max(s[0], 1e-300)).sum())
-    _, _, piv = scipy.linalg.qr(Cq.T, pivoting=True, mode="economic")
-    return RankInfo(rank, n - rank, sorted(int(p) for p in piv[rank:]), s)
-
-
-def solve_positions(system: System, q_guess: F, t: F, opts: KinematicsOptions,
-                    square: bool) -> tuple[F, F, int, F, F]:
-    """Damped Newton on a batch: q (B, n), max|C| per point (B,), iterations used, and Cq, Ct at
-    the returned q."""
-    q = np.array(q_guess, dtype=float)
-    tol = opts.tol * max(1.0, length_scale(system))
-    C, Cq, Ct = system.evaluate_batch(q, t)
-    assert Cq is not None
-    res = np.abs(C).max(axis=1) if C.shape[1] else np.zeros(len(q))
-    it = 0
-    while it < opts.max_iter and (res > tol).any():
-        it += 1
-        act = np.flatnonzero(res > tol)
-        dq = newton_step(Cq[act], C[act], square)
-        qa, ta, ra = q[act], t[act], res[act]
-        alpha = np.ones(len(qa))
-        for _ in range(12):  # backtracking: accept where the residual decreased
-            trial = qa + alpha[:, None] * dq
-            Ca, Cqa, Cta = system.evaluate_batch(trial, ta)
-            rt = np.abs(Ca).max(axis=1)
-            ok = (rt < ra) | (rt <= tol)
-            if ok.all():
-                break
-            alpha = np.where(ok, alpha, 0.5 * alpha)
-        q[act], C[act], res[act], Ct[act] = trial, Ca, rt, Cta
-        Cq[act] = Cqa
-    return q, res, it, Cq, Ct
-
-
-def assemble(system: System, q_guess: F | None = None, t: float = 0.0,
-             opts: KinematicsOptions | None = None) -> F:
-    """The configuration nearest the guess (minimum-norm Newton) that satisfies C(q, t) = 0."""
-    opts = opts or KinematicsOptions()
-    guess = system.q0 if q_guess is None else np.asarray(q_guess, float)
-    info = rank_info(system, guess, t, opts.rank_tol)
-    square = system.n_constraints == system.n_coord and info.rank == system.n_coord
-    q, res, it, _, _ = solve_positions(system, guess[None, :], np.array([t]), opts, square)
-    tol = opts.tol * max(1.0, length_scale(system))
-    if res[0] > tol:
-        raise _assembly_error(system, q[0], t, it, "the mechanism cannot be assembled")
-    return q[0]
-
-
-def _assembly_error(system: System, q: F, t: float, iterations: int, what: str) -> AssemblyError:
-    C = np.abs(system.constraints(q, t))
-    worst: dict[str, float] = {}
-    for name, r in zip(system.constraint_names, C, strict=True):
-        worst[name] = max(worst.get(name, 0.0), float(r))
-    top = sorted(worst.items(), key=lambda kv: -kv[1])[:3]
-    return AssemblyError(f"{system.mechanism.source}: {what}", residual=float(C.max(initial=0.0)),
-                         iterations=iterations, time=t, worst=top)
 
 
 def velocity_acceleration(system: System, q: F, t: F, Cq: F | None = None, Ct: F | None = None,
@@ -191,7 +85,7 @@ def sweep(system: System, t: F, q_guess: F | None = None,
     square = system.n_constraints == system.n_coord
     q, res, _, Cq, Ct = solve_positions(system, pred, t, opts, square)
     tol = opts.tol * max(1.0, length_scale(system))
-    if (res > tol).any() or (np.abs((q - pred) * _scale(system)).max(axis=1) > opts.branch_jump).any():
+    if (res > tol).any() or (np.abs((q - pred) * coordinate_scale(system)).max(axis=1) > opts.branch_jump).any():
         return _finish(_chunked(system, t, q0, opts), opts)
     v, a, s = velocity_acceleration(system, q, t, Cq, Ct)
     assert s is not None
@@ -229,7 +123,7 @@ def _chunked(system: System, t: F, q0: F, opts: KinematicsOptions, keep: bool = 
     V[:1], A[:1], s0 = velocity_acceleration(system, q0[None, :], t[:1], Cq0, Ct0, keep)
     if keep and s0 is not None:
         cond[0], jinv[0], Jq[0] = s0.cond[0], s0.inv[0], Cq0[0]
-    scale = _scale(system)
+    scale = coordinate_scale(system)
     tol = opts.tol * max(1.0, length_scale(system))
     i, chunk = 1, opts.chunk
     while i < N:
@@ -245,7 +139,7 @@ def _chunked(system: System, t: F, q0: F, opts: KinematicsOptions, keep: bool = 
             what = ("no solution near the previous configuration (a lock-up, or the end of the "
                     "mechanism's range of motion)") if res[0] > tol else \
                 "the solution jumped away from the assembly branch (a singular configuration)"
-            raise _assembly_error(system, q[0], float(t[i]), it, what)
+            raise located_error(system, q[0], float(t[i]), it, what)
         Q[i:j] = q
         V[i:j], A[i:j], s = velocity_acceleration(system, q, t[i:j], Cq, Ct, keep)
         if keep and s is not None:

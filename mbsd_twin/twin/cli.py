@@ -9,7 +9,11 @@ import logging
 import math
 import os
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .rig import RigConfig
+    from .rig_file import RigFile
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -83,22 +87,45 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _cmd_rig(args: argparse.Namespace) -> int:
     from ..model.loader import bundled_slider_crank, load_mechanism
-    from .rig import RigConfig
     from .rig_client import Rig, write_manifest
 
-    extra: dict[str, Any] = {"faults": tuple(args.fault)}
-    if args.noise is not None:
-        extra["noise"] = {} if "none" in args.noise else RigConfig().noise | dict(args.noise)
-    if args.mismatch is not None:
-        extra["mismatch"] = {} if "none" in args.mismatch else dict(args.mismatch)
-    cfg = RigConfig(asset=args.asset, prefix=args.prefix, rate=args.rate, batch=args.batch, seed=args.seed,
-                    substeps=args.substeps, **extra)
-    mech = load_mechanism(args.mechanism or bundled_slider_crank())
-    rig = Rig(mech, cfg, args.broker, window=args.window, protocol=args.protocol)
+    rig_file, cfg = _rig_config(args)
+    mech = load_mechanism(args.mechanism or rig_file.mechanism or bundled_slider_crank())
+    try:
+        rig = Rig(mech, cfg, args.broker, window=args.window, protocol=args.protocol)
+    except ValueError as exc:  # a channel, parameter or fault target the mechanism lacks
+        raise SystemExit(f"mbsd-twin rig: {exc}") from None
+    duration = args.duration if args.duration is not None else rig_file.duration
     if args.precompute:
-        rig.precompute(args.duration)
-    write_manifest(rig.run(args.duration, args.faults), args.manifest)
+        rig.precompute(duration)
+    write_manifest(rig.run(duration, args.faults), args.manifest)
     return 0
+
+
+_RIG_FLAGS = ("asset", "prefix", "rate", "batch", "seed", "substeps", "drive", "drive_speed", "friction_joint",
+              "torque", "torque_amp")
+
+
+def _rig_config(args: argparse.Namespace) -> tuple[RigFile, RigConfig]:
+    """The rig file (or the defaults) with the command-line options on top."""
+    import dataclasses
+
+    from .rig_file import RigFile, RigFileError, load_rig_file, with_channels
+
+    try:
+        rig_file = load_rig_file(args.rig) if args.rig else RigFile()
+    except RigFileError as exc:
+        raise SystemExit(f"mbsd-twin rig: {exc}") from None
+    over: dict[str, Any] = {k: getattr(args, k) for k in _RIG_FLAGS if getattr(args, k) is not None}
+    over |= {k: "" for k in ("drive", "drive_speed", "friction_joint") if over.get(k) == "none"}
+    cfg = dataclasses.replace(rig_file.config, **over, faults=rig_file.config.faults + tuple(args.fault))
+    if args.channel:
+        cfg = with_channels(cfg, dict(args.channel))
+    if args.noise is not None:
+        cfg = dataclasses.replace(cfg, noise={} if "none" in args.noise else cfg.noise | dict(args.noise))
+    if args.mismatch is not None:
+        cfg = dataclasses.replace(cfg, mismatch={} if "none" in args.mismatch else dict(args.mismatch))
+    return rig_file, cfg
 
 
 def _fault_arg(text: str) -> Any:
@@ -110,25 +137,21 @@ def _fault_arg(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _assignment(what: str, channel: bool = False) -> Any:
-    """An argparse type for NAME=NUMBER (or ``none``; NAME a rig channel if ``channel``), naming the bad spec."""
+def _assignment(what: str, number: bool = True, non_negative: bool = False) -> Any:
+    """An argparse type for NAME=NUMBER (NAME=TEXT unless ``number``; or ``none``), naming the bad spec."""
     def parse(text: str) -> Any:
-        from .rig_faults import CHANNELS
-
-        names = tuple(CHANNELS) if channel else None
         if text == "none":
             return "none"
         name, eq, value = text.partition("=")
+        if not number and eq and name and value:
+            return (name, value)
         try:
-            v = float(value) if eq and name else math.nan
+            v = float(value) if eq and name and number else math.nan
         except ValueError:
             v = math.nan
-        if not math.isfinite(v) or v < 0 and names is not None:
-            raise argparse.ArgumentTypeError(f"bad {what} spec {text!r}: expected NAME=NUMBER"
-                                             + (" (>= 0)" if names is not None else "") + " or none")
-        if names is not None and name not in names:
-            raise argparse.ArgumentTypeError(f"bad {what} spec {text!r}: unknown channel {name!r}; channels "
-                                             f"are: {', '.join(names)}")
+        if not math.isfinite(v) or v < 0 and non_negative:
+            form = "NAME=NUMBER" + (" (>= 0)" if non_negative else "") if number else "NAME=OUTPUT"
+            raise argparse.ArgumentTypeError(f"bad {what} spec {text!r}: expected {form} or none")
         return (name, v)
     return parse
 
@@ -139,12 +162,59 @@ of rig time from the stream's start]):
   mass@T:PARAM=VALUE       model parameter set, e.g. mass@2.0:piston.mass=1.8
   friction@T:JOINT=NM      added friction torque -NM*tanh(w/1e-3) in a revolute joint,
                            e.g. friction@3.0:main_bearing=0.3
-  encoder_offset@T:CH+X    X added to channel CH (theta, omega, tau_m, f_x, f_y),
-                           e.g. encoder_offset@4.0:theta+0.02 (or theta-0.02)
+  input_bias@T:PORT+X      X added to an input port of the rig's model (an unmeasured torque or force;
+                           the port's channel still reads the command), e.g. input_bias@3.0:motor_torque+0.3
   load_pulses@T:BODY=N,W,P unmeasured force pulses of N newtons, W s long every P s along the body's slider axis,
                            e.g. load_pulses@5.0:piston=20,0.03,0.5
+  encoder_offset@T:CH+X    X added to channel CH (a sensor bias), e.g. encoder_offset@4.0:theta+0.02
+  drift@T:CH+R             R*(t - T) added to channel CH (R per s), e.g. drift@2.0:theta+0.001
   stuck@T:CH               channel frozen at its value at onset (noise still added), e.g. stuck@6.0:omega
-The manifest lists them under rig_faults with the sample and rig time they took effect."""
+  dropout@T:sensors=W      no sensor messages for W s, e.g. dropout@4.0:sensors=0.5
+The manifest lists them under rig_faults with the sample and rig time they took effect. A rig file
+(--rig, TOML) sets the same things; options given here override it (docs/connect-your-rig.md)."""
+
+
+def _add_rig(sub: argparse._SubParsersAction) -> None:
+    g = sub.add_parser("rig", help="synthetic rig of any mechanism publishing sensor messages", epilog=RIG_EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    g.add_argument("--rig", metavar="FILE", help="rig file (TOML; docs/connect-your-rig.md); options override it")
+    g.add_argument("--broker", default="mqtt://127.0.0.1:1883")
+    g.add_argument("--asset", help="asset id (default sc-01)")
+    g.add_argument("--prefix", help="topic prefix (default dt/v1)")
+    g.add_argument("--mechanism", default=None,
+                   help="mechanism TOML file (default: the rig file's, else the slider crank packaged with mbsd-twin)")
+    g.add_argument("--channel", action="append", type=_assignment("channel", number=False), metavar="CH=OUTPUT",
+                   help="publish model output OUTPUT (or the driven input port) as channel CH (repeatable; replaces "
+                        "the default theta=crank.theta omega=crank.omega f_x=main_bearing.fx f_y=main_bearing.fy "
+                        "tau_m=motor_torque)")
+    g.add_argument("--drive", help="input port the rig's controller drives (default motor_torque), or none")
+    g.add_argument("--drive-speed", help="output its speed controller follows (default crank.omega), or none for "
+                                         "the open-loop torque --torque + --torque-amp*sin(2*pi*0.5 Hz*t)")
+    g.add_argument("--friction-joint", help="joint whose viscous friction the controller feeds forward "
+                                            "(default main_bearing), or none")
+    g.add_argument("--torque", type=float, help="open loop: mean drive value (default 0)")
+    g.add_argument("--torque-amp", type=float, help="open loop: drive amplitude (default 1)")
+    g.add_argument("--rate", type=float, help="samples per second (default 1000)")
+    g.add_argument("--batch", type=int, help="samples per message (default 20)")
+    g.add_argument("--substeps", type=int,
+                   help="integration sub-intervals per sample (default 4; >= 2 keeps the torque ramp's first moment; "
+                        "2 costs about half of 4 at the same accuracy, e.g. at 10 kHz)")
+    g.add_argument("--faults", type=float, default=0.0, help="message-level fault probability per message")
+    g.add_argument("--fault", action="append", default=[], type=_fault_arg, metavar="SPEC",
+                   help="inject a model or sensor fault at a known time (repeatable; specs below)")
+    g.add_argument("--noise", action="append", type=_assignment("noise", non_negative=True), metavar="CH=STD",
+                   help="sensor noise standard deviation of a channel (repeatable; others keep their defaults: "
+                        "theta=1e-3 omega=0.01 tau_m=0.002 f_x=0.5 f_y=0.5), or none for a noise-free stream")
+    g.add_argument("--mismatch", action="append", type=_assignment("mismatch"), metavar="PARAM=VALUE",
+                   help="hidden model parameter of the rig (repeatable; replaces the default piston.mass=1.53), "
+                        "or none for a rig identical to the model")
+    g.add_argument("--seed", type=int)
+    g.add_argument("--duration", type=float, help="seconds to stream (default: the rig file's, else 10)")
+    g.add_argument("--window", type=int, default=5, help="the twin's reorder window (spaces faults)")
+    g.add_argument("--protocol", type=int, choices=(4, 5), default=5, help="MQTT 5 or 4 (3.1.1, e.g. amqtt)")
+    g.add_argument("--precompute", action="store_true", help="compute the whole trajectory before streaming")
+    g.add_argument("--manifest", help="write the fault manifest here (default: stdout)")
+    g.set_defaults(func=_cmd_rig)
 
 
 def add_twin(sub: argparse._SubParsersAction) -> None:
@@ -188,31 +258,4 @@ def add_twin(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--json", help="write the report (estimates, σ, correlation, figures) as JSON here")
     c.set_defaults(func=_cmd_calibrate)
 
-    g = sub.add_parser("rig", help="synthetic slider-crank rig publishing sensor messages", epilog=RIG_EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    g.add_argument("--broker", default="mqtt://127.0.0.1:1883")
-    g.add_argument("--asset", default="sc-01")
-    g.add_argument("--prefix", default="dt/v1")
-    g.add_argument("--mechanism", default=None,
-                   help="mechanism TOML file (default: the slider crank packaged with mbsd-twin)")
-    g.add_argument("--rate", type=float, default=1000.0, help="samples per second")
-    g.add_argument("--batch", type=int, default=20, help="samples per message")
-    g.add_argument("--substeps", type=int, default=4,
-                   help="integration sub-intervals per sample (>= 2 keeps the torque ramp's first moment; "
-                        "2 costs about half of 4 at the same accuracy, e.g. at 10 kHz)")
-    g.add_argument("--faults", type=float, default=0.0, help="message-level fault probability per message")
-    g.add_argument("--fault", action="append", default=[], type=_fault_arg, metavar="SPEC",
-                   help="inject a model or sensor fault at a known time (repeatable; specs below)")
-    g.add_argument("--noise", action="append", type=_assignment("noise", channel=True), metavar="CH=STD",
-                   help="sensor noise standard deviation of a channel (repeatable; others keep their defaults: "
-                        "theta=1e-3 omega=0.01 tau_m=0.002 f_x=0.5 f_y=0.5), or none for a noise-free stream")
-    g.add_argument("--mismatch", action="append", type=_assignment("mismatch"), metavar="PARAM=VALUE",
-                   help="hidden model parameter of the rig (repeatable; replaces the default piston.mass=1.53), "
-                        "or none for a rig identical to the model")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--duration", type=float, default=10.0, help="seconds to stream")
-    g.add_argument("--window", type=int, default=5, help="the twin's reorder window (spaces faults)")
-    g.add_argument("--protocol", type=int, choices=(4, 5), default=5, help="MQTT 5 or 4 (3.1.1, e.g. amqtt)")
-    g.add_argument("--precompute", action="store_true", help="compute the whole trajectory before streaming")
-    g.add_argument("--manifest", help="write the fault manifest here (default: stdout)")
-    g.set_defaults(func=_cmd_rig)
+    _add_rig(sub)

@@ -76,6 +76,7 @@ class TwinCore:
         self.next_latest: float | None = None
         self.latest: dict[str, Any] = {}
         self.batch_resyncs = 0  # (re)initialisations in the batch being processed
+        self.batch_resync_events: list[dict[str, Any]] = []  # their rig time and reason
         self.stats: dict[str, Any] = {"resync": Counter(), "solver_failure": 0, "batches": 0, "samples": 0,
                                       "missing_channels": 0, "paused_drops": 0, "gap_predicted": 0,
                                       "invalid": Counter(), "recovered": Counter()}
@@ -126,6 +127,7 @@ class TwinCore:
                            reason in ("divergence", "solver_failure"))
         self.started = True
         self.batch_resyncs += 1
+        self.batch_resync_events.append({"t": batch.time(k), "reason": reason})
         self.nis.clear()
         self.nis_sum = [0.0, 0.0]
         if self.changes is not None:
@@ -135,7 +137,7 @@ class TwinCore:
     def _run(self, batch: SensorBatch, hold: int) -> list[Out]:
         if self.changes is None:
             self.changes = ChangeAlarms(self.cfg, 1.0 / batch.dt, self.tracker)
-        self.batch_resyncs = 0
+        self.batch_resyncs, self.batch_resync_events = 0, []
         cur = self._begin(batch)
         ends = list(range((batch.n - 1) % hold, batch.n, hold))
         rows: list[Row] = []
@@ -253,7 +255,8 @@ class TwinCore:
             keys = dict.fromkeys(k for r in rows for k in r[part])  # a row right after a start has no residuals
             return {k: [_finite(r[part].get(k)) for r in rows] for k in keys}
         outs = [self._msg("state", batch, hold, ends, columns("state"), stride=hold),
-                self._msg("residuals", batch, hold, ends, columns("residual"), stride=hold, resyncs=resyncs),
+                self._msg("residuals", batch, hold, ends, columns("residual"), stride=hold, resyncs=resyncs,
+                          **({"resync_events": self.batch_resync_events} if resyncs else {})),
                 self._msg("virtual", batch, hold, ends, columns("virtual"), stride=hold)]
         if rows[-1]["filter"]:
             outs.append(self._msg("estimates", batch, hold, ends, columns("filter"), stride=hold))

@@ -18,8 +18,9 @@ from .config import BrokerConfig
 AUTH_CODES = (134, 135)
 
 
-def make_client(b: BrokerConfig, client_id: str, will: tuple[str, str]) -> mqtt.Client:
-    """A paho client for ``b`` (not yet connected) with its retained will on ``will`` = (topic, text)."""
+def make_client(b: BrokerConfig, client_id: str, will: tuple[str, str] | None) -> mqtt.Client:
+    """A paho client for ``b`` (not yet connected) with its retained will on ``will`` = (topic, text)
+    (None: no will)."""
     proto = mqtt.MQTTv5 if b.protocol == 5 else mqtt.MQTTv311
     c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=proto)
     if b.username:
@@ -29,7 +30,8 @@ def make_client(b: BrokerConfig, client_id: str, will: tuple[str, str]) -> mqtt.
         c.tls_insecure_set(b.tls_insecure)
     c.reconnect_delay_set(int(max(1, b.reconnect_min)), int(max(1, b.reconnect_max)))
     c.max_queued_messages_set(10000)
-    c.will_set(will[0], will[1], qos=1, retain=True)
+    if will is not None:
+        c.will_set(will[0], will[1], qos=1, retain=True)
     return c
 
 

@@ -58,15 +58,21 @@ class Metrics:
 
 # A mounted route: request path (with query) → (status, content type, body, extra headers).
 Route = Callable[[str], tuple[int, str, bytes, dict[str, str]]]
+# A mounted POST route: (path, request headers with lower-case names, body) → the same.
+PostRoute = Callable[[str, dict[str, str], bytes], tuple[int, str, bytes, dict[str, str]]]
+MAX_POST_BYTES = 8192  # a larger request body is refused unread (413)
 
 
 def serve_http(host: str, port: int, metrics: Metrics, health: Callable[[], dict[str, Any]],
-               ready: Callable[[], bool], routes: Mapping[str, Route] | None = None) -> ThreadingHTTPServer:
+               ready: Callable[[], bool], routes: Mapping[str, Route] | None = None,
+               post_routes: Mapping[str, PostRoute] | None = None) -> ThreadingHTTPServer:
     """Start the HTTP server in a daemon thread; ``server.server_address`` has the bound port.
 
     ``routes``: extra GET routes by path prefix (the longest matching prefix wins), mounted by
-    extensions such as :mod:`mbsd_twin.dashboard`; /metrics, /healthz and /readyz come first."""
+    extensions such as :mod:`mbsd_twin.dashboard`; /metrics, /healthz and /readyz come first.
+    ``post_routes``: POST routes by exact path prefix the same way (bodies up to ``MAX_POST_BYTES``)."""
     extra: Mapping[str, Route] = routes if routes is not None else {}
+    posts: Mapping[str, PostRoute] = post_routes if post_routes is not None else {}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server API
@@ -80,6 +86,23 @@ def serve_http(host: str, port: int, metrics: Metrics, health: Callable[[], dict
                 body, ctype, code = (b"ready" if ok else b"not ready"), "text/plain", 200 if ok else 503
             else:
                 body, ctype, code, headers = _extra_route(extra, self.path)
+            self._answer(code, ctype, body, headers)
+
+        def do_POST(self) -> None:  # noqa: N802 - http.server API
+            length = self.headers.get("Content-Length") or "0"
+            size = int(length) if length.isdigit() else -1
+            if not 0 <= size <= MAX_POST_BYTES:
+                self.close_connection = True
+                self._answer(413, "text/plain", f"Content-Length {length[:20]!r}: a request body of 0 to "
+                             f"{MAX_POST_BYTES} bytes is accepted".encode(), {})
+                return
+            data = self.rfile.read(size)
+            head = {k.lower(): v for k, v in self.headers.items()}
+            routes = {p: (lambda path, r=r: r(path, head, data)) for p, r in posts.items()}
+            body, ctype, code, headers = _extra_route(routes, self.path)
+            self._answer(code, ctype, body, headers)
+
+        def _answer(self, code: int, ctype: str, body: bytes, headers: dict[str, str]) -> None:
             self.send_response(code)
             for key, value in headers.items():
                 self.send_header(key, value)

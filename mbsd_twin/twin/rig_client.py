@@ -16,7 +16,7 @@ from .config import BrokerConfig
 from .link import set_nodelay
 from .protocol import Topics, encode
 from .rig import MessageSource, RigConfig, Trajectory, fault_manifest
-from .rig_messages import expected_counts, payload, plan_faults, schedule
+from .rig_messages import expected_counts, message_plan, payload, schedule
 
 
 def connect(url: str, client_id: str, will: tuple[str, str] | None = None, protocol: int = 5) -> mqtt.Client:
@@ -62,7 +62,7 @@ class Rig:
         onset (requested), ``sample`` and ``effective`` rig time (:func:`.rig.fault_manifest`)."""
         c, truth = self.cfg, self.traj.cfg  # the trajectory's (a shared one's) noise, mismatch and faults
         n_msg = int(duration * c.rate / c.batch)
-        plan = plan_faults(n_msg, faults, self.window, c.seed) if faults > 0 else {}
+        plan = message_plan(truth, n_msg, faults, self.window)
         order = schedule(n_msg, plan, self.window)
         own = client is None
         cl = client or connect(self.url, f"rig-{c.asset}-{self.session}",

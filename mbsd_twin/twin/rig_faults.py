@@ -11,13 +11,22 @@ Kinds (``RigFault.kind``) and their ``target``:
 - ``load_pulses``: unmeasured force pulses of ``size`` [N] on a body, ``width`` s long every ``period``
   s from onset, along the axis of the prismatic joint guiding the body from ground (else world x),
   applied through its centre of mass; each sub-step gets the exact mean of the pulse train over it.
-- ``encoder_offset``: ``size`` added to a measured channel from onset on.
+- ``input_bias``: ``size`` added to an input port of the hidden model from onset on (an unmeasured
+  torque or force offset: a channel reading that port still reports the commanded value).
+- ``encoder_offset``: ``size`` added to a measured channel from onset on (a sensor bias).
+- ``drift``: ``size``·(t − onset) added to a measured channel from onset on (``size`` per s).
 - ``stuck``: a measured channel frozen at its (noise-free) value at onset; noise is still added.
+- ``dropout``: the sensor messages whose first sample lies in [onset, onset + ``width``) are not
+  sent (target ``sensors``); the twin counts them as gaps.
+
+Channel targets are the rig's channel names (:attr:`.rig.RigConfig.channels`), checked with the
+mechanism by :func:`check_faults`.
 
 A fault takes effect at the first sample at or after ``onset`` (its ``sample``); sensor noise is
 added after the sensor faults. CLI specs (:func:`parse_fault`): ``mass@2.0:piston.mass*1.2``,
 ``mass@2.0:piston.mass=1.8``, ``friction@3.0:main_bearing=0.3``, ``encoder_offset@4.0:theta+0.02``,
-``load_pulses@5.0:piston=20,0.03,0.5`` (N, width s, period s), ``stuck@6.0:omega``.
+``load_pulses@5.0:piston=20,0.03,0.5`` (N, width s, period s), ``stuck@6.0:omega``,
+``input_bias@3.0:motor_torque+0.3``, ``drift@2.0:theta+0.001`` (per s), ``dropout@4.0:sensors=0.5`` (s).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,9 +43,12 @@ from ..simulation.ports import apply_parameters, model_parameters
 
 CHANNELS = {"theta": "crank.theta", "omega": "crank.omega", "f_x": "main_bearing.fx", "f_y": "main_bearing.fy",
             "tau_m": "motor_torque"}  # rig channel → hidden-model output (tau_m: the motor's input port)
-MODEL_KINDS = ("mass", "friction", "load_pulses")
-SENSOR_KINDS = ("encoder_offset", "stuck")
-KINDS = MODEL_KINDS + SENSOR_KINDS
+MODEL_KINDS = ("mass", "friction", "load_pulses")  # the hidden Simulator is rebuilt at onset
+LOAD_KINDS = ("friction", "load_pulses")  # an unmeasured load driven by input fault_input(i)
+INPUT_KINDS = ("input_bias",)
+SENSOR_KINDS = ("encoder_offset", "drift", "stuck")
+MESSAGE_KINDS = ("dropout",)
+KINDS = MODEL_KINDS + INPUT_KINDS + SENSOR_KINDS + MESSAGE_KINDS
 _SPEC = re.compile(r"^(?P<kind>\w+)@(?P<onset>[^:]+):(?P<target>[A-Za-z_][\w.]*)(?P<op>[*=+-])?(?P<value>.*)$")
 
 
@@ -48,7 +61,7 @@ class RigFault:
     target: str
     size: float = 0.0
     scale: bool = False  # mass: multiply the parameter by size (else set it to size)
-    width: float = 0.03  # load_pulses: pulse length [s]
+    width: float = 0.03  # load_pulses: pulse length [s]; dropout: its duration [s]
     period: float = 0.5  # load_pulses: pulse period [s]
     omega_s: float = 1e-3  # friction: smoothing speed of tanh [rad/s]
 
@@ -65,9 +78,9 @@ class RigFault:
                              f"period {self.period!r}")
         if self.kind == "friction" and self.omega_s <= 0:
             raise ValueError(f"rig fault friction: omega_s must be > 0, got {self.omega_s!r}")
-        if self.kind in SENSOR_KINDS and self.target not in CHANNELS:
-            raise ValueError(f"rig fault {self.kind}: unknown channel {self.target!r}; channels are: "
-                             f"{', '.join(CHANNELS)}")
+        if self.kind == "dropout" and not (self.width > 0 and self.target == "sensors"):
+            raise ValueError(f"rig fault dropout: need target 'sensors' and width > 0 s, got {self.target!r}, "
+                             f"width {self.width!r}")
 
     def sample(self, rate: float) -> int:
         """Index of the first sample at or after the onset."""
@@ -85,8 +98,10 @@ class RigFault:
             return f"{head}{'*' if self.scale else '='}{self.size!r}"
         if self.kind == "friction":
             return f"{head}={self.size!r}"
-        if self.kind == "encoder_offset":
+        if self.kind in ("encoder_offset", "input_bias", "drift"):
             return f"{head}{self.size:+}"
+        if self.kind == "dropout":
+            return f"{head}={self.width!r}"
         if self.kind == "load_pulses":
             return f"{head}={self.size!r},{self.width!r},{self.period!r}"
         return head
@@ -123,7 +138,8 @@ def _number(spec: str, text: str, what: str) -> float:
 
 _FORMS = {"mass": "mass@T:PARAM*FACTOR or mass@T:PARAM=VALUE", "friction": "friction@T:JOINT=N.m",
           "encoder_offset": "encoder_offset@T:CHANNEL+OFFSET (or -OFFSET)", "stuck": "stuck@T:CHANNEL",
-          "load_pulses": "load_pulses@T:BODY=N,WIDTH,PERIOD"}
+          "load_pulses": "load_pulses@T:BODY=N,WIDTH,PERIOD", "input_bias": "input_bias@T:PORT+VALUE (or -VALUE)",
+          "drift": "drift@T:CHANNEL+RATE (or -RATE; per s)", "dropout": "dropout@T:sensors=SECONDS"}
 
 
 def parse_fault(spec: str) -> RigFault:
@@ -135,7 +151,8 @@ def parse_fault(spec: str) -> RigFault:
     kind, op, value = m["kind"], m["op"] or "", m["value"]
     if kind not in KINDS:
         raise ValueError(f"bad rig fault spec {spec!r}: unknown kind {kind!r}; kinds are: {', '.join(KINDS)}")
-    allowed = {"mass": "*=", "friction": "=", "encoder_offset": "+-", "load_pulses": "=", "stuck": ""}[kind]
+    allowed = {"mass": "*=", "friction": "=", "encoder_offset": "+-", "load_pulses": "=", "stuck": "",
+               "input_bias": "+-", "drift": "+-", "dropout": "="}[kind]
     if (op or "") not in allowed or (op == "" and kind != "stuck") or (kind == "stuck" and value):
         raise ValueError(f"bad rig fault spec {spec!r}: the form is {_FORMS[kind]}")
     onset = _number(spec, m["onset"], "onset")
@@ -145,6 +162,8 @@ def parse_fault(spec: str) -> RigFault:
         if len(parts) != 3:
             raise ValueError(f"bad rig fault spec {spec!r}: the form is {_FORMS[kind]}")
         args = {k: _number(spec, p, k) for k, p in zip(("size", "width", "period"), parts, strict=True)}
+    elif kind == "dropout":
+        args = {"width": _number(spec, value, "duration")}
     elif kind != "stuck":
         args = {"size": _number(spec, (op if op == "-" else "") + value, "value"), "scale": op == "*"}
     try:
@@ -153,18 +172,26 @@ def parse_fault(spec: str) -> RigFault:
         raise ValueError(f"bad rig fault spec {spec!r}: {exc}") from None
 
 
-def check_faults(mech: Mechanism, faults: tuple[RigFault, ...]) -> None:
-    """ValueError naming the first fault whose target the mechanism does not have."""
+def check_faults(mech: Mechanism, faults: tuple[RigFault, ...], channels: Iterable[str] = CHANNELS) -> None:
+    """ValueError naming the first fault whose target the mechanism (or the rig's ``channels``) does
+    not have."""
+    names = list(channels)
     for f in faults:
         bad = None
         if f.kind == "mass":
             bad = None if f.target in model_parameters(mech) else f"unknown parameter {f.target!r}"
         elif f.kind == "friction":
-            names = [j.name for j in mech.joints if j.type == "revolute"]
-            bad = None if f.target in names else f"no revolute joint {f.target!r} (revolute: {', '.join(names)})"
+            joints = [j.name for j in mech.joints if j.type == "revolute"]
+            bad = None if f.target in joints else f"no revolute joint {f.target!r} (revolute: {', '.join(joints)})"
         elif f.kind == "load_pulses":
-            names = [b.name for b in mech.bodies]
-            bad = None if f.target in names else f"no body {f.target!r} (bodies: {', '.join(names)})"
+            bodies = [b.name for b in mech.bodies]
+            bad = None if f.target in bodies else f"no body {f.target!r} (bodies: {', '.join(bodies)})"
+        elif f.kind == "input_bias":
+            ports = list(mech.input_names)
+            bad = None if f.target in ports else \
+                f"no input port {f.target!r} (input ports: {', '.join(ports) or 'none'})"
+        elif f.kind in SENSOR_KINDS and f.target not in names:
+            bad = f"unknown channel {f.target!r}; the rig's channels are: {', '.join(names)}"
         if bad:
             raise ValueError(f"rig fault {f.spec()!r}: {bad}")
 
@@ -190,6 +217,5 @@ def hidden_mechanism(base: Mechanism, params: dict[str, float], faults: tuple[Ri
                      active: set[int]) -> Mechanism:
     """The rig's true mechanism: ``base`` with ``params`` and the loads of the active model faults."""
     mech = apply_parameters(base, params) if params else base
-    loads = tuple(fault_load(base, i, faults[i]) for i in sorted(active) if faults[i].kind in ("friction",
-                                                                                               "load_pulses"))
+    loads = tuple(fault_load(base, i, faults[i]) for i in sorted(active) if faults[i].kind in LOAD_KINDS)
     return dataclasses.replace(mech, loads=mech.loads + loads) if loads else mech

@@ -1,5 +1,6 @@
 """Message-level faults of the synthetic rig (:mod:`.rig`): a plan of dropped, duplicated, reordered,
-late and invalid messages, the send order it gives, and the counters the twin should report."""
+late and invalid messages (random, and the ``dropout`` rig faults), the send order it gives, and the
+counters the twin should report."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .protocol import encode
 
 if TYPE_CHECKING:
-    from .rig import MessageSource
+    from .rig import MessageSource, RigConfig
 
 FAULT_KINDS = ("drop", "duplicate", "reorder", "late", "json", "types", "nan", "missing", "oversize", "version")
 INVALID_REASON = {"json": "json", "types": "schema", "nan": "non_finite", "missing": "schema",
@@ -50,6 +51,17 @@ def plan_faults(n_messages: int, rate: float, window: int, seed: int) -> dict[in
         else:
             i += 1
     return out
+
+
+def message_plan(cfg: RigConfig, n_messages: int, rate: float, window: int) -> dict[int, str]:
+    """The random message faults at ``rate`` per message (:func:`plan_faults`) and every message whose
+    first sample falls in a ``dropout`` fault's window, dropped (the dropout wins)."""
+    plan = plan_faults(n_messages, rate, window, cfg.seed) if rate > 0 else {}
+    for f in cfg.faults:
+        if f.kind == "dropout":
+            first, end = f.sample(cfg.rate), math.ceil((f.onset + f.width) * cfg.rate - 1e-6)
+            plan |= {i: "drop" for i in range(n_messages) if first <= i * cfg.batch < end}
+    return dict(sorted(plan.items()))
 
 
 def expected_counts(plan: dict[int, str]) -> dict[str, Any]:

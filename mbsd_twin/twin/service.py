@@ -44,7 +44,7 @@ from .config import TwinConfig
 from .core import Out, TwinCore
 from .history.writer import HistoryWriter
 from .ingest import RIG_RESTART, Intake
-from .metrics import Metrics, Route, serve_http
+from .metrics import Metrics, PostRoute, Route, serve_http
 from .protocol import SensorBatch, Topics, encode, parse_command
 from .recorder import FORMAT
 from .sinks import RecordingSink
@@ -112,13 +112,19 @@ class TwinService:
         self.worker = threading.Thread(target=self._work, name="twin-worker", daemon=True)
         self.http: Any = None
         # --- extension hook (mbsd_twin.dashboard): taps see every published message (worker thread);
-        # http_routes are extra GET routes of the HTTP server. The dashboard mounts itself when the
-        # HTTP server is on (cfg.metrics.port).
+        # http_routes / http_post_routes are extra GET / POST routes of the HTTP server. The dashboard
+        # mounts itself when the HTTP server is on (cfg.metrics.port).
         self.taps: list[Callable[[Out], None]] = []
         self.http_routes: dict[str, Route] = {}
+        self.http_post_routes: dict[str, PostRoute] = {}
         self.dashboard: Any = None
         if self.history is not None:
             self.taps.append(self.history.tap)
+        # --- extension hook (mbsd_twin.twin.fleet_member): ticks run in the worker thread between batches
+        # (the core is consistent there: checkpoints); birth_extra is merged into the retained birth.
+        self.ticks: list[Callable[[float], None]] = []
+        self.birth_extra: dict[str, Any] = {}
+        self.t_started = time.monotonic()
         if cfg.metrics.port:
             from ..dashboard import mount
 
@@ -148,7 +154,7 @@ class TwinService:
 
     def _birth(self) -> str:
         return encode({"state": "online", "instance": self.instance, "session": self.connects,
-                       "model": self.mech.name, "config_hash": self.cfg.config_hash()})
+                       "model": self.mech.name, "config_hash": self.cfg.config_hash(), **self.birth_extra})
 
     def _on_connect(self, client: mqtt.Client, userdata: Any, flags: Any, rc: Any, props: Any = None) -> None:
         if rc.is_failure:
@@ -242,6 +248,12 @@ class TwinService:
                 self.rlog.warning("worker error", "unexpected error in the twin worker", level=logging.ERROR,
                                   exc_info=True)
                 self.counts["internal_error"] += 1
+            for tick in self.ticks:
+                try:
+                    tick(time.monotonic())
+                except Exception:
+                    self.rlog.warning("tick error", "a worker tick failed", level=logging.ERROR, exc_info=True)
+                    self.counts["internal_error"] += 1
             if time.monotonic() >= next_health:
                 next_health = time.monotonic() + self.cfg.service.health_interval
                 self.publish(Out(self.topics.twin("health"), encode(self.health())))
@@ -326,6 +338,7 @@ class TwinService:
         lat = np.array(self.latency_ms or [0.0])
         down = [] if self.t_disconnect is None else [time.monotonic() - self.t_disconnect]
         return {"v": 1, "asset": self.cfg.core.asset, "connected": self.connected.is_set(),
+                "uptime_s": time.monotonic() - self.t_started,
                 "lag_s": self.lag, "queue_depth": len(self.batches), "queue_size": self.cfg.service.queue_size,
                 "hold": self.cfg.service.hold_levels[self.level], "paused": self.core.paused,
                 "counters": {"dropped_overload": 0, "coalesced": 0, "publish_failed": 0, "rig_restart": 0,
@@ -359,7 +372,7 @@ class TwinService:
         if self.cfg.metrics.port:
             self.http = serve_http(self.cfg.metrics.host, self.cfg.metrics.port, self.metrics, self.health,
                                    lambda: self.connected.is_set() and not self.stopping.is_set(),
-                                   self.http_routes)
+                                   self.http_routes, self.http_post_routes)
         self.client.connect_async(b.host, b.port, keepalive=b.keepalive)
         self.client.loop_start()
         if self.history is not None:

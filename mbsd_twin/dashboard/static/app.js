@@ -6,7 +6,7 @@ const POLL_MS = 300;
 const COLORS = ["#1f77b4", "#e4572e", "#2e9e5b", "#9467bd", "#8c564b", "#17becf", "#bcbd22"];
 const state = { cfg: null, cursor: 0, t0: null, cols: {}, buf: {}, health: null, alarms: [], alarmCounts: {},
   pose: null, lastRows: 0, lastData: 0, polls: 0, errors: 0, rows: 0, rate: null, prevRecv: null,
-  nis: null, cusumThreshold: null, marks: {}, drawn: {} };
+  nis: null, cusumThreshold: null, marks: {}, drawn: {}, resyncs: [], motionBounds: null, virtualPlotted: [] };
 window.dashboard = state;      // read by tests and curious users
 
 function wrap(a) { return Math.atan2(Math.sin(a), Math.cos(a)); }
@@ -96,7 +96,7 @@ function niceStep(raw) {
 // series: [{label, color, x: [], y: [], dash, wrap}]; lines: [{y, label, color}];
 // opts.bands: [{x: [], lo: [], hi: [], color}] (a filled band along x); opts.hbands: [{lo, hi, color}];
 // opts.ycap: the top of the y axis at most (series clipped there); opts.xrange: [xmin, xmax] shown
-// (default: the last WINDOW_S s of the data) with no live alarm marks
+// (default: the last WINDOW_S s of the data) with no live alarm or re-initialisation marks
 function drawChart(id, series, lines, unit, opts = {}) {
   const cv = document.getElementById(id);
   if (!cv) return;
@@ -117,7 +117,11 @@ function drawChart(id, series, lines, unit, opts = {}) {
   drawAxes(ctx, r, X, Y, L, R, w, h, unit);
   for (const b of hbands) { ctx.fillStyle = b.color; ctx.fillRect(L, Y(b.hi), w - L - R, Y(b.lo) - Y(b.hi)); }
   for (const b of bands) fillBand(ctx, b, r.xmin, X, Y);
-  if (!opts.xrange) drawAlarmMarks(id, ctx, X, r.xmin, r.xmax, T, h - B);
+  if (opts.xrange) state.marks[id] = [];   // a stored range: no live alarm or re-initialisation marks
+  else {
+    drawAlarmMarks(id, ctx, X, r.xmin, r.xmax, T, h - B);
+    drawResyncMarks(id, ctx, X, r.xmin, r.xmax, T, h - B);
+  }
   for (const l of lines) {
     ctx.strokeStyle = l.color; ctx.setLineDash([6, 4]);
     ctx.beginPath(); ctx.moveTo(L, Y(l.y)); ctx.lineTo(w - R, Y(l.y)); ctx.stroke();
@@ -154,14 +158,14 @@ function fillBand(ctx, b, xmin, X, Y) {
 
 function drawMechanism() {
   const cv = document.getElementById("mechanism");
-  const { ctx, w, h } = setupCanvas(cv);
   const p = state.pose, sk = state.cfg && state.cfg.sketch;
   if (!sk) return;
+  const [x0, x1, y0, y1] = mechanismBounds(cv);   // the motion's bounding box; sets the panel's height
+  const { ctx, w, h } = setupCanvas(cv);
   const views = [];
   if (p && p.sim) views.push({ v: p.sim, color: "#1f77b4", dash: false, fill: true });
   if (p && p.meas) views.push({ v: p.meas, color: "#e4572e", dash: true, fill: false });
   if (!views.length) views.push({ v: sk, color: "#9ca3af", dash: false, fill: true });
-  const [x0, x1, y0, y1] = state.cfg.bounds;   // the drawing over a full turn (from the server)
   const k = Math.min((w - 20) / (x1 - x0), (h - 20) / (y1 - y0));
   const ox = (w - k * (x1 + x0)) / 2, oy = (h + k * (y1 + y0)) / 2;
   const P = (q) => [ox + k * q[0], oy - k * q[1]];
@@ -228,10 +232,13 @@ function render() {
   for (const [id, ch] of [["chart-resid-angle", a], ["chart-resid-speed", s]]) {
     const lines = [];
     for (const al of cfg.alarms.filter((x) => x.source === "residual" && x.channel === ch)) {
-      lines.push({ y: al.high, label: `${al.name} high`, color: "#c53030" }, { y: -al.high, label: "", color: "#c53030" });
-      lines.push({ y: al.low, label: "low", color: "#b7791f" }, { y: -al.low, label: "", color: "#b7791f" });
+      lines.push({ y: al.high, label: `${al.name} high ${al.high}: alarm after ≥ ${al.min_duration} s above`, color: "#c53030" },
+        { y: -al.high, label: "", color: "#c53030" });
+      lines.push({ y: al.low, label: `low ${al.low}: clears after ${al.min_duration} s below`, color: "#b7791f" },
+        { y: -al.low, label: "", color: "#b7791f" });
     }
     drawChart(id, [{ label: `innovation ${ch} [${u[ch] || ""}] (measured − predicted)`, color: COLORS[2], x: t, y: column("resid." + ch) }], lines, u[ch]);
+    document.getElementById(id.replace("chart-", "note-")).innerHTML = thresholdNote(ch);
   }
   const fch = Object.keys(cfg.compare).filter((c) => /\.f[xy]$/.test(cfg.compare[c]));
   const bearing = fch.flatMap((c, i) => [
@@ -244,6 +251,7 @@ function render() {
     return { label: j, color: COLORS[i % 7], x: t, y: fx.map((v, k) => Math.hypot(v, fy[k])) };
   }), [], "N");
   renderFilter();
+  renderVirtual();
   drawMechanism();
   document.querySelector("#health tbody").innerHTML = healthRows()
     .map(([k, v]) => `<tr><td>${k}</td><td>${v === undefined || v === null ? "–" : v}</td></tr>`).join("");
@@ -282,6 +290,7 @@ function ingest(d) {
   state.health = d.health; state.alarms = d.alarms; state.alarmCounts = d.alarm_counts;
   state.active = d.latest ? d.latest.alarms_active : [];
   if (d.pose) state.pose = d.pose;
+  state.resyncs = d.resyncs || []; state.motionBounds = d.bounds; state.crossings = d.crossings || [];
   state.nis = d.nis; state.cusumThreshold = d.cusum_threshold;
 }
 
@@ -317,7 +326,9 @@ async function start() {
   WINDOW_S = cfg.window_s;
   document.getElementById("window").textContent = WINDOW_S;
   setupFilterCharts();
+  setupControls();
   setupHistory();
+  for (const cv of document.querySelectorAll("canvas.chart")) hookTooltip(cv);
   document.getElementById("asset").textContent = cfg.base;
   document.getElementById("model").textContent = `model: ${cfg.model}`;
   document.getElementById("title-angle").textContent = `Angle ${cfg.angle} (${cfg.compare[cfg.angle]}): measured vs simulated`;

@@ -13,8 +13,10 @@ function alarmReason(e) {
     return `#${e.seq} ${e.alarm} raised at t = ${t(e.t)} s: change in ${e.kind} ${e.channel}, onset t = ${t(e.onset)} s, ` +
       `size ${fmt(e.size, 4)} ${u} (${e.direction}), CUSUM ${fmt(e.statistic, 2)} σ > threshold ${fmt(e.threshold, 2)} σ`;
   }
+  const cfgA = ((state.cfg && state.cfg.alarms) || []).find((a) => a.name === e.alarm);
+  const dur = cfgA ? ` for ≥ min_duration ${cfgA.min_duration} s` : "";
   return `#${e.seq} ${e.alarm} ${e.event} at t = ${t(e.t)} s: ${e.source} ${e.channel} = ${fmt(e.value, 4)} ${unitOf(e.channel)}` +
-    `, threshold ${e.threshold} (|value| ${e.event === "raised" ? "≥" : "≤"} threshold)`;
+    `, threshold ${e.threshold} (|value| ${e.event === "raised" ? "≥" : "≤"} threshold${dur})`;
 }
 
 function unitOf(name) {
@@ -100,10 +102,13 @@ function setupFilterCharts() {
     sec.innerHTML = `<h2>Augmented unknown ${a.name} [${a.unit}]: estimate ±1σ</h2><canvas id="chart-aug-${i}" class="chart"></canvas>`;
     anchor.before(sec);
   });
-  for (const cv of document.querySelectorAll("canvas.chart")) {
-    cv.addEventListener("mousemove", (ev) => tooltip(cv, ev));
-    cv.addEventListener("mouseleave", () => { document.getElementById("tip").hidden = true; });
-  }
+}
+
+function hookTooltip(cv) {
+  if (cv.dataset.tip) return;
+  cv.dataset.tip = "1";
+  cv.addEventListener("mousemove", (ev) => tooltip(cv, ev));
+  cv.addEventListener("mouseleave", () => { document.getElementById("tip").hidden = true; });
 }
 
 function tooltip(cv, ev) {

@@ -17,6 +17,8 @@
 #include <unistd.h>
 
 #define ERR_TAIL 2000  /* bytes of the worker's start-up stderr kept for the message */
+/* mbsd_twin.compiled.nb_cache.compile_notice: passed on at once, as a warning (shown without debug logging) */
+#define COMPILE_NOTICE "mbsd-twin: compiling"
 
 static void logf_(WorkerLink *w, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void logf_(WorkerLink *w, int status, const char *fmt, ...) {
@@ -210,7 +212,19 @@ static void exec_worker(int sock, int err, int shm, const char *python, char *co
 }
 
 /* Read the worker's start-up stderr while waiting for its HELLO reply; keep the tail in tail[]. */
-static int await_ready(WorkerLink *w, int err, char *tail, size_t *n_tail) {
+/* The worker says it is compiling the engine's kernels (a first run: half a minute or more): tell
+   the host now, while it waits in the instantiation, through the host's logger (a warning). */
+static void pass_notice(WorkerLink *w, link_log_fn log, const char *buf, size_t k) {
+    const char *at = log ? memmem(buf, k, COMPILE_NOTICE, sizeof COMPILE_NOTICE - 1) : NULL;
+    if (!at) return;
+    size_t n = k - (size_t)(at - buf);
+    const char *end = memchr(at, '\n', n);
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", (int)(end ? (size_t)(end - at) : n), at);
+    log(w->log_ctx, 1, line);
+}
+
+static int await_ready(WorkerLink *w, int err, char *tail, size_t *n_tail, link_log_fn log) {
     struct pollfd fds[2] = {{w->sock, POLLIN, 0}, {err, POLLIN, 0}};
     double wait = w->start_timeout > 0 ? w->start_timeout : LINK_START_TIMEOUT, deadline = link_now() + wait;
     for (;;) {
@@ -229,6 +243,7 @@ static int await_ready(WorkerLink *w, int err, char *tail, size_t *n_tail) {
             char buf[1024];
             ssize_t k = read(err, buf, sizeof buf);
             if (k <= 0) { err = -1; continue; }
+            pass_notice(w, log, buf, (size_t)k);
             if (*n_tail + (size_t)k > ERR_TAIL) {
                 size_t drop = *n_tail + (size_t)k - ERR_TAIL;
                 if (drop > *n_tail) drop = *n_tail;
@@ -262,7 +277,7 @@ int link_start(WorkerLink *w, const char *python, const char *origin, const char
     w->shm = NULL;  /* HELLO over the socket; the page in use once the worker has mapped it */
     link_log_fn log = w->log;
     w->log = NULL;  /* a failed start-up gets one message, below */
-    int bad = link_send(w, &rq) || await_ready(w, ep[0], tail, &n_tail) || link_read_reply(w, OP_HELLO)
+    int bad = link_send(w, &rq) || await_ready(w, ep[0], tail, &n_tail, log) || link_read_reply(w, OP_HELLO)
               || w->status != 0;
     w->log = log;
     /* the worker has moved its stderr to the host's (or is gone): drain what it wrote while starting */

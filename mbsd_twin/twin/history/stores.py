@@ -254,13 +254,3 @@ class SqliteStore(_SqlStore):
             raise
         return conn
 
-
-def open_store(backend: str, path: str, dsn: str, timeout: float, create: bool = True) -> _SqlStore:
-    """The configured store (not yet connected: the first call connects)."""
-    if backend == "sqlite":
-        return SqliteStore(path, timeout, create)
-    if backend == "postgresql":
-        from .pg import PostgresStore
-
-        return PostgresStore(dsn, timeout, create)
-    raise ValueError(f"[history] backend {backend!r} has no store")

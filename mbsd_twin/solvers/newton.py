@@ -1,0 +1,108 @@
+"""Damped Newton–Raphson on the position constraints, batched over configurations, with the
+solver settings and the rank analysis of the constraint Jacobian (shared by the assembly and the
+kinematic sweeps)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+from numpy.typing import NDArray
+
+from ..physics.system import System
+from .linsolve import newton_step
+
+F = NDArray[Any]
+
+
+@dataclass(frozen=True)
+class KinematicsOptions:
+    """Settings of the position solver and the sweep.
+
+    tol: converged when max|C| <= tol·max(1, length scale) [m or rad]. max_iter: Newton
+    iterations per point. chunk / max_chunk: first and largest number of time points solved
+    together. branch_jump: largest accepted distance of a solution from its predictor, in
+    coordinates scaled by the mechanism's length scale (angles in rad). cond_warn: Jacobian
+    condition number above which a configuration is reported as near-singular. rank_tol:
+    singular values below rank_tol·σ_max count as zero. coarse: stride of the coarse level of
+    long sweeps.
+    """
+
+    tol: float = 1e-12
+    max_iter: int = 30
+    chunk: int = 32
+    max_chunk: int = 512
+    branch_jump: float = 0.1
+    cond_warn: float = 1e8
+    rank_tol: float = 1e-9
+    coarse: int = 8
+
+
+@dataclass
+class RankInfo:
+    rank: int
+    dof: int
+    redundant_rows: list[int]
+    singular_values: F
+
+
+def length_scale(system: System) -> float:
+    m = system.mechanism
+    pts = [abs(c) for j in m.joints for p in j.points for c in p]
+    pts += [abs(c) for b in m.bodies for c in b.position]
+    return max([1e-3, *pts])
+
+
+def coordinate_scale(system: System) -> F:
+    """Per-coordinate scale: 1/L for body positions, 1 for angles and extra coordinates."""
+    L = length_scale(system)
+    scale = np.ones(system.n_coord)
+    scale[: 3 * system.n_body] = np.tile([1.0 / L, 1.0 / L, 1.0], system.n_body)
+    return scale
+
+
+def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInfo:
+    """Rank of Cq by SVD; redundant rows by QR with column pivoting on Cqᵀ."""
+    Cq = system.jacobian(q, t)
+    m, n = Cq.shape
+    if m == 0:
+        return RankInfo(0, n, [], np.zeros(0))
+    s = np.linalg.svd(Cq, compute_uv=False)
+    rank = int((s > rank_tol * max(s[0], 1e-300)).sum())
+    _, _, piv = scipy.linalg.qr(Cq.T, pivoting=True, mode="economic")
+    return RankInfo(rank, n - rank, sorted(int(p) for p in piv[rank:]), s)
+
+
+def solve_positions(system: System, q_guess: F, t: F, opts: KinematicsOptions,
+                    square: bool, free: NDArray[np.intp] | None = None) -> tuple[F, F, int, F, F]:
+    """Damped Newton on a batch: q (B, n), max|C| per point (B,), iterations used, and Cq, Ct at
+    the returned q. With ``free`` only those coordinates move (the others are held)."""
+    q = np.array(q_guess, dtype=float)
+    tol = opts.tol * max(1.0, length_scale(system))
+    C, Cq, Ct = system.evaluate_batch(q, t)
+    assert Cq is not None
+    res = np.abs(C).max(axis=1) if C.shape[1] else np.zeros(len(q))
+    it = 0
+    while it < opts.max_iter and (res > tol).any():
+        it += 1
+        act = np.flatnonzero(res > tol)
+        if free is None:
+            dq = newton_step(Cq[act], C[act], square)
+        else:
+            dq = np.zeros((len(act), q.shape[1]))
+            dq[:, free] = newton_step(Cq[act][:, :, free], C[act], square)
+        qa, ta, ra = q[act], t[act], res[act]
+        alpha = np.ones(len(qa))
+        for _ in range(12):  # backtracking: accept where the residual decreased
+            trial = qa + alpha[:, None] * dq
+            Ca, Cqa, Cta = system.evaluate_batch(trial, ta)
+            rt = np.abs(Ca).max(axis=1)
+            ok = (rt < ra) | (rt <= tol)
+            if ok.all():
+                break
+            alpha = np.where(ok, alpha, 0.5 * alpha)
+        q[act], C[act], res[act], Ct[act] = trial, Ca, rt, Cta
+        Cq[act] = Cqa
+    return q, res, it, Cq, Ct

@@ -1,0 +1,123 @@
+"""A twin's state as bytes that survive its process: :func:`capture` / :func:`apply` of a
+:class:`~.core.TwinCore`, and :class:`Checkpointer` (a worker tick of the service that saves one
+every ``interval`` seconds to a :class:`~.checkpoint_store.CheckpointStore`).
+
+What is kept (JSON, floats exact): the Simulator's state (``Simulator.get_state``: continues
+bit-identically), the filter's estimate ``x`` and covariance ``P`` with the values applied to the
+model and its current linearisation, the parameters set by command, the tracker's time origin, the
+core's last sample, inputs, output sequence numbers, NIS window and pause flag: the motion, residuals
+and estimates continue bit-identically (tests/test_checkpoint.py). Not kept: the change tests
+(CUSUM) and alarm timers — they restart, as after any re-initialisation, so the change statistics
+in ``twin/estimates`` start from zero. After a restart the first batch is usually more than ``[core] max_gap`` after the
+checkpoint, so the filter re-initialises its motion from the measurements (``resync`` reason
+``gap``) and keeps what it had learnt: the augmented unknowns (e.g. ``piston.mass``, input biases).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+
+from ..estimation.records import Linearisation, Prediction
+from .checkpoint_store import Checkpoint, CheckpointStore
+from .core import TwinCore
+from .tracking import EkfTracker
+
+FORMAT = "mbsd-twin-checkpoint/1"
+_CORE = ("started", "pending", "last_t", "prev_inputs", "last_meas", "last_seq", "paused", "good_params",
+         "next_latest", "nis_sum")
+_EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step")
+_RECORDS = {"Prediction": Prediction, "Linearisation": Linearisation}
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return {"__ndarray__": v.tolist(), "dtype": str(v.dtype), "shape": list(v.shape)}
+    if type(v).__name__ in _RECORDS:
+        return {"__record__": type(v).__name__, **{f.name: _plain(getattr(v, f.name)) for f in fields(v)}}
+    return v
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, dict) and "__ndarray__" in v:
+        return np.array(v["__ndarray__"], dtype=v["dtype"]).reshape(v["shape"])
+    if isinstance(v, dict) and v.get("__record__") in _RECORDS:
+        return _RECORDS[v["__record__"]](**{k: _value(x) for k, x in v.items() if k != "__record__"})
+    return v
+
+
+def capture(core: TwinCore) -> bytes:
+    """The core's state (call in the thread that runs the core, between batches)."""
+    data: dict[str, Any] = {"format": FORMAT, "core": {k: getattr(core, k) for k in _CORE},
+                            "out_seq": dict(core.out_seq), "nis": list(core.nis)}
+    tr = core.tracker
+    if isinstance(tr, EkfTracker):
+        data["t_offset"] = tr.t_offset
+        data["sim"] = tr.est.sim.get_state().decode()
+        data["est"] = {k: _plain(getattr(tr.est, k)) for k in _EST}
+    return json.dumps(data).encode()
+
+
+def apply(core: TwinCore, blob: bytes) -> None:
+    """Put a :func:`capture` back into a freshly built core of the same configuration; raises
+    ``ValueError`` (the core then unchanged but for parameters) for one that does not fit."""
+    try:
+        data = json.loads(blob.decode())
+        ok = isinstance(data, dict) and data.get("format") == FORMAT
+    except (UnicodeDecodeError, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(f"not a {FORMAT} checkpoint")
+    for name, value in data["core"]["good_params"].items():
+        core.tracker.set_param(name, float(value))
+    tr = core.tracker
+    if isinstance(tr, EkfTracker) != ("sim" in data):
+        raise ValueError("the checkpoint was taken with another estimator")
+    if isinstance(tr, EkfTracker):
+        tr.est.sim.set_state(data["sim"].encode())  # refuses a state of another mechanism
+        est = {k: _value(v) for k, v in data["est"].items()}
+        if np.shape(est["x"]) != tr.est.x.shape:
+            raise ValueError(f"the checkpoint's filter has {np.size(est['x'])} states, this one {tr.est.x.size}")
+        for k, v in est.items():
+            setattr(tr.est, k, v)
+        tr.t_offset = float(data["t_offset"])
+        core.good = tr.checkpoint()
+    for k, v in data["core"].items():
+        setattr(core, k, v)
+    core.out_seq.update(data["out_seq"])
+    core.nis.extend((float(v), int(k)) for v, k in data["nis"])
+
+
+class Checkpointer:
+    """A worker tick (``TwinService.ticks``): every ``interval`` s the state of the core (``core()``:
+    the service's current one) to ``store``. A failed save is counted (``checkpoint_failed``, its
+    reason in ``last_error``) and retried at the next interval: the twin keeps running."""
+
+    def __init__(self, core: Callable[[], TwinCore], store: CheckpointStore, asset: str, config_hash: str,
+                 interval: float, counts: Counter[str]) -> None:
+        self.core, self.store, self.asset, self.config_hash = core, store, asset, config_hash
+        self.interval = interval
+        self.next = time.monotonic() + interval
+        self.counts = counts  # the service's counters (in its health): checkpoints, checkpoint_failed
+        self.last_error = ""
+
+    def __call__(self, now: float) -> None:
+        if now < self.next:
+            return
+        self.next = now + self.interval
+        self.save()
+
+    def save(self) -> None:
+        core = self.core()
+        try:
+            self.store.save(Checkpoint(self.asset, time.time(), core.last_t, self.config_hash, capture(core)))
+            self.counts["checkpoints"] += 1
+        except Exception as exc:  # a full disk or a lost database connection never stops the twin
+            self.counts["checkpoint_failed"] += 1
+            self.last_error = f"{type(exc).__name__}: {exc}"

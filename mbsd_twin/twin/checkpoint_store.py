@@ -1,0 +1,111 @@
+"""Where fleet twins keep their last checkpoint: one row per asset in its own table
+``twin_checkpoints`` (asset, saved_at [s since the epoch], rig_time [s], config_hash, state), in a
+SQLite file (default) or PostgreSQL (psycopg 3). Each save replaces the asset's row in one
+transaction (atomic: a reader sees the old row or the new one, never a torn one).
+
+Kept apart from the twin's history store on purpose (its own module and table); once that lands
+the table can move into the history database by pointing ``[fleet] store`` at the same URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+TABLE = "twin_checkpoints"
+_DDL = (f"CREATE TABLE IF NOT EXISTS {TABLE} (asset TEXT PRIMARY KEY, saved_at DOUBLE PRECISION NOT NULL, "
+        "rig_time DOUBLE PRECISION, config_hash TEXT NOT NULL, state {blob} NOT NULL)")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    asset: str
+    saved_at: float  # wall clock, s since the epoch
+    rig_time: float | None  # the rig time of the last batch in it (None: before the first batch)
+    config_hash: str
+    state: bytes
+
+
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+def sqlite_path(url: str) -> str:
+    return url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
+
+
+class CheckpointStore:
+    """``save`` / ``load`` / ``delete`` of each asset's last checkpoint; safe across threads and
+    processes (SQLite in WAL mode with a busy timeout; PostgreSQL upserts). An unreachable store
+    raises ``OSError`` naming it (never its password) and is retried at the next call."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.lock = threading.Lock()
+        self.pg = is_postgres(url)
+        self.conn: Any = None  # connected at the first use, again after a failure
+
+    def _connect(self) -> Any:
+        if self.pg:
+            import psycopg
+
+            pg: Any = psycopg.connect(self.url, autocommit=True)
+            pg.execute(_DDL.format(blob="BYTEA"))
+            return pg
+        path = sqlite_path(self.url)
+        if os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        conn: Any = sqlite3.connect(path, timeout=10.0, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(_DDL.format(blob="BLOB"))
+        return conn
+
+    def _run(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        """Run one statement; on a failure the connection is dropped (the next call reconnects) and
+        the error raised naming the store."""
+        q = sql.replace("?", "%s") if self.pg else sql
+        with self.lock:
+            try:
+                if self.conn is None:
+                    self.conn = self._connect()
+                cur = self.conn.execute(q, args)
+                return list(cur.fetchall()) if cur.description else []
+            except Exception as exc:
+                self._drop()
+                raise OSError(f"checkpoint store {self.shown()}: {type(exc).__name__}: {exc}") from exc
+
+    def shown(self) -> str:
+        """The store's URL without a password."""
+        return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", self.url)
+
+    def _drop(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+        self.conn = None
+
+    def save(self, cp: Checkpoint) -> None:
+        self._run(f"INSERT INTO {TABLE} (asset, saved_at, rig_time, config_hash, state) VALUES (?, ?, ?, ?, ?) "
+                  "ON CONFLICT (asset) DO UPDATE SET saved_at = excluded.saved_at, rig_time = excluded.rig_time, "
+                  "config_hash = excluded.config_hash, state = excluded.state",
+                  (cp.asset, cp.saved_at, cp.rig_time, cp.config_hash, cp.state))
+
+    def load(self, asset: str) -> Checkpoint | None:
+        rows = self._run(f"SELECT asset, saved_at, rig_time, config_hash, state FROM {TABLE} WHERE asset = ?",
+                         (asset,))
+        if not rows:
+            return None
+        a, saved, rig, h, state = rows[0]
+        return Checkpoint(a, float(saved), None if rig is None else float(rig), h, bytes(state))
+
+    def delete(self, asset: str) -> None:
+        self._run(f"DELETE FROM {TABLE} WHERE asset = ?", (asset,))
+
+    def close(self) -> None:
+        with self.lock:
+            self._drop()

@@ -1,0 +1,43 @@
+"""``mbsd-twin fleet serve FLEET.toml [--ray ADDRESS]`` (registered by mbsd_twin.cli; docs/fleet.md)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+
+def _cmd_fleet_serve(args: argparse.Namespace) -> int:
+    from .fleet import Fleet, LocalBackend
+    from .fleet_config import FleetError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    if args.ray:
+        from .fleet_ray import RayBackend
+
+        backend: object = RayBackend(args.ray)
+    else:
+        backend = LocalBackend()
+    try:
+        fleet = Fleet(args.fleet, backend)  # type: ignore[arg-type]
+    except FleetError as exc:
+        print(f"mbsd-twin fleet: {exc}", file=sys.stderr)
+        return 2
+    logging.getLogger("mbsd_twin.fleet").info("fleet %s: %d asset(s) (%s)", args.fleet, len(fleet.cfg.assets),
+                                              f"Ray at {args.ray}" if args.ray else "local processes")
+    fleet.run(stop)
+    return 0
+
+
+def add_fleet(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fleet", help="run one twin per asset of a fleet file (docs/fleet.md)")
+    fsub = p.add_subparsers(dest="fleet_command", required=True)
+    s = fsub.add_parser("serve", help="run the fleet; edits of the file add/remove twins (SIGTERM: stop all)")
+    s.add_argument("fleet", help="fleet TOML file ([fleet] settings, one [[asset]] per twin)")
+    s.add_argument("--ray", metavar="ADDRESS", help="run each twin as a Ray actor on this cluster (or 'auto')")
+    s.set_defaults(func=_cmd_fleet_serve)

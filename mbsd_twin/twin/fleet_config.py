@@ -1,0 +1,176 @@
+"""The fleet file (docs/fleet.md): ``[fleet]`` settings and one ``[[asset]]`` table per twin.
+
+``load_fleet`` validates everything before anything runs — the fleet keys, each asset's id, its
+mechanism file (read and checked) and its whole twin configuration (``load_config`` with the
+asset's overrides) — and raises one :class:`FleetError` listing every problem, each naming the
+file and the key (a running fleet reports a bad edit and keeps the assets it has).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..model.loader import bundled_slider_crank, loads_mechanism
+from .config import ConfigError, TwinConfig, load_config
+
+ASSET_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # one MQTT topic level, no wildcards
+
+
+class FleetError(ValueError):
+    def __init__(self, problems: list[str], source: str) -> None:
+        self.problems = problems
+        super().__init__(f"{source}: {len(problems)} fleet problem(s)\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    """``[fleet]``; relative paths are relative to the fleet file."""
+
+    broker: str = ""  # broker URL of every asset ("": each asset's twin config's)
+    config: str = ""  # twin TOML every asset starts from ("": the defaults)
+    store: str = ""  # checkpoint store: a SQLite path, sqlite:///path or postgresql://…; "": beside the file
+    checkpoint_interval: float = 5.0  # s between checkpoints of each twin
+    watch_interval: float = 1.0  # s between looks at the fleet file's mtime
+    restart_delay: float = 1.0  # s (local) before a dead twin's process is started again
+    max_restarts: int = -1  # restarts per asset (local and Ray actors); -1: no limit
+    max_task_retries: int = -1  # Ray: retries of an actor call across restarts; -1: no limit
+    ray_num_cpus: float = 0.5  # Ray: CPUs reserved per twin actor
+    ray_strategy: str = "SPREAD"  # Ray: actor placement, SPREAD or DEFAULT
+
+
+@dataclass(frozen=True)
+class AssetSpec:
+    """One ``[[asset]]``: ``id`` (the asset topic level), ``mechanism``, ``config`` (a twin TOML
+    instead of the fleet's) and ``overrides`` (twin config tables, e.g. ``[asset.overrides.service]``)."""
+
+    id: str
+    mechanism: str = ""
+    config: str = ""
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def twin_config(self, fleet: FleetSettings) -> TwinConfig:
+        over: dict[str, dict[str, Any]] = {sec: dict(kv) for sec, kv in self.overrides.items()}
+        over.setdefault("core", {})["asset"] = self.id
+        if self.mechanism:
+            over.setdefault("service", {})["mechanism"] = self.mechanism
+        if fleet.broker and "url" not in over.get("broker", {}):
+            over.setdefault("broker", {})["url"] = fleet.broker
+        return load_config(self.config or fleet.config or None, env={}, overrides=over)
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    path: str
+    settings: FleetSettings
+    assets: tuple[AssetSpec, ...]
+
+    def by_id(self) -> dict[str, AssetSpec]:
+        return {a.id: a for a in self.assets}
+
+
+def _path(base: str, p: str) -> str:
+    return p if not p or os.path.isabs(p) or "://" in p else os.path.normpath(os.path.join(base, p))
+
+
+def _settings(table: Any, base: str, problems: list[str]) -> FleetSettings:
+    if not isinstance(table, dict):
+        problems.append("[fleet] must be a table")
+        return FleetSettings()
+    d = FleetSettings()
+    kw: dict[str, Any] = {}
+    for f in dataclasses.fields(FleetSettings):
+        if f.name not in table:
+            continue
+        v, default = table[f.name], getattr(d, f.name)
+        ok = isinstance(v, type(default)) and not isinstance(v, bool) or isinstance(default, float) \
+            and isinstance(v, int) and not isinstance(v, bool)
+        if not ok:
+            problems.append(f"[fleet] {f.name}: expected {type(default).__name__}, got {v!r}")
+            continue
+        kw[f.name] = float(v) if isinstance(default, float) else v
+    known = [f.name for f in dataclasses.fields(FleetSettings)]
+    for k in sorted(set(table) - set(known)):
+        problems.append(f"[fleet] unknown key {k!r}; known: {', '.join(known)}")
+    s = dataclasses.replace(d, **kw)
+    for name in ("checkpoint_interval", "watch_interval", "restart_delay"):
+        if not getattr(s, name) > 0:
+            problems.append(f"[fleet] {name}: must be > 0, got {getattr(s, name)!r}")
+    if s.ray_strategy not in ("SPREAD", "DEFAULT"):
+        problems.append(f"[fleet] ray_strategy: SPREAD or DEFAULT, got {s.ray_strategy!r}")
+    store = s.store or os.path.join(base, "fleet-checkpoints.sqlite")
+    return dataclasses.replace(s, config=_path(base, s.config), store=_path(base, store),
+                               broker=s.broker)
+
+
+def _asset(i: int, t: Any, base: str, problems: list[str]) -> AssetSpec | None:
+    where = f"[[asset]] #{i + 1}"
+    if not isinstance(t, dict):
+        problems.append(f"{where}: must be a table")
+        return None
+    unknown = sorted(set(t) - {"id", "mechanism", "config", "overrides"})
+    if unknown:
+        problems.append(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; known: id, mechanism, config, "
+                        "overrides")
+    aid = t.get("id")
+    if not isinstance(aid, str) or not ASSET_ID.match(aid):
+        problems.append(f"{where} id: expected 1-64 letters, digits, '_', '.', '-', got {aid!r}")
+        return None
+    where = f"[[asset]] {aid!r}"
+    kw: dict[str, Any] = {}
+    for k in ("mechanism", "config"):
+        if k in t and not isinstance(t[k], str):
+            problems.append(f"{where} {k}: expected a file name, got {t[k]!r}")
+        elif k in t:
+            kw[k] = _path(base, t[k])
+    over = t.get("overrides", {})
+    if not isinstance(over, dict) or not all(isinstance(v, dict) for v in over.values()):
+        problems.append(f"{where} overrides: expected tables of twin config sections, got {over!r}")
+        over = {}
+    return AssetSpec(aid, overrides=over, **kw)
+
+
+def _check_asset(a: AssetSpec, s: FleetSettings, problems: list[str]) -> None:
+    where = f"[[asset]] {a.id!r}"
+    try:
+        cfg = a.twin_config(s)
+    except ConfigError as exc:
+        problems += [f"{where}: {p}" for p in exc.problems]
+        return
+    mech = cfg.service.mechanism or str(bundled_slider_crank())
+    try:
+        with open(mech, encoding="utf-8") as fh:
+            loads_mechanism(fh.read(), source=mech)
+    except Exception as exc:  # noqa: BLE001 - every problem of the file is reported, none raised
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        problems.append(f"{where} mechanism {mech!r}: {type(exc).__name__}: {first}")
+
+
+def load_fleet(path: str) -> FleetConfig:
+    """The fleet file, fully validated (:class:`FleetError` listing every problem)."""
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise FleetError([str(exc)], path) from exc
+    base = os.path.dirname(os.path.abspath(path))
+    problems = [f"unknown table [{k}]; known: [fleet], [[asset]]" for k in data if k not in ("fleet", "asset")]
+    settings = _settings(data.get("fleet", {}), base, problems)
+    items = data.get("asset", [])
+    if not isinstance(items, list):
+        problems.append("asset must be an array of tables ([[asset]])")
+        items = []
+    assets = [a for i, t in enumerate(items) if (a := _asset(i, t, base, problems)) is not None]
+    seen: set[str] = set()
+    for a in assets:
+        if a.id in seen:
+            problems.append(f"[[asset]] {a.id!r}: listed twice")
+        seen.add(a.id)
+        _check_asset(a, settings, problems)
+    if problems:
+        raise FleetError(problems, path)
+    return FleetConfig(os.path.abspath(path), settings, tuple(assets))

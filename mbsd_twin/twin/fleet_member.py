@@ -1,0 +1,90 @@
+"""One twin of a fleet, in the process that runs it (a local child process or a Ray actor): the
+:class:`TwinService`, resumed from the asset's last checkpoint when there is one, saving a new one
+every ``[fleet] checkpoint_interval`` s.
+
+A resumed twin says so in its retained birth on ``{p}/{a}/twin/status``:
+``"restarted_from_checkpoint": {"saved_at", "rig_time", "gap_s", "age_s"}`` (the checkpoint's wall
+time, the rig time of its last batch, and the seconds between it and the resumed start). A
+checkpoint that does not fit (another mechanism or estimator) is reported as
+``"checkpoint_rejected": REASON`` and the twin starts fresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+from .checkpoint import Checkpointer, apply
+from .checkpoint_store import CheckpointStore
+from .fleet_config import AssetSpec, FleetSettings
+from .service import TwinService
+
+log = logging.getLogger("mbsd_twin.fleet")
+
+
+class Member:
+    """Build, resume and start one asset's twin (``start``); ``stop`` saves a last checkpoint."""
+
+    def __init__(self, spec: AssetSpec, settings: FleetSettings) -> None:
+        self.spec, self.settings = spec, settings
+        self.cfg = spec.twin_config(settings)
+        self.svc = TwinService(self.cfg)
+        self.store = CheckpointStore(settings.store)
+        self.resumed: dict[str, Any] = {}
+        self._resume()
+        self.checkpointer = Checkpointer(lambda: self.svc.core, self.store, spec.id, self.cfg.config_hash(),
+                                         settings.checkpoint_interval, self.svc.counts)
+        self.svc.ticks.append(self.checkpointer)
+        self.svc.birth_extra.update({"pid": os.getpid(), "started_at": time.time(), **self.resumed})
+
+    def _resume(self) -> None:
+        try:
+            cp = self.store.load(self.spec.id)
+        except Exception as exc:  # an unreachable store: start fresh, say why
+            self.resumed = {"checkpoint_rejected": str(exc)}
+            return
+        if cp is None:
+            return
+        try:
+            apply(self.svc.core, cp.state)
+        except Exception as exc:
+            self.svc.core = type(self.svc.core)(self.cfg.core, self.svc.mech, self.svc.recorder)
+            self.resumed = {"checkpoint_rejected": f"{type(exc).__name__}: {exc}"}
+            log.error("%s: checkpoint of %s not used (%s); starting fresh", self.spec.id, cp.saved_at, exc)
+            return
+        now = time.time()
+        self.resumed = {"restarted_from_checkpoint": {"saved_at": cp.saved_at, "rig_time": cp.rig_time,
+                                                      "gap_s": round(now - cp.saved_at, 3),
+                                                      "config_hash": cp.config_hash}}
+        log.info("%s: resumed from the checkpoint of %.3f (%.1f s ago, rig time %s)", self.spec.id,
+                 cp.saved_at, now - cp.saved_at, cp.rig_time)
+
+    def start(self) -> None:
+        self.svc.start()
+
+    def status(self) -> dict[str, Any]:
+        return {"asset": self.spec.id, "pid": os.getpid(), "uptime_s": time.monotonic() - self.svc.t_started,
+                "connected": self.svc.connected.is_set(), "checkpoints": self.svc.counts["checkpoints"],
+                "checkpoint_failed": self.svc.counts["checkpoint_failed"], **self.resumed}
+
+    def stop(self) -> None:
+        self.svc.stop()  # the worker has stopped: the core is quiet
+        self.checkpointer.save()
+        self.store.close()
+
+
+def run_process(spec: AssetSpec, settings: FleetSettings) -> None:
+    """The entry point of a local fleet child: serve until SIGTERM/SIGINT."""
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(levelname)s [{spec.id}] %(name)s: %(message)s")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    m = Member(spec, settings)
+    m.start()
+    while not stop.wait(0.5):
+        pass
+    m.stop()

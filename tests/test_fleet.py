@@ -1,0 +1,261 @@
+"""The fleet (issue #19 item 2): ``mbsd-twin fleet serve`` through a real mosquitto, each asset fed
+by a simulated rig — locally (one process per asset: hot add/remove by editing the file, a bad edit
+ignored, a killed twin back from its checkpoint) and on a real two-node Ray cluster (the node
+holding an actor killed: the actor comes back on the other node from its checkpoint)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import paho.mqtt.client as mqtt
+import pytest
+from conftest import Broker, free_port
+
+from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
+from mbsd_twin.twin.checkpoint_store import CheckpointStore
+from mbsd_twin.twin.fleet_config import FleetError, load_fleet
+from mbsd_twin.twin.fleet_feed import FleetFeeder
+from mbsd_twin.twin.rig_client import connect
+
+ROOT = Path(__file__).resolve().parents[1]
+RAY = Path(sys.executable).with_name("ray")
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_NUM_THREADS": "1"}
+
+
+def fleet_text(broker: str, assets: list[str], extra: str = "") -> str:
+    out = (f'[fleet]\nbroker = "{broker}"\ncheckpoint_interval = 1.0\nwatch_interval = 0.3\n'
+           f'restart_delay = 0.2\n{extra}\n')
+    for a in assets:
+        out += f'\n[[asset]]\nid = "{a}"\n[asset.overrides.service]\nhealth_interval = 0.5\n'
+    return out
+
+
+def write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    st = os.stat(path)  # a new mtime even within the file system's timestamp granularity
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10_000_000))
+
+
+class Observer:
+    """The twins' status (every birth/will, in order), last health and state counts per asset."""
+
+    def __init__(self, url: str) -> None:
+        self.status: dict[str, list[dict[str, Any]]] = {}
+        self.health: dict[str, dict[str, Any]] = {}
+        self.states: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.client = connect(url, f"fleet-observer-{os.getpid()}")
+        self.client.on_message = self._on
+        self.client.subscribe([("dt/v1/+/twin/status", 1), ("dt/v1/+/twin/health", 0), ("dt/v1/+/twin/state", 0)])
+
+    def _on(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        asset, leaf = msg.topic.split("/")[2], msg.topic.split("/")[-1]
+        body = json.loads(msg.payload)
+        with self.lock:
+            if leaf == "status":
+                self.status.setdefault(asset, []).append(body)
+            elif leaf == "health":
+                self.health[asset] = body
+            else:
+                self.states[asset] = self.states.get(asset, 0) + 1
+
+    def births(self, asset: str) -> list[dict[str, Any]]:
+        with self.lock:
+            return [s for s in self.status.get(asset, []) if s.get("state") == "online"]
+
+    def last_status(self, asset: str) -> dict[str, Any]:
+        with self.lock:
+            return (self.status.get(asset) or [{}])[-1]
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+def wait_for(what: str, cond: Callable[[], Any], timeout: float) -> Any:
+    t_end = time.monotonic() + timeout
+    while time.monotonic() < t_end:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture
+def feeder(broker: Broker) -> Iterator[FleetFeeder]:
+    f = FleetFeeder(load_mechanism(bundled_slider_crank()), broker.url, ["a1", "a2"], rate=200.0, batch=10,
+                    duration=10.0).start()
+    try:
+        yield f
+    finally:
+        f.stop()
+
+
+def serve(fleet: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "mbsd_twin.cli", "fleet", "serve", str(fleet), *extra],
+                            env=ENV, stdout=open(log, "wb"), stderr=subprocess.STDOUT, cwd=ROOT)  # noqa: SIM115
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def test_fleet_file_is_validated_whole(tmp_path: Path) -> None:
+    p = tmp_path / "fleet.toml"
+    p.write_text('[fleet]\ncheckpoint_interval = -1\nbogus = 1\n[[asset]]\nid = "a/1"\n'
+                 '[[asset]]\nid = "b"\nmechanism = "missing.toml"\n[[asset]]\nid = "c"\n'
+                 '[asset.overrides.service]\nqueue_size = "big"\n')
+    with pytest.raises(FleetError) as e:
+        load_fleet(str(p))
+    text = str(e.value)
+    assert str(p) in text and "checkpoint_interval" in text and "'bogus'" in text and "'a/1'" in text
+    assert "missing.toml" in text and "queue_size" in text and "'big'" in text
+
+
+def test_fleet_serve_refuses_a_bad_file(tmp_path: Path) -> None:
+    p = tmp_path / "fleet.toml"
+    p.write_text('[[asset]]\nid = "a"\nmechanism = "nowhere.toml"\n')
+    r = subprocess.run([sys.executable, "-m", "mbsd_twin.cli", "fleet", "serve", str(p)], env=ENV, cwd=ROOT,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "nowhere.toml" in r.stderr and str(p) in r.stderr
+
+
+def test_local_fleet(tmp_path: Path, broker: Broker, feeder: FleetFeeder) -> None:
+    fleet = tmp_path / "fleet.toml"
+    write(fleet, fleet_text(broker.url, ["a1", "a2"]))
+    obs = Observer(broker.url)
+    proc = serve(fleet, tmp_path / "fleet.log")
+    try:
+        for a in ("a1", "a2"):
+            wait_for(f"{a} birth and state", lambda a=a: obs.births(a) and obs.states.get(a, 0) > 5, 90)
+        a1 = obs.births("a1")[-1]
+        up = obs.health["a1"]["uptime_s"]
+
+        feeder.set_assets(["a1", "a2", "a3"])  # hot add
+        write(fleet, fleet_text(broker.url, ["a1", "a2", "a3"]))
+        wait_for("a3 birth and state", lambda: obs.births("a3") and obs.states.get("a3", 0) > 5, 30)
+        write(fleet, fleet_text(broker.url, ["a1", "a2", "a3"]) + '\n[[asset]]\nid = "bad/id"\n')  # bad edit
+        wait_for("the bad edit reported", lambda: "fleet file edit ignored" in (tmp_path / "fleet.log").read_text(), 10)
+        write(fleet, fleet_text(broker.url, ["a1", "a3"]))  # hot remove
+        wait_for("a2 offline", lambda: obs.last_status("a2").get("state") == "offline", 20)
+        assert obs.births("a1") == [a1] and obs.health["a1"]["uptime_s"] > up  # a1 untouched throughout
+        assert obs.last_status("a3").get("state") == "online"
+
+        time.sleep(1.5)  # a checkpoint with batches in it
+        os.kill(a1["pid"], signal.SIGKILL)
+        t_kill = time.time()
+        back = wait_for("a1 back", lambda: len(obs.births("a1")) > 1 and obs.births("a1")[-1], 10)
+        n = obs.states.get("a1", 0)
+        wait_for("a1 state again", lambda: obs.states.get("a1", 0) > n + 3, 10)
+        r = back["restarted_from_checkpoint"]
+        assert back["pid"] != a1["pid"] and r["rig_time"] is not None
+        assert t_kill - 3.0 < r["saved_at"] < t_kill and 0 < r["gap_s"] < 10
+    finally:
+        stop(proc)
+        obs.close()
+    assert proc.returncode == 0, (tmp_path / "fleet.log").read_text()[-3000:]
+    store = CheckpointStore(str(tmp_path / "fleet-checkpoints.sqlite"))
+    assert store.load("a1") is not None and store.load("a3") is not None
+    store.close()
+
+
+# ------------------------------------------------------------------------------------------- Ray
+def _ours(tag: str) -> list[int]:
+    """PIDs of the processes whose command line names ``tag`` (our cluster's temp dir)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                if tag.encode() in Path(f"/proc/{d}/cmdline").read_bytes():
+                    pids.append(int(d))
+            except OSError:
+                pass
+    return pids
+
+
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _ports() -> list[str]:
+    return ["--num-cpus", "1", "--node-manager-port", str(free_port()), "--object-manager-port", str(free_port()),
+            "--metrics-export-port", str(free_port()), "--runtime-env-agent-port", str(free_port()),
+            "--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
+            "--min-worker-port", str(p := free_port() // 100 * 100 % 50000 + 10000), "--max-worker-port", str(p + 99)]
+
+
+@pytest.fixture
+def ray_cluster() -> Iterator[dict[str, Any]]:
+    temp = f"/tmp/ray_h19c_{os.getpid()}_{free_port()}"
+    env = {**ENV, "RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "500",
+           "RAY_health_check_failure_threshold": "3",  # a dead node noticed in about 2 s (default 15+ s)
+           "RAY_raylet_start_wait_time_s": "60"}  # node registration on this loaded machine
+    port = free_port()
+    head = ["--head", "--port", str(port), "--include-dashboard=false", "--node-ip-address", "127.0.0.1"]
+    worker_args = _ports()
+    try:
+        for args in (head + _ports(), ["--address", f"127.0.0.1:{port}", "--node-ip-address", "127.0.0.1",
+                                       *worker_args]):
+            r = subprocess.run([str(RAY), "start", *args, "--temp-dir", temp, "--disable-usage-stats"], env=env,
+                               capture_output=True, timeout=120, text=True)
+            assert r.returncode == 0, f"ray start {' '.join(args)} failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}"
+        yield {"address": f"127.0.0.1:{port}", "temp": temp, "worker_nm_port": worker_args[3]}
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):  # only our cluster's processes, never a bare `ray stop`
+            for pid in _ours(temp):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
+            time.sleep(2.0)
+
+
+def test_ray_fleet_survives_node_loss(tmp_path: Path, broker: Broker, feeder: FleetFeeder,
+                                      ray_cluster: dict[str, Any]) -> None:
+    fleet = tmp_path / "fleet.toml"
+    write(fleet, fleet_text(broker.url, ["a1", "a2"], 'ray_num_cpus = 0.5\nray_strategy = "SPREAD"\n'))
+    obs = Observer(broker.url)
+    proc = serve(fleet, tmp_path / "fleet.log", "--ray", ray_cluster["address"])
+    try:
+        for a in ("a1", "a2"):
+            wait_for(f"{a} birth and state", lambda a=a: obs.births(a) and obs.states.get(a, 0) > 5, 150)
+        worker_raylet = next(p for p in _ours(ray_cluster["temp"]) if b"raylet" in Path(f"/proc/{p}/cmdline")
+                             .read_bytes() and f"node_manager_port={ray_cluster['worker_nm_port']}".encode()
+                             in Path(f"/proc/{p}/cmdline").read_bytes())
+        on_worker = [a for a in ("a1", "a2") if _ppid(obs.births(a)[-1]["pid"]) == worker_raylet]
+        assert on_worker, "SPREAD placed no twin on the second node"
+        victim = on_worker[0]
+        time.sleep(1.5)  # a checkpoint with batches in it
+        first = obs.births(victim)[-1]
+        os.kill(worker_raylet, signal.SIGKILL)
+        t_kill = time.time()
+        back = wait_for(f"{victim} back on the head node", lambda: len(obs.births(victim)) > 1
+                        and obs.births(victim)[-1], 10)
+        assert time.time() - t_kill < 10
+        r = back["restarted_from_checkpoint"]
+        assert back["pid"] != first["pid"] and _ppid(back["pid"]) != worker_raylet
+        # the old actor runs on (and checkpoints) until it notices its raylet is gone, then exits
+        assert t_kill - 3.0 < r["saved_at"] < back["started_at"] and 0 < r["gap_s"] < 10
+        wait_for("the orphaned actor's exit", lambda: not Path(f"/proc/{first['pid']}").exists(), 15)
+        n = obs.states.get(victim, 0)
+        wait_for(f"{victim} state again", lambda: obs.states.get(victim, 0) > n + 3, 15)
+    finally:
+        stop(proc)
+        obs.close()
