@@ -73,7 +73,7 @@ def test_compose_uses_known_settings() -> None:
     twin = doc["services"]["twin"]
     assert twin["build"]["dockerfile"] == "Dockerfile" and (ROOT / "services" / twin["build"]["context"]
                                                             / "Dockerfile").exists()
-    assert set(twin["environment"]) - {"MBSD_TWIN_CONFIG"} <= set(ENV)
+    assert set(twin["environment"]) - {"MBSD_TWIN_CONFIG", "PGPASSWORD"} <= set(ENV)  # PGPASSWORD: libpq's
     assert twin["ports"] == [f"{twin['environment']['MBSD_TWIN_METRICS_PORT']}:9108"]
     for vol in twin["volumes"] + doc["services"]["mosquitto"]["volumes"]:
         assert (ROOT / "services" / vol.split(":")[0]).exists(), vol

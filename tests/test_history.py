@@ -25,8 +25,9 @@ from mbsd_twin import load_mechanism
 from mbsd_twin.cli import main
 from mbsd_twin.twin.config import AlarmConfig, ConfigError, CoreConfig, HistoryConfig, load_config
 from mbsd_twin.twin.core import TwinCore
+from mbsd_twin.twin.history.pg import PostgresStore
 from mbsd_twin.twin.history.rows import convert
-from mbsd_twin.twin.history.stores import PostgresStore, SqliteStore
+from mbsd_twin.twin.history.stores import SqliteStore
 from mbsd_twin.twin.history.writer import HistoryWriter
 from mbsd_twin.twin.protocol import encode, parse_sensor
 from mbsd_twin.twin.rig import RigConfig, stream

@@ -7,13 +7,16 @@ on) adds a :class:`~.store.Store` tap and the routes:
   hand-written JS/CSS (package data, no CDN);
 - ``/dashboard/api/config``: channels, alarm thresholds with their minimum duration, units of every
   output, the mechanism sketch, the measured channels (NIS degrees of freedom), the augmented
-  unknowns, the charts' time window, and the controls offered (``controls``: ``reset`` and
-  ``set_param`` where ``[commands] enabled`` has them) with the parameters ``set_param`` may change;
+  unknowns, the charts' time window, whether a history store is configured (``history``), and the
+  controls offered (``controls``: ``reset`` and ``set_param`` where ``[commands] enabled`` has them)
+  with the parameters ``set_param`` may change;
 - ``/dashboard/api/data?since=CURSOR``: new rows, health, the alarm events and re-initialisations
   (rig time and reason) of the charts' time window, the mechanism drawn in its simulated pose and
   in the pose of the measured angle, the bounding box of the mechanism's motion so far
   (``bounds``), the mean NIS over the time window with its χ² 95 % band
   (:func:`.figures.nis_band`) and the CUSUM threshold;
+- ``/dashboard/api/history``: with ``[history]`` configured, any stored time range of the asset's
+  channels, read-only and downsampled (:mod:`.history`); 404 without a history store;
 - POST ``/dashboard/api/cmd/<name>`` (only when a control is offered): the command relayed over
   MQTT as the requesting user (:mod:`.commands`).
 
@@ -35,13 +38,14 @@ from ..model.model import Mechanism
 from ..viz.animate import Pose, Sketch
 from .commands import CommandRelay
 from .figures import base_units, cusum_threshold, measured_channels, nis_band, unit_of
+from .history import HistoryView
 from .store import Store
 
 __all__ = ["Dashboard", "PoseSolver", "Store", "mount"]
 
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
           "estimator.js": "text/javascript; charset=utf-8", "controls.js": "text/javascript; charset=utf-8",
-          "style.css": "text/css; charset=utf-8"}
+          "history.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
 Reply = tuple[int, str, bytes, dict[str, str]]
 WINDOW_S = 20.0  # s of rig time the charts show (and the NIS mean is taken over)
 
@@ -100,10 +104,13 @@ class Dashboard:
         cmds = service.cfg.commands
         self.relay = CommandRelay(service.cfg.broker, service.topics, cmds.enabled, service.cfg.source)
         self._threshold: dict[float | None, float | None] = {}  # CUSUM threshold by sample interval
+        h = service.cfg.history
+        self.history = HistoryView(h, core.asset) if h.enabled else None
 
     def routes(self) -> dict[str, Any]:
         return {"/": self.root, "/dashboard": self.page, "/dashboard/static": self.static,
-                "/dashboard/api/config": self.config, "/dashboard/api/data": self.data}
+                "/dashboard/api/config": self.config, "/dashboard/api/data": self.data,
+                "/dashboard/api/history": self.history_range}
 
     # ---------------------------------------------------------------- routes
     def root(self, path: str) -> Reply:
@@ -139,7 +146,8 @@ class Dashboard:
                       "resync_bounds": c.resync_bounds, "body": self.body, "sketch": rest,
                       "bounds": self.bounds(rest), "estimator": c.estimator, "inputs": c.inputs,
                       "measured": measured_channels(c) if self.dof else [], "nis_dof": self.dof,
-                      "augment": augment, "window_s": WINDOW_S, "controls": self.relay.offered,
+                      "augment": augment, "window_s": WINDOW_S, "history": self.history is not None,
+                      "controls": self.relay.offered,
                       "parameters": self.parameters() if "set_param" in self.relay.offered else []})
 
     def parameters(self) -> list[dict[str, Any]]:
@@ -188,6 +196,13 @@ class Dashboard:
         bounds = self.motion_bounds([pose.get("sim"), pose.get("meas")] if pose else [])
         return _json({"cursor": total, "t0": self.store.t0, "columns": self.store.columns, "rows": rows,
                       **snap, "pose": pose, "bounds": bounds, **self.filter_figures()})
+
+    def history_range(self, path: str) -> Reply:
+        if self.history is None:
+            return 404, "text/plain", b"no history store configured ([history] path or dsn)", {}
+        status, body = self.history.reply(path)
+        code, ctype, data, headers = _json(body)
+        return status, ctype, data, headers
 
     def filter_figures(self) -> dict[str, Any]:
         """``nis``: mean NIS over the last ``WINDOW_S`` s of rows and its χ² 95 % band;

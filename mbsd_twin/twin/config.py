@@ -32,6 +32,8 @@ ENV = {  # environment variable → (section, key)
     "MBSD_TWIN_METRICS_HOST": ("metrics", "host"),
     "MBSD_TWIN_HISTORY_PATH": ("history", "path"),
     "MBSD_TWIN_HISTORY_DSN": ("history", "dsn"),
+    "MBSD_TWIN_HISTORY_BACKEND": ("history", "backend"),
+    "MBSD_TWIN_HISTORY_SPOOL_DIR": ("history", "spool_dir"),
 }
 SECRET_KEYS = ("password", "dsn")
 

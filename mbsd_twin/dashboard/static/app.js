@@ -80,13 +80,23 @@ function drawAxes(ctx, r, X, Y, L, R, w, h, unit) {
     ctx.beginPath(); ctx.moveTo(L, Y(y)); ctx.lineTo(w - R, Y(y)); ctx.stroke();
     ctx.fillText(fmt(y, 3), 2, Y(y) + 4);
   }
-  for (let x = Math.ceil(r.xmin / 5) * 5; x <= r.xmax; x += 5) ctx.fillText(`${x.toFixed(0)} s`, X(x) - 10, h - 6);
+  const step = niceStep((r.xmax - r.xmin) / 5), digits = step < 1 ? 2 : 0;
+  for (let x = Math.ceil(r.xmin / step) * step; x <= r.xmax; x += step) {
+    ctx.fillText(`${x.toFixed(digits)} s`, X(x) - 10, h - 6);
+  }
   if (unit) ctx.fillText(`[${unit}]`, 2, 11);
+}
+
+// A round tick step (1, 2 or 5 × 10^k) near ``raw``.
+function niceStep(raw) {
+  const p = Math.pow(10, Math.floor(Math.log10(raw > 0 ? raw : 1)));
+  return [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw) || 10 * p;
 }
 
 // series: [{label, color, x: [], y: [], dash, wrap}]; lines: [{y, label, color}];
 // opts.bands: [{x: [], lo: [], hi: [], color}] (a filled band along x); opts.hbands: [{lo, hi, color}];
-// opts.ycap: the top of the y axis at most (series clipped there)
+// opts.ycap: the top of the y axis at most (series clipped there); opts.xrange: [xmin, xmax] shown
+// (default: the last WINDOW_S s of the data) with no live alarm or re-initialisation marks
 function drawChart(id, series, lines, unit, opts = {}) {
   const cv = document.getElementById(id);
   if (!cv) return;
@@ -101,13 +111,17 @@ function drawChart(id, series, lines, unit, opts = {}) {
   let xfirst = Infinity;
   for (const s of series) if (s.x.length) xfirst = Math.min(xfirst, s.x[0]);
   r.xmin = Math.max(r.xmax - WINDOW_S, Math.min(xfirst, r.xmax - 1));
+  if (opts.xrange) [r.xmin, r.xmax] = opts.xrange;
   const X = (x) => L + (x - r.xmin) / (r.xmax - r.xmin) * (w - L - R);
   const Y = (y) => T + (r.ymax - y) / (r.ymax - r.ymin) * (h - T - B);
   drawAxes(ctx, r, X, Y, L, R, w, h, unit);
   for (const b of hbands) { ctx.fillStyle = b.color; ctx.fillRect(L, Y(b.hi), w - L - R, Y(b.lo) - Y(b.hi)); }
   for (const b of bands) fillBand(ctx, b, r.xmin, X, Y);
-  drawAlarmMarks(id, ctx, X, r.xmin, r.xmax, T, h - B);
-  drawResyncMarks(id, ctx, X, r.xmin, r.xmax, T, h - B);
+  if (opts.xrange) state.marks[id] = [];   // a stored range: no live alarm or re-initialisation marks
+  else {
+    drawAlarmMarks(id, ctx, X, r.xmin, r.xmax, T, h - B);
+    drawResyncMarks(id, ctx, X, r.xmin, r.xmax, T, h - B);
+  }
   for (const l of lines) {
     ctx.strokeStyle = l.color; ctx.setLineDash([6, 4]);
     ctx.beginPath(); ctx.moveTo(L, Y(l.y)); ctx.lineTo(w - R, Y(l.y)); ctx.stroke();
@@ -313,6 +327,7 @@ async function start() {
   document.getElementById("window").textContent = WINDOW_S;
   setupFilterCharts();
   setupControls();
+  setupHistory();
   for (const cv of document.querySelectorAll("canvas.chart")) hookTooltip(cv);
   document.getElementById("asset").textContent = cfg.base;
   document.getElementById("model").textContent = `model: ${cfg.model}`;

@@ -2,6 +2,7 @@
 loop in batches to SQLite (default) or PostgreSQL, spooled to disk while the store is out.
 
 ``rows`` turns output messages into blocks and events, ``stores`` holds the two backends (schema,
-write, query, retention), ``spool`` the append-only outage spool, ``writer`` the writer thread the
-service feeds, ``export`` the ``mbsd-twin twin history`` query and export.
+write, query, retention; PostgreSQL's specifics in ``pg``), ``backends`` opens the configured one,
+``spool`` the append-only outage spool, ``writer`` the writer thread the service feeds, ``export``
+the ``mbsd-twin twin history`` query and export.
 """

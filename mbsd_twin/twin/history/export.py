@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .stores import StoreError, open_store
+from .backends import open_store
+from .stores import StoreError
 
 COLUMNS = ("asset", "channel", "t", "value", "sigma")
 

@@ -30,6 +30,7 @@ EVENT_TOPICS = ("alarms", "health", "status")
 STORED_TOPICS = SAMPLE_TOPICS + EVENT_TOPICS
 SIGMA_SUFFIXES = (".sd", "_sd")
 LITTLE = sys.byteorder == "little"  # array("d") is native order; the store's is little-endian
+MERGE_SPAN_S = 10.0  # a merged block spans at most this much rig time (a range query looks back by it)
 
 
 @dataclass(frozen=True)
@@ -97,17 +98,19 @@ def _events(leaf: str, msg: dict, wall: float, text: str) -> list[Event]:
     return []
 
 
-def _continues(a: Block, b: Block) -> bool:
-    return b.dt == a.dt and abs(b.t0 - (a.t0 + a.n * a.dt)) < 1e-3 * a.dt and (a.sigma is None) == (b.sigma is None)
+def _continues(first: Block, a: Block, b: Block) -> bool:
+    return (b.dt == a.dt and abs(b.t0 - (a.t0 + a.n * a.dt)) < 1e-3 * a.dt and (a.sigma is None) == (b.sigma is None)
+            and b.t0 + (b.n - 1) * b.dt - first.t0 <= MERGE_SPAN_S)
 
 
 def merge(blocks: list[Block]) -> list[Block]:
-    """Consecutive blocks of a channel that continue one another as one block (order kept per channel)."""
+    """Consecutive blocks of a channel that continue one another as one block spanning at most
+    ``MERGE_SPAN_S`` (order kept per channel)."""
     runs: dict[tuple[str, str], list[Block]] = {}
     out: list[list[Block]] = []
     for b in blocks:
         run = runs.get((b.asset, b.channel))
-        if run is not None and _continues(run[-1], b):
+        if run is not None and _continues(run[0], run[-1], b):
             run.append(b)
         else:
             runs[(b.asset, b.channel)] = run = [b]

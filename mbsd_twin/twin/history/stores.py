@@ -23,9 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from .rows import Block, Event
+from .rows import MERGE_SPAN_S, Block, Event
 
 DAY_US = 86_400_000_000
+LONG_US = round(MERGE_SPAN_S * 1e6)  # a block spanning more than this (one long message) is "long"
+LONG_BLOCK = f"b.t1_us - b.t0_us > {LONG_US}"
+LONG_INDEX = f"CREATE INDEX IF NOT EXISTS blocks_long ON blocks (series, t0_us) WHERE t1_us - t0_us > {LONG_US};"
 
 
 class StoreError(Exception):
@@ -164,14 +167,26 @@ class _SqlStore:
 
     def query(self, asset: str, channel: str, t_from: float, t_to: float
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(t, value, sigma) of one channel in [t_from, t_to] (rig time, s), in time order."""
+        """(t, value, sigma) of one channel in [t_from, t_to] (rig time, s), in time order. The blocks
+        are found by index ranges: those starting at most ``MERGE_SPAN_S`` before ``t_from`` (the
+        index (series, t0_us)) and the rare longer ones starting earlier (the partial index
+        ``blocks_long``) — never a scan of the channel's whole history."""
         p = self.P
-        sql = (f"SELECT b.t0, b.dt, b.n, b.value, b.sigma, b.parts FROM blocks b JOIN series s ON s.id = b.series "
-               f"WHERE s.asset = {p} AND s.channel = {p} AND b.t0_us <= {p} AND b.t1_us >= {p} ORDER BY b.t0_us")
+        sql = ("SELECT b.t0_us, b.t0, b.dt, b.n, b.value, b.sigma, b.parts FROM blocks b JOIN series s "
+               f"ON s.id = b.series WHERE s.asset = {p} AND s.channel = {p} AND b.t0_us <= {p} AND b.t1_us >= {p} AND ")
+        sql = f"{sql}b.t0_us >= {p} UNION ALL {sql}b.t0_us < {p} AND {LONG_BLOCK} ORDER BY 1"
         lo = _us(t_from) - 1 if math.isfinite(t_from) else -(1 << 62)
         hi = _us(t_to) + 1 if math.isfinite(t_to) else 1 << 62
-        rows = self._call("reading", lambda conn: self._fetch(conn, sql, (asset, channel, hi, lo)))
-        return decode(rows, t_from, t_to)
+        args = (asset, channel, hi, lo, lo - LONG_US) * 2
+        rows = self._call("reading", lambda conn: self._fetch(conn, sql, args))
+        return decode([r[1:] for r in rows], t_from, t_to)
+
+    def span(self, asset: str) -> list[float] | None:
+        """[first, last] rig time (s) of the asset's stored blocks; None when it has none."""
+        sql = (f"SELECT min(b.t0), max(b.t1_us) FROM blocks b JOIN series s ON s.id = b.series "
+               f"WHERE s.asset = {self.P}")
+        lo, hi = self._call("reading", lambda conn: self._fetch(conn, sql, (asset,)))[0]
+        return None if lo is None else [float(lo), (hi + 1) / 1e6]
 
     def events(self, asset: str) -> list[tuple[str, float | None, float, str]]:
         sql = f"SELECT kind, t, wall, body FROM events WHERE asset = {self.P} ORDER BY wall"
@@ -212,7 +227,7 @@ CREATE INDEX IF NOT EXISTS blocks_series_t ON blocks (series, t0_us);
 CREATE TABLE IF NOT EXISTS events (asset TEXT NOT NULL, kind TEXT NOT NULL, t REAL, wall REAL NOT NULL,
                                    body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS events_asset_wall ON events (asset, wall);
-"""
+""" + LONG_INDEX
 
 
 class SqliteStore(_SqlStore):
@@ -239,93 +254,3 @@ class SqliteStore(_SqlStore):
             raise
         return conn
 
-
-PG_SCHEMA = """
-CREATE TABLE IF NOT EXISTS series (id SERIAL PRIMARY KEY, asset TEXT NOT NULL, channel TEXT NOT NULL,
-                                   UNIQUE (asset, channel));
-CREATE TABLE IF NOT EXISTS blocks (series INTEGER NOT NULL REFERENCES series (id), t0_us BIGINT NOT NULL,
-                                   t1_us BIGINT NOT NULL, t0 DOUBLE PRECISION NOT NULL, dt DOUBLE PRECISION NOT NULL,
-                                   n INTEGER NOT NULL, value BYTEA NOT NULL, sigma BYTEA, parts BYTEA);
-CREATE INDEX IF NOT EXISTS blocks_series_t ON blocks (series, t0_us);
-CREATE TABLE IF NOT EXISTS events (asset TEXT NOT NULL, kind TEXT NOT NULL, t DOUBLE PRECISION,
-                                   wall DOUBLE PRECISION NOT NULL, body TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS events_asset_wall ON events (asset, wall);
-"""
-
-
-class PostgresStore(_SqlStore):
-    """PostgreSQL through psycopg 3: blocks by COPY; a TimescaleDB hypertable on ``blocks.t0_us``
-    (one-day chunks) when the server offers the extension, a plain table otherwise."""
-
-    P = "%s"
-
-    def __init__(self, dsn: str, timeout: float = 5.0, create: bool = True) -> None:
-        super().__init__()
-        self.dsn, self.timeout, self.create = dsn, timeout, create
-        self.name = f"PostgreSQL history ({_describe(dsn)})"
-        self.timescale = False
-
-    def _errors(self) -> tuple[type[BaseException], ...]:
-        import psycopg
-
-        return (psycopg.Error, OSError)
-
-    def _open(self) -> Any:
-        import psycopg
-
-        conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=max(1, round(self.timeout)),
-                               options=f"-c statement_timeout={round(self.timeout * 1000)}")
-        try:
-            if self.create:
-                with conn.transaction():
-                    conn.execute(PG_SCHEMA)
-                    self.timescale = _hypertable(conn)
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    @staticmethod
-    def _tx(conn: Any) -> Any:
-        return conn.transaction()
-
-    @staticmethod
-    def _read_cursor(conn: Any) -> Any:
-        return conn.cursor(binary=True)  # bytea as bytes on the wire (not hex text: half the transfer)
-
-    def _insert_blocks(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
-        cols = "series, t0_us, t1_us, t0, dt, n, value, sigma, parts"
-        with cur.copy(f"COPY blocks ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int4", "int8", "int8", "float8", "float8", "int4", "bytea", "bytea", "bytea"])
-            for row in rows:
-                copy.write_row(row)
-
-
-def _hypertable(conn: Any) -> bool:
-    """Make ``blocks`` a TimescaleDB hypertable when the extension is available; False when it is not."""
-    if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'timescaledb'").fetchone() is None:
-        return False
-    conn.execute("CREATE EXTENSION IF NOT EXISTS timescaledb")
-    conn.execute(f"SELECT create_hypertable('blocks', 't0_us', chunk_time_interval => {DAY_US}, "
-                 "if_not_exists => TRUE, migrate_data => TRUE)")
-    return True
-
-
-def _describe(dsn: str) -> str:
-    """The DSN's host, port and database for messages (never a password)."""
-    try:
-        from psycopg.conninfo import conninfo_to_dict
-
-        d = conninfo_to_dict(dsn)
-    except Exception:
-        return "dsn not readable"
-    return f"host={d.get('host', '')} port={d.get('port', '')} dbname={d.get('dbname', '')}".strip()
-
-
-def open_store(backend: str, path: str, dsn: str, timeout: float, create: bool = True) -> _SqlStore:
-    """The configured store (not yet connected: the first call connects)."""
-    if backend == "sqlite":
-        return SqliteStore(path, timeout, create)
-    if backend == "postgresql":
-        return PostgresStore(dsn, timeout, create)
-    raise ValueError(f"[history] backend {backend!r} has no store")

@@ -23,9 +23,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..config import HistoryConfig
+from .backends import open_store
 from .rows import STORED_TOPICS, convert
 from .spool import Message, Spool
-from .stores import StoreError, open_store
+from .stores import StoreError
 
 
 def spool_dir(cfg: HistoryConfig) -> str:
