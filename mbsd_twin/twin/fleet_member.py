@@ -6,7 +6,8 @@ A resumed twin says so in its retained birth on ``{p}/{a}/twin/status``:
 ``"restarted_from_checkpoint": {"saved_at", "rig_time", "gap_s", "age_s"}`` (the checkpoint's wall
 time, the rig time of its last batch, and the seconds between it and the resumed start). A
 checkpoint that does not fit (another mechanism or estimator) is reported as
-``"checkpoint_rejected": REASON`` and the twin starts fresh.
+``"checkpoint_rejected": REASON`` and the twin starts fresh. With a history store the same goes
+into its ``events`` as a ``status`` row, ``{"state": "restarted", …}`` (the birth itself is not stored).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from .checkpoint import Checkpointer, apply
 from .checkpoint_store import CheckpointStore
 from .fleet_config import AssetSpec, FleetSettings
+from .protocol import encode
 from .service import TwinService
 
 log = logging.getLogger("mbsd_twin.fleet")
@@ -40,6 +42,9 @@ class Member:
                                          settings.checkpoint_interval, self.svc.counts)
         self.svc.ticks.append(self.checkpointer)
         self.svc.birth_extra.update({"pid": os.getpid(), "started_at": time.time(), **self.resumed})
+        if self.resumed and self.svc.history is not None:  # the restart and its gap into the history store
+            self.svc.history.offer(self.svc.topics.twin("status"), encode(
+                {"state": "restarted", "asset": spec.id, "instance": self.svc.instance, **self.svc.birth_extra}))
 
     def _resume(self) -> None:
         try:
