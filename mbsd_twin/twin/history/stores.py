@@ -173,6 +173,13 @@ class _SqlStore:
         rows = self._call("reading", lambda conn: self._fetch(conn, sql, (asset, channel, hi, lo)))
         return decode(rows, t_from, t_to)
 
+    def last_time(self, asset: str, channel: str = "state.theta") -> float | None:
+        """Rig time [s] of the newest stored sample of a channel (µs, floor), None when there is none."""
+        sql = (f"SELECT MAX(b.t1_us) FROM blocks b JOIN series s ON s.id = b.series "
+               f"WHERE s.asset = {self.P} AND s.channel = {self.P}")
+        rows = self._call("reading", lambda conn: self._fetch(conn, sql, (asset, channel)))
+        return None if not rows or rows[0][0] is None else rows[0][0] / 1e6
+
     def events(self, asset: str) -> list[tuple[str, float | None, float, str]]:
         sql = f"SELECT kind, t, wall, body FROM events WHERE asset = {self.P} ORDER BY wall"
         return self._call("reading", lambda conn: self._fetch(conn, sql, (asset,)))
