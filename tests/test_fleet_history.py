@@ -4,7 +4,8 @@ PostgreSQL test database, fed by simulated rigs through a real mosquitto. The wo
 is killed: its two twins are back within 10 s (measured), the restart with its gap is an event row
 in the history and a birth on the status topic, and every rig sample outside the recorded gap is
 stored, once (the only duplicates: the overlap while the orphaned actor still runs beside its
-successor). The head node's twins have no gap at all."""
+successor). The head node's twins have no gap at all. The twins run at hold level 1 only with a
+deep queue: a coarser hold (the default's answer to overload) thins the outputs by design."""
 
 from __future__ import annotations
 
