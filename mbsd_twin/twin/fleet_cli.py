@@ -14,15 +14,15 @@ def _cmd_fleet_serve(args: argparse.Namespace) -> int:
     from .fleet_config import FleetError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     if args.ray:
         from .fleet_ray import RayBackend
 
         backend: object = RayBackend(args.ray)
     else:
         backend = LocalBackend()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # after ray.init, which installs its own (a hard exit)
+        signal.signal(sig, lambda *_: stop.set())
     try:
         fleet = Fleet(args.fleet, backend)  # type: ignore[arg-type]
     except FleetError as exc:

@@ -6,7 +6,10 @@ A resumed twin says so in its retained birth on ``{p}/{a}/twin/status``:
 ``"restarted_from_checkpoint": {"saved_at", "rig_time", "gap_s", "age_s"}`` (the checkpoint's wall
 time, the rig time of its last batch, and the seconds between it and the resumed start). A
 checkpoint that does not fit (another mechanism or estimator) is reported as
-``"checkpoint_rejected": REASON`` and the twin starts fresh.
+``"checkpoint_rejected": REASON`` and the twin starts fresh. With a history store the same goes
+into its ``events`` as a ``status`` row, ``{"state": "restarted", "history_last_t": T, …}`` (the birth
+itself is not stored): the history's gap runs from ``T``, the rig time of the newest sample stored
+before the restart, to the first sample of the restarted twin (its ``resync`` event).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Any
 from .checkpoint import Checkpointer, apply
 from .checkpoint_store import CheckpointStore
 from .fleet_config import AssetSpec, FleetSettings
+from .protocol import encode
 from .service import TwinService
 
 log = logging.getLogger("mbsd_twin.fleet")
@@ -40,6 +44,10 @@ class Member:
                                          settings.checkpoint_interval, self.svc.counts)
         self.svc.ticks.append(self.checkpointer)
         self.svc.birth_extra.update({"pid": os.getpid(), "started_at": time.time(), **self.resumed})
+        if self.resumed and self.svc.history is not None:  # the restart and its gap into the history store
+            self.svc.history.offer(self.svc.topics.twin("status"), encode(
+                {"state": "restarted", "asset": spec.id, "instance": self.svc.instance,
+                 "history_last_t": self._history_last_t(), **self.svc.birth_extra}))
 
     def _resume(self) -> None:
         try:
@@ -62,6 +70,15 @@ class Member:
                                                       "config_hash": cp.config_hash}}
         log.info("%s: resumed from the checkpoint of %.3f (%.1f s ago, rig time %s)", self.spec.id,
                  cp.saved_at, now - cp.saved_at, cp.rig_time)
+
+    def _history_last_t(self) -> float | None:
+        """Rig time of the asset's newest stored sample: the history's gap starts there (the dead
+        twin's unwritten queue, up to ``batch_interval`` before its checkpoint, is lost with it)."""
+        try:
+            return self.svc.history.store.last_time(self.spec.id)  # type: ignore[union-attr]
+        except Exception as exc:  # an unreachable store: the writer spools; the gap start is unknown
+            log.warning("%s: newest stored sample unknown (%s)", self.spec.id, exc)
+            return None
 
     def start(self) -> None:
         self.svc.start()

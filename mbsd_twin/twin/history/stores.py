@@ -188,6 +188,13 @@ class _SqlStore:
         lo, hi = self._call("reading", lambda conn: self._fetch(conn, sql, (asset,)))[0]
         return None if lo is None else [float(lo), (hi + 1) / 1e6]
 
+    def last_time(self, asset: str, channel: str = "state.theta") -> float | None:
+        """Rig time [s] of the newest stored sample of a channel (µs, floor), None when there is none."""
+        sql = (f"SELECT MAX(b.t1_us) FROM blocks b JOIN series s ON s.id = b.series "
+               f"WHERE s.asset = {self.P} AND s.channel = {self.P}")
+        rows = self._call("reading", lambda conn: self._fetch(conn, sql, (asset, channel)))
+        return None if not rows or rows[0][0] is None else rows[0][0] / 1e6
+
     def events(self, asset: str) -> list[tuple[str, float | None, float, str]]:
         sql = f"SELECT kind, t, wall, body FROM events WHERE asset = {self.P} ORDER BY wall"
         return self._call("reading", lambda conn: self._fetch(conn, sql, (asset,)))
