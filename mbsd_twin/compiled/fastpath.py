@@ -61,12 +61,11 @@ def outputs_signature() -> tuple[Any, ...]:
 
 
 def compile_aside_kernels() -> None:
-    """Compile ``nb_stepper.advance`` and ``restart`` into numba's disk cache: what a cold start
-    runs in a second process (``nb_cache.compile_aside``) while the first compiles ``bind``,
-    ``start`` and ``outputs`` (about 30 s each on this 2-core machine; the physics both need,
+    """Compile ``nb_stepper.advance`` into numba's disk cache: what a cold start runs in a second
+    process (``nb_cache.compile_aside``) while the first compiles ``bind``, ``start``, ``outputs``
+    and ``restart`` (each side about 35 s on this 2-core machine; the physics both need,
     ``nb_solve._accelerate``, about 14 s of it, is compiled in each process)."""
     ns.advance.compile(advance_signature())
-    ns.restart.compile(restart_signature())
 
 
 _ASIDE = "from mbsd_twin.compiled.fastpath import compile_aside_kernels; compile_aside_kernels()"
@@ -130,15 +129,15 @@ class CompiledStepper:
         self._S = np.zeros(ns.state_size(ny))
         self._changed = self._changed_before = False  # inputs changed for this call / the previous one
         with compile_notice("the engine's kernels"):
-            # cold: advance and restart compile on another CPU (compile_aside_kernels)
+            # cold: advance compiles on another CPU (compile_aside_kernels)
             aside = None if cached(ns.advance) else compile_aside(_ASIDE)
             need = int(ns.bind(np.zeros(0, dtype=np.int64), self._u, self._ib, self._fb, self._wb))
             self._cb = np.zeros(-(-need // 8), dtype=np.int64)
             self._bind(find_advance=False)
             self.reset_state(t0, y0)
-            ns.outputs.compile(outputs_signature())  # what the first output read needs
+            ns.outputs.compile(outputs_signature())  # what the first output read and input change need
+            ns.restart.compile(restart_signature())
             join_aside(aside)
-            ns.restart.compile(restart_signature())  # the first input change: from the other's cache
             self._find_advance()
 
     def _bind(self, find_advance: bool = True) -> None:
