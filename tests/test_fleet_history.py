@@ -36,7 +36,7 @@ from test_fleet import (  # noqa: F401  (ray_cluster: the two-node cluster fixtu
 
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.twin.fleet_feed import FleetFeeder
-from mbsd_twin.twin.history.stores import PostgresStore
+from mbsd_twin.twin.history.pg import PostgresStore
 
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 ASSETS = ["n1", "n2", "n3", "n4"]
