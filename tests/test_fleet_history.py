@@ -13,9 +13,7 @@ import json
 import os
 import signal
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,31 +31,20 @@ from test_fleet import (  # noqa: F401  (ray_cluster: the two-node cluster fixtu
     wait_for,
     write,
 )
+from test_history import pg_db  # noqa: F401  (fixture)
 
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.twin.fleet_feed import FleetFeeder
 from mbsd_twin.twin.history.pg import PostgresStore
 
-PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 ASSETS = ["n1", "n2", "n3", "n4"]
 RATE, BATCH = 200.0, 20  # per rig: 10 messages/s (1 kHz starves four twins plus Ray on this 2-core machine)
 
 
 @pytest.fixture
-def pg_name() -> Iterator[str]:
-    psycopg = pytest.importorskip("psycopg")
-    try:
-        admin = psycopg.connect(PG_ADMIN, autocommit=True)
-    except psycopg.OperationalError as exc:
-        pytest.skip(f"no PostgreSQL server reachable on 127.0.0.1:5432 ({exc})")
-    name = f"mbsd_fleet_{uuid.uuid4().hex[:10]}"
-    admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield name
-    finally:
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
-        admin.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.close()
+def pg_name(pg_db: tuple[str, Any]) -> str:  # noqa: F811
+    """The name of a throw-away database on the local server (test_history's fixture)."""
+    return pg_db[1][1]
 
 
 class TimedObserver(Observer):

@@ -145,12 +145,7 @@ def test_sqlite_locked_spools_and_every_message_arrives_after(tmp_path: Path, ou
     assert w.status()["spooled"] == len(outputs) - 40 and w.status()["errors"] >= 2
     locker.execute("ROLLBACK")
     locker.close()
-    time.sleep(0.15)
-    for _ in range(20):
-        w.cycle()
-    st = w.status()
-    print("history after the outage", st)
-    assert st["state"] == "ok" and st["replayed"] == len(outputs) - 40 and st["spool_pending"] == 0
+    st = _after_outage(w, outputs)
     assert st["lost"] == 0 and st["spool_files"] == 0
     assert_store_holds(w.store, outputs)
     w.close()
@@ -265,6 +260,17 @@ def test_health_figures_reach_prometheus(tmp_path: Path, outputs: list[Msg]) -> 
     w.close()
 
 
+
+def _after_outage(w: Any, outputs: list[Msg]) -> dict[str, Any]:
+    """Let the writer retry after the store is back: its status, everything spooled written back."""
+    time.sleep(0.15)
+    for _ in range(20):
+        w.cycle()
+    st = w.status()
+    print("history after the outage", st)
+    assert st["state"] == "ok" and st["replayed"] == len(outputs) - 40 and st["spool_pending"] == 0
+    return dict(st)
+
 # ----------------------------------------------------------------- PostgreSQL
 @pytest.fixture
 def pg_db() -> Iterator[tuple[str, Any]]:
@@ -309,12 +315,7 @@ def test_postgresql_outage_spools_and_every_message_arrives_after(tmp_path: Path
     assert st["state"] == "spooling" and st["spooled"] == len(outputs) - 40 and st["errors"] >= 2
     assert "not currently accepting connections" in st["last_error"] and name in st["last_error"]
     admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
-    time.sleep(0.15)
-    for _ in range(20):
-        w.cycle()
-    st = w.status()
-    print("history after the outage", st)
-    assert st["state"] == "ok" and st["replayed"] == len(outputs) - 40 and st["spool_pending"] == 0
+    st = _after_outage(w, outputs)
     assert_store_holds(w.store, outputs)
     w.close()
 
