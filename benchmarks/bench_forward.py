@@ -27,7 +27,7 @@ from numba import njit
 import mbsd_twin as mt
 from mbsd_twin.compiled import nb_dop853 as nd
 from mbsd_twin.compiled.fastpath import CompiledStepper
-from mbsd_twin.compiled.nb_solve import context, workspace
+from mbsd_twin.compiled.nb_indirect import table
 from mbsd_twin.solvers.dynamics import Dynamics
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,10 +105,11 @@ def bench_simulator(t_end: float, repeat: int) -> None:
 
 
 @njit(cache=False)  # not cached: its code embeds the engine kernels, which change
-def _rhs_loop(reps: int, t: float, y: np.ndarray, u: np.ndarray, model: tuple) -> float:  # type: ignore[type-arg]
-    """Right-hand sides as the integrator evaluates them (one workspace, reused)."""
-    ws, dy = workspace(model), np.empty_like(y)
-    ctx = context(u, model, ws)  # as the stepper binds it once
+def _rhs_loop(reps: int, t: float, y: np.ndarray, cb: np.ndarray) -> float:
+    """Right-hand sides as the integrator evaluates them: through the stepper's address table and
+    the context it pinned in ``cb`` (its workspace, reused)."""
+    dy = np.empty_like(y)
+    ctx = table(cb)
     acc = 0.0
     for _ in range(reps):
         nd.rhs_at(t, y, dy, ctx)
@@ -129,9 +130,9 @@ def bench_chain(sizes: list[int]) -> None:
         cost_np = (time.perf_counter() - t0) / reps
         st = CompiledStepper(dyn, 0.0, y, {})
         creps = max(100, 200_000 // n)
-        _rhs_loop(2, 0.0, y, st._u, st.model)
+        _rhs_loop(2, 0.0, y, st._cb)
         t0 = time.perf_counter()
-        _rhs_loop(creps, 0.0, y, st._u, st.model)
+        _rhs_loop(creps, 0.0, y, st._cb)
         cost_nb = (time.perf_counter() - t0) / creps
         print(f"chain N={n:4d}: compiled {cost_nb * 1e6:8.1f} us, numpy {cost_np * 1e3:7.3f} ms per RHS "
               f"evaluation [target O(N), <= 1 ms at N = 128]")

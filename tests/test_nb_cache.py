@@ -12,11 +12,18 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numba
+import numpy as np
 import pytest
 
 from mbsd_twin import Simulator, load_mechanism
 from mbsd_twin.compiled import nb_cache
-from mbsd_twin.compiled.fastpath import advance_signature, outputs_signature, restart_signature
+from mbsd_twin.compiled.fastpath import (
+    advance_signature,
+    bind_signature,
+    outputs_signature,
+    restart_signature,
+    start_signature,
+)
 from mbsd_twin.compiled.nb_cache import ASIDE_ENV
 from mbsd_twin.model.loader import bundled_slider_crank
 
@@ -64,7 +71,7 @@ def test_compile_notice_while_slow_and_silent_when_fast(caplog: pytest.LogCaptur
     assert caplog.records == []
 
 
-def test_advance_outputs_and_restart_signatures_are_the_steppers() -> None:
+def test_entry_point_signatures_are_the_steppers() -> None:
     """A cold start compiles advance, outputs and restart (in the second process) for exactly the
     argument types the stepper calls them with (else they would be compiled again on first use)."""
     sim = Simulator(load_mechanism(bundled_slider_crank()))
@@ -73,28 +80,34 @@ def test_advance_outputs_and_restart_signatures_are_the_steppers() -> None:
     assert advance_signature() == tuple(numba.typeof(a) for a in args)
     args = (st._S, st._u, st._ib, st._fb, st._wb, st._cb)
     assert restart_signature() == tuple(numba.typeof(a) for a in args)
+    assert bind_signature() == tuple(numba.typeof(a) for a in (st._cb, st._u, st._ib, st._fb, st._wb))
+    args = (st._S, 0.0, np.zeros(3), st._u, st._ib, st._fb, st._wb, st._ob, st._cb)
+    assert start_signature() == tuple(numba.typeof(a) for a in args)
     args = (st._S, st._u, st._ib, st._fb, st._wb, st._cb, sim._react_idx, sim._effort_rows, 0.0)
     assert outputs_signature() == tuple(numba.typeof(a) for a in args)
 
 
 def test_cold_start_compiles_advance_in_a_second_process(tmp_path: Path) -> None:
-    """With an empty cache, the first Simulator loads advance from the cache the second process
-    filled (a cache hit, no compile of its own), compiles outputs and restart itself, says that it
-    is compiling, and steps the slider crank to the same state, bit for bit, as this process does."""
-    code = ("import numpy as np, mbsd_twin.compiled.nb_stepper as ns\n"
+    """With an empty cache, the first Simulator loads the projection's entry, advance and outputs
+    from the cache the second process filled (cache hits, no compile of their own), compiles the
+    right-hand side's entry, bind, start and restart itself, says that it is compiling, and steps
+    the slider crank to the same state, bit for bit, as this process does."""
+    code = ("import numpy as np, mbsd_twin.compiled.nb_stepper as ns, mbsd_twin.compiled.nb_entries as ne\n"
             "from mbsd_twin import Simulator, load_mechanism\n"
             "from mbsd_twin.model.loader import bundled_slider_crank\n"
             "sim = Simulator(load_mechanism(bundled_slider_crank()))\n"
             "sim.set_input('motor_torque', 1.0); sim.advance_to(0.05)\n"
             "print(*(f'{sum(k.stats.cache_hits.values())},{len(k.stats.cache_misses)}'\n"
-            "        for k in (ns.advance, ns.outputs, ns.restart)))\n"
+            "        for k in (ns.advance, ns.outputs, ns.bind, ns.restart, ns.start)))\n"
+            "print(*(ne.compile_entry(k).cache_hits for k in (ne.PROJECT, ne.RHS)))\n"
             "print(repr(sim.outputs()['crank.theta']))\n")
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     env.pop(ASIDE_ENV, None)
     cold = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert cold.stdout.split()[:3] == ["1,0", "0,1", "0,1"], cold.stdout  # (cache hits, misses) each
+    assert cold.stdout.split()[:5] == ["1,0", "1,0", "0,1", "0,1", "0,1"], cold.stdout  # (cache hits, misses)
+    assert cold.stdout.split()[5:7] == ["1", "0"], cold.stdout  # the cfuncs: cache hits
     assert "compiling the engine's kernels" in cold.stderr
     sim = Simulator(load_mechanism(bundled_slider_crank()))
     sim.set_input("motor_torque", 1.0)
     sim.advance_to(0.05)
-    assert cold.stdout.split()[3] == repr(sim.outputs()["crank.theta"])
+    assert cold.stdout.split()[7] == repr(sim.outputs()["crank.theta"])

@@ -24,10 +24,12 @@ from ..errors import SolverFailure
 from ..solvers.error_norm import controlled_integrals
 from . import nb_config as nc
 from . import nb_dop853 as nd
+from . import nb_entries as ne
 from . import nb_stepper as ns
 from .compiled_model import FLOAT_ARRAYS, Unsupported, pack
 from .nb_cache import cached, compile_aside, compile_notice, join_aside
 from .nb_flat import HEAD, N_INT, flatten
+from .nb_indirect import PROJECT, RHS
 
 F = NDArray[Any]
 _FAILURES = {nd.FAIL_STEP: "required step size became too small",
@@ -54,6 +56,18 @@ def restart_signature() -> tuple[Any, ...]:
     return tuple(numba.typeof(a) for a in (f, f, i, f, f, i))
 
 
+def bind_signature() -> tuple[Any, ...]:
+    """The numba types of ``nb_stepper.bind``'s arguments as the stepper passes them."""
+    f, i = np.zeros(1), np.zeros(1, dtype=np.int64)
+    return tuple(numba.typeof(a) for a in (i, f, i, f, f))
+
+
+def start_signature() -> tuple[Any, ...]:
+    """The numba types of ``nb_stepper.start``'s arguments as the stepper passes them."""
+    f, i = np.zeros(1), np.zeros(1, dtype=np.int64)
+    return tuple(numba.typeof(a) for a in (f, 0.0, f, f, i, f, f, f, i))
+
+
 def outputs_signature() -> tuple[Any, ...]:
     """The numba types of ``nb_stepper.outputs``'s arguments as the stepper passes them."""
     f, i, pairs = np.zeros(1), np.zeros(1, dtype=np.int64), np.zeros((0, 2), dtype=np.int64)
@@ -61,11 +75,23 @@ def outputs_signature() -> tuple[Any, ...]:
 
 
 def compile_aside_kernels() -> None:
-    """Compile ``nb_stepper.advance`` into numba's disk cache: what a cold start runs in a second
-    process (``nb_cache.compile_aside``) while the first compiles ``bind``, ``start``, ``outputs``
-    and ``restart`` (each side about 35 s on this 2-core machine; the physics both need,
-    ``nb_solve._accelerate``, about 14 s of it, is compiled in each process)."""
+    """What a cold start compiles into numba's disk cache in a second process
+    (``nb_cache.compile_aside``): the projection's table entry, ``nb_stepper.advance`` and then
+    ``outputs``, while the first process compiles the right-hand side's entry (the longest chain:
+    constraint rows, then accelerations), ``bind``, ``start`` and ``restart``
+    (:func:`compile_kernels`). ``outputs`` needs the accelerations too: by the time this process
+    reaches it the first has usually cached them, else it compiles its own copy."""
+    ne.compile_entry(PROJECT)
     ns.advance.compile(advance_signature())
+    ns.outputs.compile(outputs_signature())
+
+
+def compile_kernels() -> None:
+    """What the first process compiles on a cold start (see :func:`compile_aside_kernels`)."""
+    ne.compile_entry(RHS)
+    ns.bind.compile(bind_signature())
+    ns.start.compile(start_signature())
+    ns.restart.compile(restart_signature())
 
 
 _ASIDE = "from mbsd_twin.compiled.fastpath import compile_aside_kernels; compile_aside_kernels()"
@@ -122,34 +148,32 @@ class CompiledStepper:
         self._wb = np.zeros(ns.scratch_size(self.model, ny))
         self._ob = np.array([opts.rtol, opts.atol, opts.max_step, float(opts.drift == "projection"),
                              opts.projection_tol, float(opts.max_steps), float(controlled_integrals(dyn.system, opts)),
-                             float(opts.error_norm == "max")])
+                             float(opts.error_norm == "max"), float(ns.workspace_words(self.model))])
         self.names = list(dyn.system.input_names)
         self.inputs = dict(inputs)
         self._u = self._input_array()
         self._S = np.zeros(ns.state_size(ny))
         self._changed = self._changed_before = False  # inputs changed for this call / the previous one
         with compile_notice("the engine's kernels"):
-            # cold: advance compiles on another CPU (compile_aside_kernels)
-            aside = None if cached(ns.advance) else compile_aside(_ASIDE)
+            if not cached(ns.advance):  # a cold start: compile on two CPUs (compile_aside_kernels)
+                aside = compile_aside(_ASIDE)
+                compile_kernels()
+                join_aside(aside)
             need = int(ns.bind(np.zeros(0, dtype=np.int64), self._u, self._ib, self._fb, self._wb))
             self._cb = np.zeros(-(-need // 8), dtype=np.int64)
-            self._bind(find_advance=False)
+            self._bind()
             self.reset_state(t0, y0)
-            ns.outputs.compile(outputs_signature())  # what the first output read and input change need
-            ns.restart.compile(restart_signature())
-            join_aside(aside)
-            self._find_advance()
 
-    def _bind(self, find_advance: bool = True) -> None:
+    def _bind(self) -> None:
         """Make ``y`` the view of the state at t (q, v, energy integrals) in _S, pin the compiled
         context (views of _u, _ib, _fb and _wb, which therefore stay these arrays: the inputs are
         written into _u in place) and find advance's entry point."""
         self.y = ns.output_state(self._S)
         if ns.bind(self._cb, self._u, self._ib, self._fb, self._wb) > 8 * len(self._cb):
             raise ValueError("context buffer too small")
+        ne.fill_table(self._cb, self._u, self._ib, self._fb, self._wb)
         self._advance_held: Any = None  # on first use (the twin's): a fresh install compiles it then
-        if find_advance:
-            self._find_advance()
+        self._find_advance()
 
     def _find_advance(self) -> None:
         """advance's entry point (safe: its arguments are always the stepper's own arrays, of fixed

@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit
 from scipy.integrate._ivp import dop853_coefficients as _tab
 
+from .nb_indirect import call_rhs
 from .nb_kernels import borrow, unstash
 from .nb_solve import accelerate
 
@@ -61,9 +62,10 @@ def _rhs(t, y, dy, ctx):  # noqa: ANN001
 
 @njit(cache=True, inline="always")
 def rhs_at(t, y, dy, ctx):  # noqa: ANN001
-    """:func:`_rhs` on owner-less views of y and dy, with (inputs, model, ws) behind a
-    ``nb_solve.context`` pointer made once by the caller (or pinned by ``nb_stepper.bind``)."""
-    return _rhs(t, borrow(y), borrow(dy), ctx)
+    """:func:`_rhs` into the contiguous vector ``dy``, through the address table that follows the
+    context ``ctx`` pinned by ``nb_stepper.bind`` (``nb_indirect``: compiled once, not into
+    every caller)."""
+    return call_rhs(t, y, dy, ctx) != 0
 
 
 @njit(cache=True)
@@ -119,7 +121,7 @@ def advance_by(y, h, out):  # noqa: ANN001
 @njit(cache=True, inline="always")
 def _stages(t, y, f, h, ctx, K, ys, y_new):  # noqa: ANN001
     """Stages into K (K[N_STAGES] = f(t + h, y_new)) and the 8th-order solution into y_new
-    ((inputs, model, ws) behind the ``nb_solve.context`` pointer ``ctx``)."""
+    (``ctx``: the context pinned by ``nb_stepper.bind``, see :func:`rhs_at`)."""
     for i in range(f.shape[0]):  # K[0] = f without numba's shape check (its message costs compile time)
         K[0, i] = f[i]
     ok = True
@@ -127,10 +129,10 @@ def _stages(t, y, f, h, ctx, K, ys, y_new):  # noqa: ANN001
     for s in range(1, N_STAGES):
         combine(TAB_A[s, :s], K, ys)
         advance_by(y, h, ys)
-        ok = _rhs(t + TAB_C[s] * h, borrow(ys), Kb[s], ctx) and ok
+        ok = rhs_at(t + TAB_C[s] * h, ys, Kb[s], ctx) and ok
     combine(TAB_B, K, y_new)
     advance_by(y, h, y_new)
-    return _rhs(t + h, borrow(y_new), Kb[N_STAGES], ctx) and ok
+    return rhs_at(t + h, y_new, Kb[N_STAGES], ctx) and ok
 
 
 @njit(cache=True)

@@ -23,14 +23,15 @@ from .nb_cache import guard as guard_cache
 from .nb_curves import profile
 
 
-def _borrowed(context, builder, ty, val):  # noqa: ANN001, ANN202
+def borrowed_value(context, builder, ty, val):  # noqa: ANN001, ANN202
+    """LLVM: ``val`` of type ``ty`` (an array or nested tuples of them) with null owners."""
     if isinstance(ty, types.Array):
         ary = context.make_array(ty)(context, builder, value=val)
         ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
         ary.parent = cgutils.get_null_value(ary.parent.type)
         return ary._getvalue()
     if isinstance(ty, types.BaseTuple):
-        items = [_borrowed(context, builder, t, builder.extract_value(val, i)) for i, t in enumerate(ty)]
+        items = [borrowed_value(context, builder, t, builder.extract_value(val, i)) for i, t in enumerate(ty)]
         return context.make_tuple(builder, ty, items)
     return val
 
@@ -43,7 +44,7 @@ def borrow(typingctx, x):  # noqa: ANN001, ANN201
     Only for scratch use while the caller holds the originals; never return or store the result."""
 
     def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
-        return _borrowed(context, builder, signature.args[0], args[0])
+        return borrowed_value(context, builder, signature.args[0], args[0])
 
     return x(x), codegen
 
@@ -112,7 +113,7 @@ def pin(typingctx, buf, x):  # noqa: ANN001, ANN201
 
     def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
         ptr = _typed_pointer(context, builder, signature.args[0], args[0], signature.args[1])
-        builder.store(_borrowed(context, builder, signature.args[1], args[1]), ptr)
+        builder.store(borrowed_value(context, builder, signature.args[1], args[1]), ptr)
         return context.get_dummy_value()
 
     return types.none(buf, x), codegen
@@ -135,7 +136,7 @@ def unstash(typingctx, p):  # noqa: ANN001, ANN201
     """The value behind a :func:`stash` pointer."""
 
     def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
-        return _borrowed(context, builder, signature.return_type, builder.load(args[0]))
+        return borrowed_value(context, builder, signature.return_type, builder.load(args[0]))
 
     return p.dtype(p), codegen
 

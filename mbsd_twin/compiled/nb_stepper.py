@@ -24,7 +24,8 @@ All of it lives in one float64 array ``S`` (``state_size``), so ``S`` is the com
 
 The model comes as flat buffers (``nb_flat``); ``wb`` is scratch, ``ob`` the options
 (rtol, atol, max_step, projection 0/1, projection tolerance, max steps per call, energy integrals
-under error control 0/1/3 and max error norm 0/1: ``error_norm.py``), ``cb`` the context that the
+under error control 0/1/3, max error norm 0/1: ``error_norm.py``, and the offset of the stepper's
+scratch in ``wb``: ``workspace_words``), ``cb`` the address table and context that the
 right-hand side and the projection read (views of the inputs, the model and the scratch), pinned
 once by :func:`bind`.
 Each entry point works on owner-less views of its arguments (``nb_kernels.borrow``: no reference
@@ -45,8 +46,9 @@ from scipy.integrate._ivp import dop853_coefficients as _tab
 
 from . import nb_dop853 as nd
 from .nb_flat import unflatten, workspace_in, workspace_size
-from .nb_kernels import borrow, byte_size, pin, pinned, shaped, unstash
-from .nb_solve import output_vector, project_at
+from .nb_indirect import N_FN, call_project, pin_context, pinned_context, table
+from .nb_kernels import borrow, byte_size, shaped
+from .nb_solve import output_vector
 
 HS = 8
 N_EXT = _tab.N_STAGES_EXTENDED
@@ -74,8 +76,15 @@ def _workspace_size(model):  # noqa: ANN001
                           sdp[0].shape[0], sdp[4], sdp[2].shape[0])
 
 
+def workspace_words(model: tuple[Any, ...]) -> int:
+    """The length of the model's workspace at the head of the scratch ``wb``; the stepper's own
+    scratch follows (the options ``ob`` carry this offset, so that the entry points need not
+    unpack the model to find it)."""
+    return int(_workspace_size.py_func(model))
+
+
 def scratch_size(model: tuple[Any, ...], ny: int) -> int:
-    return int(_workspace_size.py_func(model)) + (N_EXT + 3) * ny
+    return workspace_words(model) + (N_EXT + 3) * ny
 
 
 @njit(cache=True, inline="always")
@@ -95,11 +104,11 @@ def _views(S):  # noqa: ANN001
 
 
 @njit(cache=True, inline="always")
-def _scratch(wb, model, ny):  # noqa: ANN001
-    o = _workspace_size(model)
+def _scratch(wb, o, ny):  # noqa: ANN001
+    """The stepper's scratch in ``wb`` after the model's workspace (``o`` words long)."""
     K = shaped(wb, o, (N_EXT, ny))
     o += N_EXT * ny
-    return workspace_in(wb, model), K, wb[o:o + ny], wb[o + ny:o + 2 * ny], wb[o + 2 * ny:o + 3 * ny]
+    return K, wb[o:o + ny], wb[o + ny:o + 2 * ny], wb[o + 2 * ny:o + 3 * ny]
 
 
 @njit(cache=True, inline="always")
@@ -120,9 +129,9 @@ def bind(cb, u, ib, fb, wb):  # noqa: ANN001
     interpolates would otherwise pay every time. The caller keeps the arrays, changes the inputs
     ``u`` in place only, and binds once."""
     value = _context_value(u, ib, fb, wb)
-    need = byte_size(value)
+    need = 8 * N_FN + byte_size(value)
     if cb.shape[0] * 8 >= need:
-        pin(cb, value)
+        pin_context(cb, value)
     return need
 
 
@@ -132,7 +141,7 @@ def start(S, t0, y0, u, ib, fb, wb, ob, cb):  # noqa: ANN001
     buffer of :func:`bind`."""
     S, y0, ob = borrow((S, y0, ob))
     y_new, f_new, y_old, y_out, _F = _views(S)
-    ctx = pinned(cb, _context_value(u, ib, fb, wb))  # only its type is read
+    ctx = table(cb)
     _copy(y_new, y0)
     _copy(y_old, y0)
     _copy(y_out, y0)
@@ -149,7 +158,7 @@ def restart(S, u, ib, fb, wb, cb):  # noqa: ANN001
     buffer of :func:`bind`."""
     S = borrow(S)
     y_new, f_new, _y_old, y_out, _F = _views(S)
-    ctx = pinned(cb, _context_value(u, ib, fb, wb))  # only its type is read
+    ctx = table(cb)
     _copy(y_new, y_out)
     S[1] = S[2] = S[0]
     S[5] = 0.0
@@ -199,7 +208,7 @@ def _step(S, ctx, K, ys, yr, ye, t_limit, ob):  # noqa: ANN001
     S[1], S[2], S[5] = t, t_next, 0.0
     S[4] += 1.0
     if ob[3] > 0.0:
-        if not project_at(t_next, y_new, ptol, ctx):
+        if call_project(t_next, y_new, ptol, ctx) == 0:
             return FAIL_PROJECT
         if not nd.rhs_at(t_next, y_new, f_new, ctx):
             return FAIL_SOLVE
@@ -218,7 +227,7 @@ def _dense(S, ctx, K, ys, yr):  # noqa: ANN001
     for s in range(nd.N_STAGES + 1, N_EXT):
         nd.combine(A_EXT[s, :s], K, ys)
         nd.advance_by(y_old, h, ys)
-        ok = nd.rhs_at(t_old + C_EXT[s] * h, ys, K[s], ctx) and ok
+        ok = nd.rhs_at(t_old + C_EXT[s] * h, ys, borrow(K)[s], ctx) and ok
     for i in range(ny):
         dy = yr[i] - y_old[i]
         F[0, i] = dy
@@ -244,7 +253,7 @@ def _interpolate(S, t, ctx, ob):  # noqa: ANN001
             acc *= x if (6 - r) % 2 == 0 else 1.0 - x
         y_out[i] = y_old[i] + acc
     S[0] = t
-    if ob[3] > 0.0 and not project_at(t, y_out, ob[4], ctx):
+    if ob[3] > 0.0 and call_project(t, y_out, ob[4], ctx) == 0:
         return FAIL_PROJECT
     return OK
 
@@ -258,10 +267,9 @@ def advance(S, t_end, u, clip, ib, fb, wb, ob, cb):  # noqa: ANN001
     if t_end <= S[0]:
         return OK
     S, wb, ob = borrow((S, wb, ob))
-    ctx = pinned(cb, _context_value(u, ib, fb, wb))  # (u, model, ws) as bind stored them
-    _u, model, _ws = unstash(ctx)  # not rebuilt from ib, fb: that is some sixty views per call
+    ctx = table(cb)  # the physics behind it reads the context bind pinned: no model unpacked here
     y_new, _f_new, _y_old, y_out, _F = _views(S)
-    ws, K, ys, yr, ye = _scratch(wb, model, y_new.shape[0])
+    K, ys, yr, ye = _scratch(wb, int(ob[8]), y_new.shape[0])
     if S[5] > 0.0 and t_end <= S[2]:
         return _interpolate(S, t_end, ctx, ob)
     limit = t_end if clip else np.inf
@@ -293,7 +301,8 @@ def outputs(S, u, ib, fb, wb, cb, react_idx, effort_rows, e0):  # noqa: ANN001
     model, joints = unflatten(ib, fb)
     _y_new, _f_new, _y_old, y_out, _F = _views(S)
     ws = workspace_in(wb, model)
-    return output_vector(S[0], y_out, pinned(cb, (u, model, ws)), model, joints, react_idx, effort_rows, e0, ws)
+    return output_vector(S[0], y_out, pinned_context(cb, (u, model, ws)), model, joints, react_idx, effort_rows, e0,
+                         ws)
 
 
 @njit(cache=True, nogil=True)
