@@ -178,6 +178,99 @@ def test_local_fleet(tmp_path: Path, broker: Broker, feeder: FleetFeeder) -> Non
     store.close()
 
 
+class FleetWatch:
+    """Every message of the fleet's retained status topic, in order."""
+
+    def __init__(self, url: str, topic: str = "dt/v1/fleet/status") -> None:
+        self.msgs: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.client = connect(url, f"fleet-status-{os.getpid()}")
+        self.client.on_message = self._on
+        self.client.subscribe(topic, 1)
+
+    def _on(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        with self.lock:
+            self.msgs.append(json.loads(msg.payload))
+
+    def find(self, cond: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        with self.lock:
+            return next((m for m in self.msgs if cond(m)), None)
+
+    def asset(self, m: dict[str, Any], a: str) -> dict[str, Any]:
+        return m.get("assets", {}).get(a, {})
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+def test_fleet_status_topic(tmp_path: Path, broker: Broker, feeder: FleetFeeder) -> None:
+    """The fleet's own retained status: an asset added by an edit is listed (starting, then running
+    with its twin's pid); a SIGKILLed twin shows restarting, then running with restarts = 1 and the
+    gap its new birth reports; a removed one stopped; unchanged, it is re-published every
+    status_interval; a killed fleet process leaves its will (offline)."""
+    fleet = tmp_path / "fleet.toml"
+    extra = "status_interval = 2.0\n"
+    write(fleet, fleet_text(broker.url, ["a1"], extra))
+    obs, fw = Observer(broker.url), FleetWatch(broker.url)
+    proc = serve(fleet, tmp_path / "fleet.log")
+    pids: list[int] = []
+    try:
+        running = wait_for("a1 running in the fleet status", lambda: fw.find(
+            lambda m: fw.asset(m, "a1").get("state") == "running"), 90)
+        a1 = obs.births("a1")[-1]
+        assert running["state"] == "online" and running["pid"] == proc.pid and running["backend"] == "local"
+        assert fw.asset(running, "a1") | {"since": 0} == {
+            "state": "running", "backend": "local", "since": 0, "restarts": 0, "last_restart": None, "gap_s": None,
+            "checkpoint_rejected": None, "pid": a1["pid"], "node_id": None, "instance": a1["instance"]}
+
+        write(fleet, fleet_text(broker.url, ["a1", "a2"], extra))  # hot add
+        n0 = len(fw.msgs)
+        wait_for("a2 running", lambda: fw.find(lambda m: fw.asset(m, "a2").get("state") == "running"), 30)
+        with fw.lock:
+            a2_states = [fw.asset(m, "a2").get("state") for m in fw.msgs[n0:]]
+        assert a2_states[0] == "starting" and "running" in a2_states
+        assert fw.asset(fw.msgs[-1], "a2")["pid"] == obs.births("a2")[-1]["pid"]
+        pids += [a1["pid"], obs.births("a2")[-1]["pid"]]
+
+        time.sleep(1.5)  # a checkpoint with batches in it
+        n1 = len(fw.msgs)
+        os.kill(a1["pid"], signal.SIGKILL)
+        back = wait_for("a1 running again", lambda: fw.find(
+            lambda m: fw.asset(m, "a1").get("restarts") == 1 and fw.asset(m, "a1").get("state") == "running"), 30)
+        with fw.lock:
+            seen = [(fw.asset(m, "a1")["state"], fw.asset(m, "a1")["restarts"]) for m in fw.msgs[n1:]]
+        assert fw.asset(fw.msgs[n1 - 1], "a1")["state"] == "running"
+        assert seen.index(("restarting", 1)) < seen.index(("running", 1)), seen
+        born = obs.births("a1")[-1]
+        pids.append(born["pid"])
+        r = fw.asset(back, "a1")
+        assert r["pid"] == born["pid"] != a1["pid"] and r["instance"] == born["instance"]
+        assert r["last_restart"] == born["started_at"] and r["gap_s"] == born["restarted_from_checkpoint"]["gap_s"]
+        assert fw.asset(back, "a2")["state"] == "running" and fw.asset(back, "a2")["restarts"] == 0
+
+        write(fleet, fleet_text(broker.url, ["a1"], extra))  # hot remove
+        gone = wait_for("a2 stopped", lambda: fw.find(lambda m: fw.asset(m, "a2").get("state") == "stopped"), 30)
+        assert fw.asset(gone, "a1")["state"] == "running"
+        n2 = len(fw.msgs)
+        wait_for("two re-publications", lambda: len(fw.msgs) >= n2 + 2, 10)
+        with fw.lock:
+            quiet = fw.msgs[n2:n2 + 2]
+        assert quiet[0]["assets"] == quiet[1]["assets"] and quiet[1]["seq"] == quiet[0]["seq"] + 1
+        assert 1.5 < quiet[1]["t"] - quiet[0]["t"] < 3.5  # status_interval 2 s, polled every 0.3 s
+
+        proc.kill()  # the fleet process dies: the broker publishes its will
+        will = wait_for("the fleet's will", lambda: fw.find(lambda m: m["state"] == "offline"), 10)
+        assert will["pid"] == proc.pid and will["started_at"] == running["started_at"] and "assets" not in will
+    finally:
+        stop(proc)
+        for pid in pids:  # the twins the killed fleet left behind
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        obs.close()
+        fw.close()
+
+
 # ------------------------------------------------------------------------------------------- Ray
 def _ours(tag: str) -> list[int]:
     """PIDs of the processes whose command line names ``tag`` (our cluster's temp dir)."""

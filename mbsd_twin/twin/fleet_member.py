@@ -31,9 +31,10 @@ log = logging.getLogger("mbsd_twin.fleet")
 
 
 class Member:
-    """Build, resume and start one asset's twin (``start``); ``stop`` saves a last checkpoint."""
+    """Build, resume and start one asset's twin (``start``); ``stop`` saves a last checkpoint.
+    ``birth``: more fields of the twin's birth (the Ray node id)."""
 
-    def __init__(self, spec: AssetSpec, settings: FleetSettings) -> None:
+    def __init__(self, spec: AssetSpec, settings: FleetSettings, birth: dict[str, Any] | None = None) -> None:
         self.spec, self.settings = spec, settings
         self.cfg = spec.twin_config(settings)
         self.svc = TwinService(self.cfg)
@@ -43,7 +44,7 @@ class Member:
         self.checkpointer = Checkpointer(lambda: self.svc.core, self.store, spec.id, self.cfg.config_hash(),
                                          settings.checkpoint_interval, self.svc.counts)
         self.svc.ticks.append(self.checkpointer)
-        self.svc.birth_extra.update({"pid": os.getpid(), "started_at": time.time(), **self.resumed})
+        self.svc.birth_extra.update({"pid": os.getpid(), "started_at": time.time(), **(birth or {}), **self.resumed})
         if self.resumed and self.svc.history is not None:  # the restart and its gap into the history store
             self.svc.history.offer(self.svc.topics.twin("status"), encode(
                 {"state": "restarted", "asset": spec.id, "instance": self.svc.instance,
