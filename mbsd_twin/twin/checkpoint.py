@@ -39,7 +39,7 @@ log = logging.getLogger("mbsd_twin.checkpoint")
 FORMAT = "mbsd-twin-checkpoint/2"  # 2: with the change tests and alarm timers
 FORMATS = (FORMAT, "mbsd-twin-checkpoint/1")  # what apply reads
 _CORE = ("started", "pending", "last_t", "prev_inputs", "last_meas", "last_seq", "paused", "good_params",
-         "next_latest", "nis_sum")
+         "next_latest", "nis_sum", "hold")
 _EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step")
 _RECORDS = {"Prediction": Prediction, "Linearisation": Linearisation}
 
