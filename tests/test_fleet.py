@@ -142,7 +142,7 @@ def test_fleet_serve_refuses_a_bad_file(tmp_path: Path) -> None:
 def test_local_fleet(tmp_path: Path, broker: Broker, feeder: FleetFeeder) -> None:
     fleet = tmp_path / "fleet.toml"
     write(fleet, fleet_text(broker.url, ["a1", "a2"]))
-    obs = Observer(broker.url)
+    obs, fw = Observer(broker.url), FleetWatch(broker.url)
     proc = serve(fleet, tmp_path / "fleet.log")
     try:
         for a in ("a1", "a2"):
@@ -173,6 +173,9 @@ def test_local_fleet(tmp_path: Path, broker: Broker, feeder: FleetFeeder) -> Non
         stop(proc)
         obs.close()
     assert proc.returncode == 0, (tmp_path / "fleet.log").read_text()[-3000:]
+    last = wait_for("the fleet's offline status", lambda: fw.find(lambda m: m["state"] == "offline"), 5)
+    fw.close()  # a graceful stop: offline, with every asset stopped (the will has no assets)
+    assert {a: x["state"] for a, x in last["assets"].items()} == {"a1": "stopped", "a2": "stopped", "a3": "stopped"}
     store = CheckpointStore(str(tmp_path / "fleet-checkpoints.sqlite"))
     assert store.load("a1") is not None and store.load("a3") is not None
     store.close()
@@ -324,7 +327,7 @@ def test_ray_fleet_survives_node_loss(tmp_path: Path, broker: Broker, feeder: Fl
                                       ray_cluster: dict[str, Any]) -> None:
     fleet = tmp_path / "fleet.toml"
     write(fleet, fleet_text(broker.url, ["a1", "a2"], 'ray_num_cpus = 0.5\nray_strategy = "SPREAD"\n'))
-    obs = Observer(broker.url)
+    obs, fw = Observer(broker.url), FleetWatch(broker.url)
     proc = serve(fleet, tmp_path / "fleet.log", "--ray", ray_cluster["address"])
     try:
         for a in ("a1", "a2"):
@@ -337,6 +340,9 @@ def test_ray_fleet_survives_node_loss(tmp_path: Path, broker: Broker, feeder: Fl
         victim = on_worker[0]
         time.sleep(1.5)  # a checkpoint with batches in it
         first = obs.births(victim)[-1]
+        before = fw.find(lambda m: all(fw.asset(m, a).get("state") == "running" for a in ("a1", "a2")))
+        assert before and before["backend"] == "ray" and fw.asset(before, victim)["node_id"] == first["node_id"]
+        assert fw.asset(before, "a1")["node_id"] != fw.asset(before, "a2")["node_id"]  # SPREAD: one per node
         os.kill(worker_raylet, signal.SIGKILL)
         t_kill = time.time()
         back = wait_for(f"{victim} back on the head node", lambda: len(obs.births(victim)) > 1
@@ -349,6 +355,12 @@ def test_ray_fleet_survives_node_loss(tmp_path: Path, broker: Broker, feeder: Fl
         wait_for("the orphaned actor's exit", lambda: not Path(f"/proc/{first['pid']}").exists(), 15)
         n = obs.states.get(victim, 0)
         wait_for(f"{victim} state again", lambda: obs.states.get(victim, 0) > n + 3, 15)
+        st = wait_for("the restart in the fleet status", lambda: fw.find(
+            lambda m: fw.asset(m, victim).get("restarts") == 1 and fw.asset(m, victim).get("state") == "running"), 5)
+        v = fw.asset(st, victim)
+        assert v["node_id"] == back["node_id"] != first["node_id"] and v["pid"] == back["pid"]
+        assert v["gap_s"] == r["gap_s"] and v["last_restart"] == back["started_at"]
     finally:
         stop(proc)
         obs.close()
+        fw.close()
