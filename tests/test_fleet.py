@@ -202,6 +202,15 @@ class FleetWatch:
     def asset(self, m: dict[str, Any], a: str) -> dict[str, Any]:
         return m.get("assets", {}).get(a, {})
 
+    def republished(self, interval: float) -> None:
+        """With nothing changing, the next two publications are the same, ``interval`` s apart."""
+        n = len(self.msgs)
+        wait_for("two re-publications", lambda: len(self.msgs) >= n + 2, 3 * interval + 2)
+        with self.lock:
+            a, b = self.msgs[n:n + 2]
+        assert a["assets"] == b["assets"] and b["seq"] == a["seq"] + 1
+        assert interval - 0.5 < b["t"] - a["t"] < interval + 1.5  # the fleet polls every 0.3 s here
+
     def close(self) -> None:
         self.client.loop_stop()
         self.client.disconnect()
@@ -255,12 +264,7 @@ def test_fleet_status_topic(tmp_path: Path, broker: Broker, feeder: FleetFeeder)
         write(fleet, fleet_text(broker.url, ["a1"], extra))  # hot remove
         gone = wait_for("a2 stopped", lambda: fw.find(lambda m: fw.asset(m, "a2").get("state") == "stopped"), 30)
         assert fw.asset(gone, "a1")["state"] == "running"
-        n2 = len(fw.msgs)
-        wait_for("two re-publications", lambda: len(fw.msgs) >= n2 + 2, 10)
-        with fw.lock:
-            quiet = fw.msgs[n2:n2 + 2]
-        assert quiet[0]["assets"] == quiet[1]["assets"] and quiet[1]["seq"] == quiet[0]["seq"] + 1
-        assert 1.5 < quiet[1]["t"] - quiet[0]["t"] < 3.5  # status_interval 2 s, polled every 0.3 s
+        fw.republished(2.0)
 
         proc.kill()  # the fleet process dies: the broker publishes its will
         will = wait_for("the fleet's will", lambda: fw.find(lambda m: m["state"] == "offline"), 10)

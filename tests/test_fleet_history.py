@@ -109,6 +109,19 @@ def unexplained(missing: set[int], count: Counter[int], holds: list[tuple[float,
     return {i for i in missing if i // BATCH in stored_batches and not coarse(i // BATCH)}
 
 
+def accounted(seqs: list[int], t: np.ndarray, events: list[Any]) -> dict[str, Any]:
+    """A surviving twin with the default hold levels: the batches ``seqs`` sent within its stored span
+    hold the samples of their recorded hold or none, and those with none are its counted drops."""
+    ids = sample_ids(t)
+    seqs = [q for q in seqs if ids.min() <= q * BATCH and q * BATCH + BATCH - 1 <= ids.max()]
+    holds = holds_of(events)
+    fig = account([q * BATCH / RATE for q in seqs], BATCH, 1 / RATE,
+                  t[(ids >= seqs[0] * BATCH) & (ids < seqs[-1] * BATCH + BATCH)], holds)
+    health = [json.loads(b) for kind, _, _, b in events if kind == "health"]
+    assert fig["empty"] == health[-1]["counters"]["dropped_overload"], (fig, health[-1]["counters"])
+    return {**fig, "holds": [(h[0], h[1]["to"]) for h in holds]}
+
+
 # every sample through the filter and into the outputs: no coarser hold level (it thins the outputs to every
 # h-th sample by design) and a queue that lags rather than drops on this loaded machine; or the defaults
 SERVICE = {"hold1": "[service]\nhold_levels = [1]\nqueue_size = 1000\n", "defaults": ""}
@@ -181,12 +194,7 @@ def test_node_loss_gap_is_recorded_and_nothing_else_is_lost(tmp_path: Path, brok
             if a in on_head:
                 assert not restarts
                 if service == "defaults":
-                    seqs = sorted(q for q in feeder.sent_at[a] if lo <= q * BATCH and q * BATCH + BATCH - 1 <= hi)
-                    fig = account([q * BATCH / RATE for q in seqs], BATCH, 1 / RATE, np.asarray(t)[
-                        (ids >= seqs[0] * BATCH) & (ids < seqs[-1] * BATCH + BATCH)], holds)
-                    health = [json.loads(b) for kind, _, _, b in events if kind == "health"]
-                    assert fig["empty"] == health[-1]["counters"]["dropped_overload"], (fig, health[-1]["counters"])
-                    figures[a] = {**fig, "holds": [(h[0], h[1]["to"]) for h in holds]}
+                    figures[a] = accounted(sorted(feeder.sent_at[a]), np.asarray(t), events)
                     continue
                 assert want == set(count), f"{a}: {len(want - set(count))} samples missing: {ranges(want - set(count))}"
                 assert max(count.values()) == 1, f"{a}: duplicated samples"
