@@ -296,11 +296,20 @@ def _ppid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+PORT_FLAGS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port", "--runtime-env-agent-port",
+              "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port")
+
+
 def _ports() -> list[str]:
-    return ["--num-cpus", "1", "--node-manager-port", str(free_port()), "--object-manager-port", str(free_port()),
-            "--metrics-export-port", str(free_port()), "--runtime-env-agent-port", str(free_port()),
-            "--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
-            "--min-worker-port", str(p := free_port() // 100 * 100 % 50000 + 10000), "--max-worker-port", str(p + 99)]
+    """A node's ports: free ones, none inside its worker port range (ray start refuses that)."""
+    lo = free_port() // 100 * 100 % 50000 + 10000
+    ports: list[int] = []
+    while len(ports) < len(PORT_FLAGS):
+        p = free_port()
+        if not lo <= p <= lo + 99 and p not in ports:
+            ports.append(p)
+    return ["--num-cpus", "1", *[x for f, p in zip(PORT_FLAGS, ports, strict=True) for x in (f, str(p))],
+            "--min-worker-port", str(lo), "--max-worker-port", str(lo + 99)]
 
 
 @pytest.fixture
