@@ -4,6 +4,7 @@ refused with a reason and leaves the twin able to start fresh."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pwd
@@ -13,7 +14,6 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -22,10 +22,12 @@ from conftest import free_port
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.twin.checkpoint import Checkpointer, apply, capture
 from mbsd_twin.twin.checkpoint_store import Checkpoint, CheckpointStore
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.twin.config import CoreConfig, load_config
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
-from mbsd_twin.twin.rig import RigConfig, stream
+from mbsd_twin.twin.rig import RigConfig, Trajectory, stream
+from mbsd_twin.twin.rig_faults import RigFault
+from mbsd_twin.twin.rig_file import load_rig_file
 
 
 def _batches(n: int) -> list[SensorBatch]:
@@ -37,14 +39,9 @@ def _batches(n: int) -> list[SensorBatch]:
     return out
 
 
-def _no_cusum(d: Any) -> Any:
-    """Without the change tests' statistics (``cusum.*``): they restart from zero after a resume."""
-    if isinstance(d, dict):
-        return {k: _no_cusum(v) for k, v in d.items() if not k.startswith("cusum.")}
-    return d
-
-
 def test_checkpoint_continues_bit_identically() -> None:
+    """Every output after the restore, the change statistics (``cusum.*``) included, is the same
+    text as the uninterrupted twin's."""
     mech = load_mechanism(bundled_slider_crank())
     batches = _batches(40)
     a = TwinCore(CoreConfig(), mech)
@@ -54,11 +51,67 @@ def test_checkpoint_continues_bit_identically() -> None:
     b_core = TwinCore(CoreConfig(), mech)
     apply(b_core, blob)
     assert np.array_equal(a.tracker.est.x, b_core.tracker.est.x)  # type: ignore[union-attr]
+    sums = []
     for b in batches[20:]:
         for x, y in zip(a.step(b), b_core.step(b), strict=True):
-            assert x.topic == y.topic and _no_cusum(json.loads(x.payload)) == _no_cusum(json.loads(y.payload))
-            if "cusum." not in x.payload:
-                assert x.payload == y.payload, x.topic
+            assert x.topic == y.topic and x.payload == y.payload, x.topic
+            if x.topic.endswith("/estimates"):
+                sums += [v for k, vs in json.loads(x.payload)["ch"].items() if k.startswith("cusum.") for v in vs]
+    assert len(sums) == 20 * 10 * 6 and max(sums) > 1.0  # 6 statistics, 10 samples a batch; not all zero
+
+
+PENDULUM_RIG = load_rig_file("examples/rigs/pendulum_rig.toml")
+PENDULUM = load_mechanism(PENDULUM_RIG.mechanism)
+
+
+def _pendulum_batches(bias: float, onset: float, duration: float) -> list[SensorBatch]:
+    """The pendulum rig (examples/rigs) with an unmeasured torque ``bias`` [N·m] from ``onset`` s."""
+    cfg = dataclasses.replace(PENDULUM_RIG.config, faults=(RigFault("input_bias", onset, "motor_torque", bias),))
+    out = []
+    for m in stream(Trajectory(PENDULUM, cfg), duration=duration):
+        b = parse_sensor(encode(m).encode(), "pd-01", 1 << 22)
+        assert isinstance(b, SensorBatch)
+        out.append(b)
+    return out
+
+
+def _change_alarms(core: TwinCore, batches: list[SensorBatch]) -> list[tuple[str, float]]:
+    return [(p["alarm"], p["t"]) for b in batches for o in core.step(b) if o.topic.endswith("/alarms")
+            and (p := json.loads(o.payload))["event"] == "raised" and p["source"] == "change"]
+
+
+def test_a_partly_accumulated_change_alarms_at_the_same_sample_after_a_restore() -> None:
+    """A 0.03 N·m torque bias from 2.0 s on the pendulum: the checkpoint is taken after the last
+    batch before the uninterrupted twin's first change alarm, with the alarming CUSUM more than
+    half-way to its threshold. Restored from it, a new twin raises the same alarms at the same rig
+    times; restored from the same checkpoint as format 1 (no change tests in it), the tests start
+    fresh, re-arm after divergence_window and the alarm comes later."""
+    cfg = load_config("examples/rigs/pendulum_twin.toml", env={}).core
+    batches = _pendulum_batches(0.03, 2.0, 3.0)
+    ref = TwinCore(cfg, PENDULUM)
+    blobs, sums = [], []
+    for b in batches:
+        blobs.append(capture(ref))  # the state before batch i
+        sums.append(ref.changes.detector.statistics() if ref.changes else {})
+        if _change_alarms(ref, [b]):
+            break
+    k = len(blobs) - 1  # the alarm's batch
+    first = _change_alarms(TwinCore(cfg, PENDULUM), batches)
+    assert first and 2.0 <= first[0][1] < 2.05 and batches[k].t0 <= first[0][1] < batches[k + 1].t0
+    name = first[0][0].removeprefix("change:")
+    assert sums[k][name] > 0.5 * ref.changes.detector.h  # type: ignore[union-attr]  # mid-accumulation
+
+    resumed = TwinCore(cfg, PENDULUM)
+    apply(resumed, blobs[k])
+    assert _change_alarms(resumed, batches[k:]) == [a for a in first if a[1] >= batches[k].t0]
+
+    old = json.loads(blobs[k])
+    del old["alarms"], old["changes"]
+    old["format"] = "mbsd-twin-checkpoint/1"
+    fresh = TwinCore(cfg, PENDULUM)
+    apply(fresh, json.dumps(old).encode())
+    later = _change_alarms(fresh, batches[k:])
+    assert not later or later[0][1] >= batches[k].t0 + cfg.divergence_window > first[0][1]
 
 
 def test_checkpoint_refused_when_it_does_not_fit() -> None:
@@ -66,7 +119,7 @@ def test_checkpoint_refused_when_it_does_not_fit() -> None:
     core = TwinCore(CoreConfig(estimator="open_loop"), mech)
     with pytest.raises(ValueError, match="another estimator"):
         apply(TwinCore(CoreConfig(), mech), capture(core))
-    with pytest.raises(ValueError, match="not a mbsd-twin-checkpoint"):
+    with pytest.raises(ValueError, match="not a mbsd-twin-checkpoint/2 or mbsd-twin-checkpoint/1 checkpoint"):
         apply(core, b"{not json")
 
 

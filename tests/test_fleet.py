@@ -142,7 +142,7 @@ def test_fleet_serve_refuses_a_bad_file(tmp_path: Path) -> None:
 def test_local_fleet(tmp_path: Path, broker: Broker, feeder: FleetFeeder) -> None:
     fleet = tmp_path / "fleet.toml"
     write(fleet, fleet_text(broker.url, ["a1", "a2"]))
-    obs = Observer(broker.url)
+    obs, fw = Observer(broker.url), FleetWatch(broker.url)
     proc = serve(fleet, tmp_path / "fleet.log")
     try:
         for a in ("a1", "a2"):
@@ -173,9 +173,109 @@ def test_local_fleet(tmp_path: Path, broker: Broker, feeder: FleetFeeder) -> Non
         stop(proc)
         obs.close()
     assert proc.returncode == 0, (tmp_path / "fleet.log").read_text()[-3000:]
+    last = wait_for("the fleet's offline status", lambda: fw.find(lambda m: m["state"] == "offline"), 5)
+    fw.close()  # a graceful stop: offline, with every asset stopped (the will has no assets)
+    assert {a: x["state"] for a, x in last["assets"].items()} == {"a1": "stopped", "a2": "stopped", "a3": "stopped"}
     store = CheckpointStore(str(tmp_path / "fleet-checkpoints.sqlite"))
     assert store.load("a1") is not None and store.load("a3") is not None
     store.close()
+
+
+class FleetWatch:
+    """Every message of the fleet's retained status topic, in order."""
+
+    def __init__(self, url: str, topic: str = "dt/v1/fleet/status") -> None:
+        self.msgs: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.client = connect(url, f"fleet-status-{os.getpid()}")
+        self.client.on_message = self._on
+        self.client.subscribe(topic, 1)
+
+    def _on(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        with self.lock:
+            self.msgs.append(json.loads(msg.payload))
+
+    def find(self, cond: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
+        with self.lock:
+            return next((m for m in self.msgs if cond(m)), None)
+
+    def asset(self, m: dict[str, Any], a: str) -> dict[str, Any]:
+        return m.get("assets", {}).get(a, {})
+
+    def republished(self, interval: float) -> None:
+        """With nothing changing, the next two publications are the same, ``interval`` s apart."""
+        n = len(self.msgs)
+        wait_for("two re-publications", lambda: len(self.msgs) >= n + 2, 3 * interval + 2)
+        with self.lock:
+            a, b = self.msgs[n:n + 2]
+        assert a["assets"] == b["assets"] and b["seq"] == a["seq"] + 1
+        assert interval - 0.5 < b["t"] - a["t"] < interval + 1.5  # the fleet polls every 0.3 s here
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+def test_fleet_status_topic(tmp_path: Path, broker: Broker, feeder: FleetFeeder) -> None:
+    """The fleet's own retained status: an asset added by an edit is listed (starting, then running
+    with its twin's pid); a SIGKILLed twin shows restarting, then running with restarts = 1 and the
+    gap its new birth reports; a removed one stopped; unchanged, it is re-published every
+    status_interval; a killed fleet process leaves its will (offline)."""
+    fleet = tmp_path / "fleet.toml"
+    extra = "status_interval = 2.0\n"
+    write(fleet, fleet_text(broker.url, ["a1"], extra))
+    obs, fw = Observer(broker.url), FleetWatch(broker.url)
+    proc = serve(fleet, tmp_path / "fleet.log")
+    pids: list[int] = []
+    try:
+        running = wait_for("a1 running in the fleet status", lambda: fw.find(
+            lambda m: fw.asset(m, "a1").get("state") == "running"), 90)
+        a1 = obs.births("a1")[-1]
+        assert running["state"] == "online" and running["pid"] == proc.pid and running["backend"] == "local"
+        assert fw.asset(running, "a1") | {"since": 0} == {
+            "state": "running", "backend": "local", "since": 0, "restarts": 0, "last_restart": None, "gap_s": None,
+            "checkpoint_rejected": None, "pid": a1["pid"], "node_id": None, "instance": a1["instance"]}
+
+        write(fleet, fleet_text(broker.url, ["a1", "a2"], extra))  # hot add
+        n0 = len(fw.msgs)
+        wait_for("a2 running", lambda: fw.find(lambda m: fw.asset(m, "a2").get("state") == "running"), 30)
+        with fw.lock:
+            a2_states = [fw.asset(m, "a2").get("state") for m in fw.msgs[n0:]]
+        assert a2_states[0] == "starting" and "running" in a2_states
+        assert fw.asset(fw.msgs[-1], "a2")["pid"] == obs.births("a2")[-1]["pid"]
+        pids += [a1["pid"], obs.births("a2")[-1]["pid"]]
+
+        time.sleep(1.5)  # a checkpoint with batches in it
+        n1 = len(fw.msgs)
+        os.kill(a1["pid"], signal.SIGKILL)
+        back = wait_for("a1 running again", lambda: fw.find(
+            lambda m: fw.asset(m, "a1").get("restarts") == 1 and fw.asset(m, "a1").get("state") == "running"), 30)
+        with fw.lock:
+            seen = [(fw.asset(m, "a1")["state"], fw.asset(m, "a1")["restarts"]) for m in fw.msgs[n1:]]
+        assert fw.asset(fw.msgs[n1 - 1], "a1")["state"] == "running"
+        assert seen.index(("restarting", 1)) < seen.index(("running", 1)), seen
+        born = obs.births("a1")[-1]
+        pids.append(born["pid"])
+        r = fw.asset(back, "a1")
+        assert r["pid"] == born["pid"] != a1["pid"] and r["instance"] == born["instance"]
+        assert r["last_restart"] == born["started_at"] and r["gap_s"] == born["restarted_from_checkpoint"]["gap_s"]
+        assert fw.asset(back, "a2")["state"] == "running" and fw.asset(back, "a2")["restarts"] == 0
+
+        write(fleet, fleet_text(broker.url, ["a1"], extra))  # hot remove
+        gone = wait_for("a2 stopped", lambda: fw.find(lambda m: fw.asset(m, "a2").get("state") == "stopped"), 30)
+        assert fw.asset(gone, "a1")["state"] == "running"
+        fw.republished(2.0)
+
+        proc.kill()  # the fleet process dies: the broker publishes its will
+        will = wait_for("the fleet's will", lambda: fw.find(lambda m: m["state"] == "offline"), 10)
+        assert will["pid"] == proc.pid and will["started_at"] == running["started_at"] and "assets" not in will
+    finally:
+        stop(proc)
+        for pid in pids:  # the twins the killed fleet left behind
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        obs.close()
+        fw.close()
 
 
 # ------------------------------------------------------------------------------------------- Ray
@@ -196,11 +296,20 @@ def _ppid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+PORT_FLAGS = ("--node-manager-port", "--object-manager-port", "--metrics-export-port", "--runtime-env-agent-port",
+              "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port")
+
+
 def _ports() -> list[str]:
-    return ["--num-cpus", "1", "--node-manager-port", str(free_port()), "--object-manager-port", str(free_port()),
-            "--metrics-export-port", str(free_port()), "--runtime-env-agent-port", str(free_port()),
-            "--dashboard-agent-listen-port", str(free_port()), "--dashboard-agent-grpc-port", str(free_port()),
-            "--min-worker-port", str(p := free_port() // 100 * 100 % 50000 + 10000), "--max-worker-port", str(p + 99)]
+    """A node's ports: free ones, none inside its worker port range (ray start refuses that)."""
+    lo = free_port() // 100 * 100 % 50000 + 10000
+    ports: list[int] = []
+    while len(ports) < len(PORT_FLAGS):
+        p = free_port()
+        if not lo <= p <= lo + 99 and p not in ports:
+            ports.append(p)
+    return ["--num-cpus", "1", *[x for f, p in zip(PORT_FLAGS, ports, strict=True) for x in (f, str(p))],
+            "--min-worker-port", str(lo), "--max-worker-port", str(lo + 99)]
 
 
 @pytest.fixture
@@ -231,7 +340,7 @@ def test_ray_fleet_survives_node_loss(tmp_path: Path, broker: Broker, feeder: Fl
                                       ray_cluster: dict[str, Any]) -> None:
     fleet = tmp_path / "fleet.toml"
     write(fleet, fleet_text(broker.url, ["a1", "a2"], 'ray_num_cpus = 0.5\nray_strategy = "SPREAD"\n'))
-    obs = Observer(broker.url)
+    obs, fw = Observer(broker.url), FleetWatch(broker.url)
     proc = serve(fleet, tmp_path / "fleet.log", "--ray", ray_cluster["address"])
     try:
         for a in ("a1", "a2"):
@@ -244,6 +353,9 @@ def test_ray_fleet_survives_node_loss(tmp_path: Path, broker: Broker, feeder: Fl
         victim = on_worker[0]
         time.sleep(1.5)  # a checkpoint with batches in it
         first = obs.births(victim)[-1]
+        before = fw.find(lambda m: all(fw.asset(m, a).get("state") == "running" for a in ("a1", "a2")))
+        assert before and before["backend"] == "ray" and fw.asset(before, victim)["node_id"] == first["node_id"]
+        assert fw.asset(before, "a1")["node_id"] != fw.asset(before, "a2")["node_id"]  # SPREAD: one per node
         os.kill(worker_raylet, signal.SIGKILL)
         t_kill = time.time()
         back = wait_for(f"{victim} back on the head node", lambda: len(obs.births(victim)) > 1
@@ -256,6 +368,12 @@ def test_ray_fleet_survives_node_loss(tmp_path: Path, broker: Broker, feeder: Fl
         wait_for("the orphaned actor's exit", lambda: not Path(f"/proc/{first['pid']}").exists(), 15)
         n = obs.states.get(victim, 0)
         wait_for(f"{victim} state again", lambda: obs.states.get(victim, 0) > n + 3, 15)
+        st = wait_for("the restart in the fleet status", lambda: fw.find(
+            lambda m: fw.asset(m, victim).get("restarts") == 1 and fw.asset(m, victim).get("state") == "running"), 5)
+        v = fw.asset(st, victim)
+        assert v["node_id"] == back["node_id"] != first["node_id"] and v["pid"] == back["pid"]
+        assert v["gap_s"] == r["gap_s"] and v["last_restart"] == back["started_at"]
     finally:
         stop(proc)
         obs.close()
+        fw.close()

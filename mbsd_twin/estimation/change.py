@@ -107,3 +107,15 @@ class ChangeDetector:
 
     def statistics(self) -> dict[str, float]:
         return {n: c.value() for n, c in self.tests.items()}
+
+    def state(self) -> dict[str, list[list[Any]]]:
+        """Each test's sums: name → two sides (up, down) as ``[g, start, total, n]`` (JSON-exact)."""
+        return {n: [[sd.g, sd.start, sd.total, sd.n] for sd in c.sides] for n, c in self.tests.items()}
+
+    def restore(self, state: dict[str, list[list[Any]]]) -> None:
+        """Put back a :meth:`state` of a detector with the same statistics (``ValueError`` else)."""
+        if set(state) != set(self.tests):
+            raise ValueError(f"change tests {sorted(state)} in the checkpoint, {sorted(self.tests)} here")
+        for n, sides in state.items():
+            up, down = (_Side(float(g), None if t is None else float(t), float(tot), int(k)) for g, t, tot, k in sides)
+            self.tests[n].sides = (up, down)

@@ -60,6 +60,18 @@ class Alarms:
     def active(self) -> list[str]:
         return [n for n, s in self.state.items() if s.active]
 
+    def snapshot(self) -> dict[str, Any]:
+        """The alarms' timers and flags (JSON; :meth:`restore` puts them back)."""
+        return {"state": {n: [s.active, s.since, list(s.events), s.peak] for n, s in self.state.items()},
+                "suppressed": self.suppressed}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        """A :meth:`snapshot`; alarms no longer configured are left out, new ones start clear."""
+        for n, (active, since, events, peak) in snap["state"].items():
+            if n in self.state:
+                self.state[n] = _State(bool(active), since, deque(events), float(peak))
+        self.suppressed = int(snap["suppressed"])
+
 
 class ChangeAlarms:
     """Change alarms from the filter (:mod:`mbsd_twin.estimation.change`): a CUSUM on each measured
@@ -81,6 +93,7 @@ class ChangeAlarms:
         self.aug = [a.name for a in est.aug] if est is not None else []
         self.offset = 2 * est.d if est is not None else 0
         names = [self.channel[m] for m in (est.meas if est is not None else [])] + self.aug
+        self.rate = rate  # samples/s: tunes the thresholds
         self.detector = ChangeDetector(names, cfg.change_mtbfa, rate, cfg.change_shift)
         self.last: dict[str, float] = {}  # active statistic → rig time of its last crossing
         self.max_per_minute = cfg.alarm_max_events_per_minute
@@ -148,3 +161,16 @@ class ChangeAlarms:
 
     def active(self) -> list[str]:
         return [f"change:{n}" for n in self.last]
+
+    def snapshot(self) -> dict[str, Any]:
+        """The CUSUM sums and the alarm timers (JSON; :meth:`restore` puts them back)."""
+        return {"rate": self.rate, "detector": self.detector.state(), "last": dict(self.last),
+                "events": list(self.events), "suppressed": self.suppressed, "crossed": list(self.crossed),
+                "armed_at": self.armed_at}
+
+    def restore(self, snap: dict[str, Any]) -> None:
+        """A :meth:`snapshot` of change alarms over the same statistics (``ValueError`` else)."""
+        self.detector.restore(snap["detector"])
+        self.last = {str(k): float(v) for k, v in snap["last"].items()}
+        self.events = deque(float(t) for t in snap["events"])
+        self.suppressed, self.crossed, self.armed_at = int(snap["suppressed"]), list(snap["crossed"]), snap["armed_at"]

@@ -5,17 +5,21 @@ every ``interval`` seconds to a :class:`~.checkpoint_store.CheckpointStore`).
 What is kept (JSON, floats exact): the Simulator's state (``Simulator.get_state``: continues
 bit-identically), the filter's estimate ``x`` and covariance ``P`` with the values applied to the
 model and its current linearisation, the parameters set by command, the tracker's time origin, the
-core's last sample, inputs, output sequence numbers, NIS window and pause flag: the motion, residuals
-and estimates continue bit-identically (tests/test_checkpoint.py). Not kept: the change tests
-(CUSUM) and alarm timers — they restart, as after any re-initialisation, so the change statistics
-in ``twin/estimates`` start from zero. After a restart the first batch is usually more than ``[core] max_gap`` after the
-checkpoint, so the filter re-initialises its motion from the measurements (``resync`` reason
-``gap``) and keeps what it had learnt: the augmented unknowns (e.g. ``piston.mass``, input biases).
+core's last sample, inputs, output sequence numbers, NIS window and pause flag, and (format 2) the
+change tests' CUSUM sums with the change and threshold alarms' timers, so a partly accumulated
+change alarms at the same sample as without the restart: the motion, residuals, estimates, change
+statistics and alarms continue bit-identically (tests/test_checkpoint.py). A format-1 checkpoint
+(before 2026-11-25) still loads; its change tests and alarm timers start fresh (logged). After a
+restart the first batch is usually more than ``[core] max_gap`` after the checkpoint, so the filter
+re-initialises its motion from the measurements (``resync`` reason ``gap``; the change tests re-arm
+after ``divergence_window``, as after any re-initialisation) and keeps what it had learnt: the
+augmented unknowns (e.g. ``piston.mass``, input biases).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -25,13 +29,17 @@ from typing import Any
 import numpy as np
 
 from ..estimation.records import Linearisation, Prediction
+from .alarms import ChangeAlarms
 from .checkpoint_store import Checkpoint, CheckpointStore
 from .core import TwinCore
 from .tracking import EkfTracker
 
-FORMAT = "mbsd-twin-checkpoint/1"
+log = logging.getLogger("mbsd_twin.checkpoint")
+
+FORMAT = "mbsd-twin-checkpoint/2"  # 2: with the change tests and alarm timers
+FORMATS = (FORMAT, "mbsd-twin-checkpoint/1")  # what apply reads
 _CORE = ("started", "pending", "last_t", "prev_inputs", "last_meas", "last_seq", "paused", "good_params",
-         "next_latest", "nis_sum")
+         "next_latest", "nis_sum", "hold")
 _EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step")
 _RECORDS = {"Prediction": Prediction, "Linearisation": Linearisation}
 
@@ -55,7 +63,8 @@ def _value(v: Any) -> Any:
 def capture(core: TwinCore) -> bytes:
     """The core's state (call in the thread that runs the core, between batches)."""
     data: dict[str, Any] = {"format": FORMAT, "core": {k: getattr(core, k) for k in _CORE},
-                            "out_seq": dict(core.out_seq), "nis": list(core.nis)}
+                            "out_seq": dict(core.out_seq), "nis": list(core.nis), "alarms": core.alarms.snapshot(),
+                            "changes": core.changes.snapshot() if core.changes is not None else None}
     tr = core.tracker
     if isinstance(tr, EkfTracker):
         data["t_offset"] = tr.t_offset
@@ -69,11 +78,11 @@ def apply(core: TwinCore, blob: bytes) -> None:
     ``ValueError`` (the core then unchanged but for parameters) for one that does not fit."""
     try:
         data = json.loads(blob.decode())
-        ok = isinstance(data, dict) and data.get("format") == FORMAT
+        ok = isinstance(data, dict) and data.get("format") in FORMATS
     except (UnicodeDecodeError, ValueError):
         ok = False
     if not ok:
-        raise ValueError(f"not a {FORMAT} checkpoint")
+        raise ValueError(f"not a {' or '.join(FORMATS)} checkpoint")
     for name, value in data["core"]["good_params"].items():
         core.tracker.set_param(name, float(value))
     tr = core.tracker
@@ -88,10 +97,27 @@ def apply(core: TwinCore, blob: bytes) -> None:
             setattr(tr.est, k, v)
         tr.t_offset = float(data["t_offset"])
         core.good = tr.checkpoint()
+    changes = _changes(core, data)
     for k, v in data["core"].items():
         setattr(core, k, v)
     core.out_seq.update(data["out_seq"])
     core.nis.extend((float(v), int(k)) for v, k in data["nis"])
+    core.changes = changes
+    if "alarms" in data:
+        core.alarms.restore(data["alarms"])
+    else:
+        log.info("%s checkpoint: no change tests or alarm timers in it; they start fresh", data["format"])
+
+
+def _changes(core: TwinCore, data: dict[str, Any]) -> ChangeAlarms | None:
+    """The change alarms of a checkpoint, rebuilt with its sample rate (None: none yet, or a format-1
+    checkpoint — then built fresh at the next batch); ``ValueError`` when its tests do not fit."""
+    snap = data.get("changes")
+    if snap is None:
+        return None
+    changes = ChangeAlarms(core.cfg, float(snap["rate"]), core.tracker)
+    changes.restore(snap)
+    return changes
 
 
 class Checkpointer:

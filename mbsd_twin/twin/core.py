@@ -72,6 +72,7 @@ class TwinCore:
         self.prev_inputs: dict[str, float] = {}
         self.last_meas: dict[str, float] = {}
         self.last_seq = -1
+        self.hold = 1  # the solver hold (samples per step) of the last batch with outputs
         self.out_seq: Counter[str] = Counter()
         self.next_latest: float | None = None
         self.latest: dict[str, Any] = {}
@@ -254,9 +255,11 @@ class TwinCore:
         def columns(part: str) -> dict[str, list[float | None]]:
             keys = dict.fromkeys(k for r in rows for k in r[part])  # a row right after a start has no residuals
             return {k: [_finite(r[part].get(k)) for r in rows] for k in keys}
+        change = {"hold_change": {"from": self.hold, "to": hold, "t": batch.t0}} if hold != self.hold else {}
+        self.hold = hold
         outs = [self._msg("state", batch, hold, ends, columns("state"), stride=hold),
                 self._msg("residuals", batch, hold, ends, columns("residual"), stride=hold, resyncs=resyncs,
-                          **({"resync_events": self.batch_resync_events} if resyncs else {})),
+                          **({"resync_events": self.batch_resync_events} if resyncs else {}), **change),
                 self._msg("virtual", batch, hold, ends, columns("virtual"), stride=hold)]
         if rows[-1]["filter"]:
             outs.append(self._msg("estimates", batch, hold, ends, columns("filter"), stride=hold))

@@ -19,14 +19,19 @@ from typing import Any, Protocol
 
 from .fleet_config import AssetSpec, FleetConfig, FleetError, FleetSettings, load_fleet
 from .fleet_member import run_process
+from .fleet_status import FleetStatus
+from .protocol import Topics
 
 log = logging.getLogger("mbsd_twin.fleet")
 
 
 class Backend(Protocol):
+    name: str  # "local" or "ray" (in the fleet status)
+
     def start(self, spec: AssetSpec, settings: FleetSettings) -> None: ...
     def stop(self, asset: str) -> None: ...
     def check(self) -> None: ...
+    def dead(self) -> dict[str, bool]: ...
     def status(self) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
@@ -50,6 +55,8 @@ class LocalBackend:
     """One process per asset (``fork`` where available: the engine's modules are already imported);
     a dead one is started again after ``restart_delay``, doubled for every death in a row within
     ``QUICK`` s of its start (at most 32 times: a crash loop does not spin)."""
+
+    name = "local"
 
     def __init__(self) -> None:
         methods = mp.get_all_start_methods()
@@ -95,6 +102,10 @@ class LocalBackend:
                 c.died_at, c.started_at = None, now
                 log.warning("twin %s restarted (pid %s, restart %d)", aid, c.proc.pid, c.restarts)
 
+    def dead(self) -> dict[str, bool]:
+        """The assets whose process is not alive: True when it will not be restarted again."""
+        return {aid: c.given_up for aid, c in self.children.items() if not c.proc.is_alive()}
+
     def status(self) -> dict[str, Any]:
         return {aid: {"pid": c.proc.pid, "alive": c.proc.is_alive(), "restarts": c.restarts}
                 for aid, c in self.children.items()}
@@ -105,18 +116,31 @@ class LocalBackend:
 
 
 class Fleet:
-    """The assets of the fleet file, run by ``backend``; ``poll`` once per ``watch_interval``."""
+    """The assets of the fleet file, run by ``backend``; ``poll`` once per ``watch_interval``. The
+    fleet's retained status topic (:mod:`.fleet_status`) follows every start, stop and death."""
 
     def __init__(self, path: str, backend: Backend) -> None:
         self.path, self.backend = path, backend
         self.cfg: FleetConfig = load_fleet(path)  # a bad file at start is fatal (FleetError)
         self.mtime = os.stat(path).st_mtime_ns
         self.rejected: str = ""  # the last bad edit's problems ("" none)
+        broker, topic = self.cfg.status_target()
+        self.status = FleetStatus(broker, topic, backend.name, self.cfg.settings.status_interval, self.cfg.path)
         for spec in self.cfg.assets:
-            backend.start(spec, self.cfg.settings)
+            self._start(spec, self.cfg.settings)
+
+    def _start(self, spec: AssetSpec, settings: FleetSettings) -> None:
+        self.status.watch(spec.id, Topics(spec.twin_config(settings).core.base).twin("status"))
+        self.backend.start(spec, settings)
+
+    def _stop(self, asset: str) -> None:
+        self.backend.stop(asset)
+        self.status.stopped(asset)
 
     def poll(self) -> None:
         self.backend.check()
+        self.status.dead(self.backend.dead())
+        self.status.tick(time.monotonic())
         try:
             mtime = os.stat(self.path).st_mtime_ns
         except OSError as exc:
@@ -143,22 +167,25 @@ class Fleet:
         want = new.by_id()
         for aid in old.keys() - want.keys():
             log.info("asset %s removed from %s: stopping its twin", aid, self.path)
-            self.backend.stop(aid)
+            self._stop(aid)
         for aid, spec in want.items():
             if aid in old and old[aid] == spec and new.settings == self.cfg.settings:
                 continue
             if aid in old:
                 log.info("asset %s changed in %s: restarting its twin", aid, self.path)
-                self.backend.stop(aid)
+                self._stop(aid)
             else:
                 log.info("asset %s added to %s: starting its twin", aid, self.path)
-            self.backend.start(spec, new.settings)
+            self._start(spec, new.settings)
         self.cfg = new
 
     def run(self, stop: Any) -> None:
         """Poll until ``stop`` (a threading.Event) is set; then stop every twin."""
         try:
-            while not stop.wait(min(self.cfg.settings.watch_interval, 0.5)):
-                self.poll()
+            while not stop.is_set():
+                self.status.loop(min(self.cfg.settings.watch_interval, 0.5))  # the status topic's I/O
+                if not stop.is_set():
+                    self.poll()
         finally:
             self.backend.close()
+            self.status.close()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.loader import bundled_slider_crank, loads_mechanism
-from .config import ConfigError, TwinConfig, load_config
+from .config import BrokerConfig, ConfigError, TwinConfig, load_config
 
 ASSET_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # one MQTT topic level, no wildcards
 
@@ -41,6 +41,8 @@ class FleetSettings:
     max_task_retries: int = -1  # Ray: retries of an actor call across restarts; -1: no limit
     ray_num_cpus: float = 0.5  # Ray: CPUs reserved per twin actor
     ray_strategy: str = "SPREAD"  # Ray: actor placement, SPREAD or DEFAULT
+    status_topic: str = ""  # the fleet's retained status topic; "": "{[core] prefix}/fleet/status"
+    status_interval: float = 10.0  # s between publications of the fleet status (also at every change)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,14 @@ class FleetConfig:
     def by_id(self) -> dict[str, AssetSpec]:
         return {a.id: a for a in self.assets}
 
+    def status_target(self) -> tuple[BrokerConfig, str]:
+        """The broker and topic of the fleet's own status: the ``[broker]`` of the fleet's twin
+        config (``[fleet] broker`` for its URL) and ``status_topic`` (default under its ``[core]
+        prefix``)."""
+        s = self.settings
+        cfg = load_config(s.config or None, env={}, overrides={"broker": {"url": s.broker}} if s.broker else None)
+        return cfg.broker, s.status_topic or f"{cfg.core.prefix}/fleet/status"
+
 
 def _path(base: str, p: str) -> str:
     return p if not p or os.path.isabs(p) or "://" in p else os.path.normpath(os.path.join(base, p))
@@ -97,9 +107,11 @@ def _settings(table: Any, base: str, problems: list[str]) -> FleetSettings:
     for k in sorted(set(table) - set(known)):
         problems.append(f"[fleet] unknown key {k!r}; known: {', '.join(known)}")
     s = dataclasses.replace(d, **kw)
-    for name in ("checkpoint_interval", "watch_interval", "restart_delay"):
+    for name in ("checkpoint_interval", "watch_interval", "restart_delay", "status_interval"):
         if not getattr(s, name) > 0:
             problems.append(f"[fleet] {name}: must be > 0, got {getattr(s, name)!r}")
+    if s.status_topic and ("+" in s.status_topic or "#" in s.status_topic):
+        problems.append(f"[fleet] status_topic: no wildcards (+, #) in a topic to publish on, got {s.status_topic!r}")
     if s.ray_strategy not in ("SPREAD", "DEFAULT"):
         problems.append(f"[fleet] ray_strategy: SPREAD or DEFAULT, got {s.ray_strategy!r}")
     store = s.store or os.path.join(base, "fleet-checkpoints.sqlite")

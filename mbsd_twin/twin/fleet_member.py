@@ -31,9 +31,10 @@ log = logging.getLogger("mbsd_twin.fleet")
 
 
 class Member:
-    """Build, resume and start one asset's twin (``start``); ``stop`` saves a last checkpoint."""
+    """Build, resume and start one asset's twin (``start``); ``stop`` saves a last checkpoint.
+    ``birth``: more fields of the twin's birth (the Ray node id)."""
 
-    def __init__(self, spec: AssetSpec, settings: FleetSettings) -> None:
+    def __init__(self, spec: AssetSpec, settings: FleetSettings, birth: dict[str, Any] | None = None) -> None:
         self.spec, self.settings = spec, settings
         self.cfg = spec.twin_config(settings)
         self.svc = TwinService(self.cfg)
@@ -42,8 +43,9 @@ class Member:
         self._resume()
         self.checkpointer = Checkpointer(lambda: self.svc.core, self.store, spec.id, self.cfg.config_hash(),
                                          settings.checkpoint_interval, self.svc.counts)
-        self.svc.ticks.append(self.checkpointer)
-        self.svc.birth_extra.update({"pid": os.getpid(), "started_at": time.time(), **self.resumed})
+        self.svc.ticks.append(lambda now: None if self.svc.superseded else self.checkpointer(now))
+        self.svc.on_own_status = self._own_status
+        self.svc.birth_extra.update({"pid": os.getpid(), "started_at": time.time(), **(birth or {}), **self.resumed})
         if self.resumed and self.svc.history is not None:  # the restart and its gap into the history store
             self.svc.history.offer(self.svc.topics.twin("status"), encode(
                 {"state": "restarted", "asset": spec.id, "instance": self.svc.instance,
@@ -80,6 +82,16 @@ class Member:
             log.warning("%s: newest stored sample unknown (%s)", self.spec.id, exc)
             return None
 
+    def _own_status(self, st: dict[str, Any]) -> None:
+        """A birth of a newer instance of this asset (a Ray actor restarted elsewhere while this one,
+        its node lost, still runs): this one stops at once — no outputs, history rows or checkpoints
+        after the newer birth, and no ``offline`` will over it."""
+        theirs, mine = st.get("started_at"), self.svc.birth_extra["started_at"]
+        if st.get("state") == "online" and st.get("instance") != self.svc.instance \
+                and isinstance(theirs, int | float) and theirs > mine:
+            self.svc.supersede(f"instance {st.get('instance')} of {self.spec.id} (pid {st.get('pid')}, node "
+                               f"{st.get('node_id')}) started at {theirs}, after this one ({mine})")
+
     def start(self) -> None:
         self.svc.start()
 
@@ -90,7 +102,8 @@ class Member:
 
     def stop(self) -> None:
         self.svc.stop()  # the worker has stopped: the core is quiet
-        self.checkpointer.save()
+        if not self.svc.superseded:  # a superseded twin's state is older than its successor's checkpoints
+            self.checkpointer.save()
         self.store.close()
 
 

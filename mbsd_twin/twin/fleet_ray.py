@@ -19,11 +19,13 @@ class TwinActor:
     """The actor body: the twin starts in ``__init__`` (also when Ray restarts the actor)."""
 
     def __init__(self, spec: AssetSpec, settings: FleetSettings) -> None:
+        import ray
+
         from .fleet_member import Member
 
         logging.basicConfig(level=logging.INFO,
                             format=f"%(asctime)s %(levelname)s [{spec.id}] %(name)s: %(message)s")
-        self.member = Member(spec, settings)
+        self.member = Member(spec, settings, {"node_id": ray.get_runtime_context().get_node_id()})
         self.member.start()
 
     def status(self) -> dict[str, Any]:
@@ -37,6 +39,8 @@ class TwinActor:
 
 class RayBackend:
     """Actors named ``mbsd-twin-<asset>`` in ``namespace``; ``address`` as for ``ray.init``."""
+
+    name = "ray"
 
     def __init__(self, address: str, namespace: str = "mbsd-twin-fleet") -> None:
         import ray
@@ -65,6 +69,11 @@ class RayBackend:
 
     def check(self) -> None:
         """Ray restarts actors itself; nothing to do here."""
+
+    def dead(self) -> dict[str, bool]:
+        """Not asked of Ray (a call per actor would block the fleet's loop): the fleet status learns
+        of a restart from the twin's will and its new birth."""
+        return {}
 
     def status(self, timeout: float = 5.0) -> dict[str, Any]:
         out: dict[str, Any] = {}

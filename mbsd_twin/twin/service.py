@@ -124,6 +124,10 @@ class TwinService:
         # (the core is consistent there: checkpoints); birth_extra is merged into the retained birth.
         self.ticks: list[Callable[[float], None]] = []
         self.birth_extra: dict[str, Any] = {}
+        # on_own_status (set by fleet_member) sees every message on the twin's own status topic: the
+        # births of other instances of the asset; ``supersede`` fences this instance off (below).
+        self.on_own_status: Callable[[dict[str, Any]], None] | None = None
+        self.superseded = ""  # why this instance stopped publishing ("": it has not)
         self.t_started = time.monotonic()
         if cfg.metrics.port:
             from ..dashboard import mount
@@ -166,6 +170,7 @@ class TwinService:
             self.outages.append(time.monotonic() - self.t_disconnect)
             self.t_disconnect = None
         subs = [self.topics.sensors, self.topics.rig_status, self.topics.cmd_filter]
+        subs += [self.topics.twin("status")] if self.on_own_status else []
         if self.cfg.broker.protocol == 5:  # commands retain-as-published: a retained one is ignored (commands.py)
             client.subscribe([(t, mqtt.SubscribeOptions(qos=1, retainAsPublished=t == subs[2])) for t in subs])
         else:
@@ -203,6 +208,10 @@ class TwinService:
                 self._rig_status(bytes(msg.payload))
             elif msg.topic.startswith(self.topics.twin("cmd/")):
                 self._command_in(msg)
+            elif msg.topic == self.topics.twin("status") and self.on_own_status:
+                st = parse_command(bytes(msg.payload))
+                if st:
+                    self.on_own_status(st)
         except Exception:  # never let one message stop the network thread
             self.rlog.warning("message error", "unexpected error handling a message on %s", msg.topic,
                               level=logging.ERROR, exc_info=True)
@@ -319,7 +328,20 @@ class TwinService:
         topic, payload, props = self.commands.reply(p, reply, self.cfg.broker.protocol == 5)
         self.publish(Out(topic, payload, qos=1), props)
 
+    def supersede(self, reason: str) -> None:
+        """Fence this instance off for good (a newer instance of the asset runs): no more input, no
+        output, no history; a clean disconnect, so no ``offline`` will overwrites the newer birth."""
+        if self.superseded:
+            return
+        self.superseded = reason
+        self.counts["superseded"] = 1
+        log.error("superseded, this instance stops publishing: %s", reason)
+        self.client.unsubscribe(self.topics.sensors)
+        self.client.disconnect()
+
     def publish(self, out: Out, props: Properties | None = None) -> None:
+        if self.superseded:
+            return
         if not self.topics.owns(out.topic):  # the service only publishes under its own prefix
             raise ValueError(f"refusing to publish outside {self.topics.twin('')}: {out.topic}")
         info = self.client.publish(out.topic, out.payload, qos=out.qos, retain=out.retain, properties=props)
@@ -383,7 +405,7 @@ class TwinService:
         """Graceful: publish ``offline`` (retained), flush, disconnect."""
         self.stopping.set()
         self.worker.join(timeout)
-        if self.connected.is_set():
+        if self.connected.is_set() and not self.superseded:
             info = self.client.publish(self.topics.twin("status"),
                                        encode({"state": "offline", "instance": self.instance}), qos=1, retain=True)
             info.wait_for_publish(timeout)

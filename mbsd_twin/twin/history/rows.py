@@ -10,8 +10,9 @@ publishes null for an undefined one) is stored as NaN. Channels are named ``<top
 (``state.theta``, ``residuals.f_x``, ``virtual.main_bearing.fx``, ``estimates.piston.mass``); a
 channel whose message also carries ``<name>.sd`` or ``<name>_sd`` gets that as its σ (the
 estimates' augmented unknowns, ``virtual.motor_torque.estimate``). Events: alarms (rig time ``t``),
-re-initialisations (a residual message with ``resyncs`` > 0, at its first sample), health and
-status messages (wall time only).
+re-initialisations (a residual message with ``resyncs`` > 0, at its first sample), changes of the
+solver's hold (a residual message with ``hold_change``, at the first sample of its batch), health
+and status messages (wall time only).
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ class Block:
 @dataclass(frozen=True)
 class Event:
     asset: str
-    kind: str  # alarm, resync, health, status
+    kind: str  # alarm, resync, hold, health, status
     t: float | None  # rig time [s] when the event has one
     wall: float  # Unix time the twin published it
     body: str  # the message (JSON)
@@ -88,8 +89,13 @@ def _events(leaf: str, msg: dict, wall: float, text: str) -> list[Event]:
     asset = str(msg.get("asset", ""))
     if leaf == "residuals":
         k = int(msg.get("resyncs") or 0)
-        return [Event(asset, "resync", float(msg["t0"]), wall, orjson.dumps(
+        out = [Event(asset, "resync", float(msg["t0"]), wall, orjson.dumps(
             {"resyncs": k, "src_seq": msg.get("src_seq")}).decode())] if k > 0 else []
+        hold = msg.get("hold_change")
+        if isinstance(hold, dict):
+            out.append(Event(asset, "hold", float(hold["t"]), wall, orjson.dumps(
+                {**hold, "src_seq": msg.get("src_seq")}).decode()))
+        return out
     if leaf == "alarms":
         t = msg.get("t")
         return [Event(asset, "alarm", float(t) if isinstance(t, int | float) else None, wall, text)]

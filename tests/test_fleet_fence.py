@@ -1,0 +1,88 @@
+"""Fencing an older instance of a fleet twin (issue #19: after a Ray node loss the orphaned actor
+runs on beside its successor for a moment). Two fleet members of the same asset in this process,
+through a real mosquitto, with one SQLite history and one checkpoint store: the older one sees the
+newer one's birth on the asset's status topic and stops at once — no more outputs, history rows or
+checkpoints, and a clean disconnect, so its ``offline`` will does not replace the newer birth."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import paho.mqtt.client as mqtt
+from conftest import Broker
+from test_fleet import wait_for
+
+from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
+from mbsd_twin.twin.checkpoint_store import CheckpointStore
+from mbsd_twin.twin.fleet_config import AssetSpec, FleetSettings
+from mbsd_twin.twin.fleet_feed import FleetFeeder
+from mbsd_twin.twin.fleet_member import Member
+from mbsd_twin.twin.history.stores import SqliteStore
+from mbsd_twin.twin.rig_client import connect
+
+RATE = 200.0
+
+
+def test_a_newer_instance_fences_the_older_one(tmp_path: Path, broker: Broker) -> None:
+    db = tmp_path / "h.sqlite"
+    settings = FleetSettings(broker=broker.url, store=str(tmp_path / "cp.sqlite"), checkpoint_interval=0.5)
+    spec = AssetSpec("a1", overrides={"history": {"path": str(db), "batch_interval": 0.2},
+                                      "service": {"health_interval": 0.5}})
+    status: list[dict[str, Any]] = []
+    lock = threading.Lock()
+    watch = connect(broker.url, "fence-watch")
+
+    def on(client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        with lock:
+            status.append(json.loads(msg.payload))
+    watch.on_message = on
+    watch.subscribe("dt/v1/a1/twin/status", 1)
+    feeder = FleetFeeder(load_mechanism(bundled_slider_crank()), broker.url, ["a1"], rate=RATE, batch=10,
+                         duration=10.0).start()
+    a = Member(spec, settings)
+    b: Member | None = None
+    try:
+        a.start()
+        wait_for("the first twin's outputs", lambda: a.svc.core.stats["batches"] > 20, 60)
+        time.sleep(1.0)  # a checkpoint of the first twin
+        b = Member(spec, settings)  # resumes from it, as Ray's restarted actor does
+        b.start()
+        wait_for("the first twin fenced", lambda: a.svc.superseded, 10)
+        assert b.svc.instance in a.svc.superseded and b.resumed.get("restarted_from_checkpoint")
+        saved = a.svc.counts["checkpoints"]
+        time.sleep(2.0)  # both running: without the fence the first would store every sample twice
+        wait_for("a checkpoint of the second twin", lambda: b.svc.counts["checkpoints"] > 1,  # type: ignore[union-attr]
+                 10)
+        assert a.svc.counts["checkpoints"] == saved
+        a.stop()
+        time.sleep(0.5)
+        b_batches = b.svc.core.stats["batches"]
+        b.stop()
+        offline = {"state": "offline", "instance": b.svc.instance}
+        wait_for("the second twin's offline", lambda: status[-1] == offline, 5)
+    finally:
+        for m in (a, b):
+            if m is not None and not m.svc.stopping.is_set():
+                m.stop()
+        feeder.stop()
+        watch.loop_stop()
+        watch.disconnect()
+    with lock:
+        seen = [(s["state"], s["instance"]) for s in status]
+    born = seen.index(("online", b.svc.instance))
+    assert ("offline", a.svc.instance) not in seen[born:], seen  # nothing of the first one after that birth
+    assert seen[-1] == ("offline", b.svc.instance), seen  # the second one's own graceful stop
+
+    store = SqliteStore(str(db), create=False)
+    t, _, _ = store.query("a1", "state.theta", -np.inf, np.inf)
+    ck = CheckpointStore(settings.store).load("a1")
+    store.close()
+    ids = np.rint(np.asarray(t) * RATE).astype(np.int64)
+    assert len(np.unique(ids)) == len(ids), "samples stored twice"
+    assert b_batches > 20 and len(ids) > 10 * (a.svc.core.stats["batches"] + b_batches) * 0.9
+    assert ck is not None and json.loads(ck.state)["core"]["last_seq"] == b.svc.core.last_seq  # the second's
