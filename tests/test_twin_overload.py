@@ -26,9 +26,10 @@ from mbsd_twin.twin.ingest import RIG_RESTART, Intake
 from mbsd_twin.twin.link import set_nodelay
 from mbsd_twin.twin.metrics import Metrics
 from mbsd_twin.twin.protocol import Invalid, encode, parse_sensor
+from mbsd_twin.twin.ratelog import RateLimitedLog
 from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
 from mbsd_twin.twin.rig_client import Rig
-from mbsd_twin.twin.service import RateLimitedLog, TwinService
+from mbsd_twin.twin.service import TwinService
 
 FLOODER = """
 import json, sys, time

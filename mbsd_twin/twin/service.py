@@ -46,31 +46,11 @@ from .history.writer import HistoryWriter
 from .ingest import RIG_RESTART, Intake
 from .metrics import Metrics, PostRoute, Route, serve_http
 from .protocol import SensorBatch, Topics, encode, parse_command
+from .ratelog import RateLimitedLog
 from .recorder import FORMAT
 from .sinks import RecordingSink
 
 log = logging.getLogger("mbsd_twin.twin")
-
-
-class RateLimitedLog:
-    """Log each key at most once per ``period`` seconds; the next line says how many were left out.
-    Every per-message and per-batch error path logs through it (keys are a fixed set)."""
-
-    def __init__(self, period: float = 60.0) -> None:
-        self.period = period
-        self.last: dict[str, float] = {}
-        self.suppressed: Counter[str] = Counter()
-
-    def warning(self, key: str, msg: str, *args: Any, level: int = logging.WARNING, exc_info: bool = False) -> None:
-        now = time.monotonic()
-        if now - self.last.get(key, -1e18) < self.period:
-            self.suppressed[key] += 1
-            return
-        self.last[key] = now
-        n = self.suppressed.pop(key, 0)
-        if n:
-            msg += f" ({n} more like this in the last {self.period:g} s not logged)"
-        log.log(level, msg, *args, exc_info=exc_info)
 
 
 RIG_STATES = ("online", "offline", "unknown")  # rig status states counted by name; any other is "other"
