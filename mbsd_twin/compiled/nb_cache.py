@@ -50,8 +50,8 @@ def compile_notice(what: str, after: float | None = None) -> Iterator[None]:
     after = NOTICE_AFTER if after is None else after
     t0 = time.perf_counter()
     timer = threading.Timer(after, LOG.warning, ("mbsd-twin: compiling %s into numba's disk cache (the first "
-                                                 "run after an install or upgrade: about half a minute on "
-                                                 "a 2-core machine; later runs load it in about a second) ...",
+                                                 "run after an install or upgrade: half a minute to a minute "
+                                                 "on a 2-core machine; later runs load it in about a second) ...",
                                                  what))
     timer.daemon = True
     timer.start()
