@@ -212,8 +212,7 @@ def test_command_flood_rate_limited(broker: Any, tmp_path: Path, traj: Trajector
     received and either produces a state or is a counted overload skip, at least half produce states
     (all 150 on a quiet machine; 129 with a backlog merged; 102 in a full CI run on a slower
     machine, where the worker fell behind and skipped to the newest batch) and the twin is current
-    at the end. Before: all 3000 were answered
-    one by one, each ahead of the sensor batches waiting."""
+    at the end. Before: all 3000 were answered one by one, each ahead of the sensor batches waiting."""
     col = Collector(broker.url, broker.mqtt5)
     cfg = _config(broker, tmp_path)  # defaults: status enabled, 2/s, burst 10
     with TwinService(cfg) as svc:
