@@ -11,6 +11,7 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,7 @@ from mbsd_twin.twin.checkpoint import Checkpointer, apply, capture
 from mbsd_twin.twin.checkpoint_store import Checkpoint, CheckpointStore
 from mbsd_twin.twin.config import CoreConfig, load_config
 from mbsd_twin.twin.core import TwinCore
+from mbsd_twin.twin.history.pg import PostgresStore
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
 from mbsd_twin.twin.rig import RigConfig, Trajectory, stream
 from mbsd_twin.twin.rig_faults import RigFault
@@ -166,6 +168,50 @@ def test_store_on_postgresql(postgres: str) -> None:
     s.save(Checkpoint("a", 2.0, 3.5, "h", b"\x00two"))
     assert s.load("a") == Checkpoint("a", 2.0, 3.5, "h", b"\x00two") and s.load("b") is None
     s.close()
+
+
+def _open_together(url: str) -> list[str]:
+    """Eight sessions of the checkpoint store and eight of the history open ``url`` at one moment;
+    what failed."""
+    errors: list[str] = []
+    gate = threading.Barrier(16)
+
+    def checkpoint_store() -> None:
+        s = CheckpointStore(url)
+        gate.wait()
+        try:
+            assert s.load("a") is None
+        except Exception as exc:
+            errors.append(f"checkpoint store: {exc}")
+        s.close()
+
+    def history() -> None:
+        h = PostgresStore(url)
+        gate.wait()
+        try:
+            assert h.events("a") == []
+        except Exception as exc:
+            errors.append(f"history: {exc}")
+
+    threads = [threading.Thread(target=f) for f in [checkpoint_store, history] * 8]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    return errors
+
+
+def test_twins_starting_together_create_the_tables_once(postgres: str) -> None:
+    """A fleet's twins open the checkpoint store and the history on one new database at the same
+    moment. Without the schema lock, concurrent ``CREATE TABLE IF NOT EXISTS`` fails in all but one
+    session (unique violation on pg_type; seen in 9 of 10 such starts), and a twin took that for
+    an unreachable store. Eight sessions of each store on each of four new databases: none fails."""
+    import psycopg
+
+    for rep in range(4):
+        with psycopg.connect(postgres, autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE race{rep}")
+        assert _open_together(postgres.replace("/postgres?", f"/race{rep}?")) == []
 
 
 def test_unreachable_store_is_counted_and_never_shows_the_password(tmp_path: Path) -> None:

@@ -86,3 +86,25 @@ def test_a_newer_instance_fences_the_older_one(tmp_path: Path, broker: Broker) -
     assert len(np.unique(ids)) == len(ids), "samples stored twice"
     assert b_batches > 20 and len(ids) > 10 * (a.svc.core.stats["batches"] + b_batches) * 0.9
     assert ck is not None and json.loads(ck.state)["core"]["last_seq"] == b.svc.core.last_seq  # the second's
+
+
+def test_an_unreachable_checkpoint_store_is_no_restart(tmp_path: Path, broker: Broker) -> None:
+    """A twin whose checkpoint store refuses connections starts fresh, says why in its birth, and its
+    history row says the store was unavailable — not that the twin restarted (a fleet test once
+    counted such a row, from a schema race on a new database, as a restart of a healthy twin)."""
+    from conftest import free_port
+
+    db = tmp_path / "h.sqlite"
+    settings = FleetSettings(broker=broker.url, store=f"postgresql://u@127.0.0.1:{free_port()}/db?connect_timeout=1",
+                             checkpoint_interval=60.0)
+    spec = AssetSpec("a1", overrides={"history": {"path": str(db), "batch_interval": 0.2}})
+    t0 = time.monotonic()
+    m = Member(spec, settings)
+    took = time.monotonic() - t0
+    m.start()
+    wait_for("connected", m.svc.connected.is_set, 30)
+    m.stop()
+    assert not m.found and "127.0.0.1" in m.resumed["checkpoint_rejected"] and took >= 1.0  # tried 3 times
+    rows = [json.loads(b) for kind, _, _, b in SqliteStore(str(db)).events("a1") if kind == "status"]
+    assert [r["state"] for r in rows] == ["checkpoint_unavailable"], rows
+    assert rows[0]["history_last_t"] is None and "127.0.0.1" in rows[0]["checkpoint_rejected"]

@@ -17,6 +17,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from .pg_schema import lock_schema
+
 TABLE = "twin_checkpoints"
 _DDL = (f"CREATE TABLE IF NOT EXISTS {TABLE} (asset TEXT PRIMARY KEY, saved_at DOUBLE PRECISION NOT NULL, "
         "rig_time DOUBLE PRECISION, config_hash TEXT NOT NULL, state {blob} NOT NULL)")
@@ -55,7 +57,13 @@ class CheckpointStore:
             import psycopg
 
             pg: Any = psycopg.connect(self.url, autocommit=True)
-            pg.execute(_DDL.format(blob="BYTEA"))
+            try:
+                with pg.transaction():  # twins starting together: one creates the table, the others wait
+                    lock_schema(pg)
+                    pg.execute(_DDL.format(blob="BYTEA"))
+            except BaseException:
+                pg.close()
+                raise
             return pg
         path = sqlite_path(self.url)
         if os.path.dirname(path):

@@ -9,7 +9,8 @@ checkpoint that does not fit (another mechanism or estimator) is reported as
 ``"checkpoint_rejected": REASON`` and the twin starts fresh. With a history store the same goes
 into its ``events`` as a ``status`` row, ``{"state": "restarted", "history_last_t": T, …}`` (the birth
 itself is not stored): the history's gap runs from ``T``, the rig time of the newest sample stored
-before the restart, to the first sample of the restarted twin (its ``resync`` event).
+before the restart, to the first sample of the restarted twin (its ``resync`` event). A store that
+stays unreachable is no sign of a restart: that row says ``"state": "checkpoint_unavailable"``.
 """
 
 from __future__ import annotations
@@ -48,17 +49,26 @@ class Member:
         self.svc.birth_extra.update({"pid": os.getpid(), "started_at": time.time(), **(birth or {}), **self.resumed})
         if self.resumed and self.svc.history is not None:  # the restart and its gap into the history store
             self.svc.history.offer(self.svc.topics.twin("status"), encode(
-                {"state": "restarted", "asset": spec.id, "instance": self.svc.instance,
-                 "history_last_t": self._history_last_t(), **self.svc.birth_extra}))
+                {"state": "restarted" if self.found else "checkpoint_unavailable", "asset": spec.id,
+                 "instance": self.svc.instance, "history_last_t": self._history_last_t(), **self.svc.birth_extra}))
 
     def _resume(self) -> None:
-        try:
-            cp = self.store.load(self.spec.id)
-        except Exception as exc:  # an unreachable store: start fresh, say why
-            self.resumed = {"checkpoint_rejected": str(exc)}
-            return
+        """Load and apply the asset's checkpoint: ``found`` when there was one (a restart), and
+        ``resumed`` says what came of it. An unreachable store is tried three times, 0.5 s apart."""
+        self.found = False
+        for attempt in range(3):
+            try:
+                cp = self.store.load(self.spec.id)
+                break
+            except Exception as exc:  # an unreachable store: start fresh, say why
+                if attempt == 2:
+                    self.resumed = {"checkpoint_rejected": str(exc)}
+                    log.error("%s: checkpoint store unreachable (%s); starting fresh", self.spec.id, exc)
+                    return
+                time.sleep(0.5)
         if cp is None:
             return
+        self.found = True
         try:
             apply(self.svc.core, cp.state)
         except Exception as exc:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..pg_schema import lock_schema
 from .stores import DAY_US, LONG_INDEX, _SqlStore
 
 FLOAT8_ARRAY_OID, FLOAT8_OID = 1022, 701
@@ -115,7 +116,8 @@ class PostgresStore(_SqlStore):
         conn.adapters.register_dumper(None, dumper)  # by oid only: COPY after set_types
         try:
             if self.create:
-                with conn.transaction():
+                with conn.transaction():  # twins starting together: one creates the schema, the others wait
+                    lock_schema(conn)
                     conn.execute(PG_SCHEMA)
                     _check_arrays(conn)
                     conn.execute(SAMPLES_VIEW)
