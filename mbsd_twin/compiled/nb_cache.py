@@ -102,6 +102,17 @@ def cached(dispatcher: Any) -> bool:
     return isinstance(index, str) and os.path.exists(index)
 
 
+def wait_cached(dispatcher: Any, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds until another process has put ``dispatcher`` into the disk
+    cache (:func:`cached`); whether it is there."""
+    end = time.monotonic() + timeout
+    while not cached(dispatcher):
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def compile_aside(code: str) -> subprocess.Popen[bytes] | None:
     """Start a Python process that runs ``code`` (statements that compile kernels into numba's
     disk cache) beside this one, so that a cold start compiles on two CPUs: this process then
