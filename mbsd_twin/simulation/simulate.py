@@ -66,10 +66,14 @@ def simulate(mech: Mechanism, t_end: float, output_interval: float,
     status, message = 0, "ok"
     signs: dict[str, float] = {}
 
+    names = [s.name for s in specs[1:]]
+
     def record() -> str | None:
-        """Append the current outputs; the name of an event whose sign changed, if any."""
-        out = sim.outputs()
-        rows.append([sim.time, *(out[s.name] for s in specs[1:])])
+        """Append the current outputs (the output vector is in ``output_specs`` order); the name of
+        an event whose sign changed, if any."""
+        vec = sim.output_vector().tolist()
+        rows.append([sim.time, *vec])
+        out = dict(zip(names, vec, strict=True)) if events else {}
         for ev in events or []:
             g = float(np.sign(ev.function(sim.time, out)))
             if signs.setdefault(ev.name, g) != g:
