@@ -83,8 +83,11 @@ class FilterConfig:
     lengths]; ``initial_sigma``: σ of unmeasured coordinates and speeds at (re)initialisation;
     ``fd_scale``: finite-difference step as a fraction of each component's prior σ; ``input_noise``:
     σ of each measured input's samples (process noise through the input's effect on the step);
-    ``jacobian_every``: reuse F, H and Q for this many steps of the same length (the state itself is
-    propagated by the full model at every step; the covariance with a slightly older linearisation)."""
+    ``jacobian_every``: reuse F, H and Q for at most this many steps of the same length (the state
+    itself is propagated by the full model at every step; the covariance with a slightly older
+    linearisation); ``jacobian_tolerance``: refresh them sooner, by the coordinates' travel, so that
+    the measurement Jacobian's change between two refreshes moves no predicted measurement by more
+    than this many of its σ per σ of state uncertainty (:meth:`StateEstimator._adopt`)."""
 
     coordinates: tuple[str, ...]
     measurements: Mapping[str, float]
@@ -93,7 +96,8 @@ class FilterConfig:
     initial_sigma: tuple[float, float] = (0.01, 0.5)
     fd_scale: float = 1e-3
     input_noise: Mapping[str, float] = field(default_factory=dict)  # input port → σ of its samples
-    jacobian_every: int = 1  # steps between finite-difference Jacobians (the state is stepped every time)
+    jacobian_every: int = 1  # most steps between finite-difference Jacobians (the state is stepped every time)
+    jacobian_tolerance: float = math.inf  # σ: the Jacobian change allowed between refreshes (inf: by count only)
 
     def problems(self, sim: Simulator) -> list[str]:
         outs, params = set(sim.output_names()), {p.name for p in sim.parameters}
@@ -112,9 +116,23 @@ class FilterConfig:
                 out.append(f"augmented {a.name!r}: need sigma > 0, rate >= 0 and low < high")
         if not (isinstance(self.jacobian_every, int) and self.jacobian_every >= 1):
             out.append(f"jacobian_every must be a whole number >= 1, got {self.jacobian_every!r}")
+        if not self.jacobian_tolerance > 0:
+            out.append(f"jacobian_tolerance must be > 0 (inf: refresh by count only), got {self.jacobian_tolerance!r}")
         if not self.coordinates or not self.measurements:
             out.append("the estimator needs at least one coordinate and one measured output")
         return out
+
+
+def jacobian_change(old: Linearisation, new: Linearisation, P: F64, r: F64) -> float:
+    """How far two linearisations of the filter's step differ, applied to the state's uncertainty P:
+    the larger of maxᵢ √(ΔHᵢ·P·ΔHᵢᵀ)/rᵢ (the measurement Jacobian's change, in σ of each measured
+    channel) and maxᵢ √((ΔF·P·ΔFᵀ)ᵢᵢ/(F·P·Fᵀ)ᵢᵢ) (the transition's change, in σ of each propagated
+    state component)."""
+    dH, dF = new.H - old.H, new.F - old.F
+    e_h = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", dH, P, dH), 0.0)) / r
+    prop = np.einsum("ij,jk,ik->i", new.F, P, new.F)
+    e_f = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", dF, P, dF), 0.0) / np.maximum(prop, 1e-300))
+    return float(max(e_h.max(), e_f.max()))
 
 
 def _coord_problem(c: str, outs: set[str]) -> list[str]:
@@ -161,6 +179,9 @@ class StateEstimator:
         self.step: Prediction | None = None
         self.lin: Linearisation | None = None
         self.age = 0  # steps since the Jacobians were computed
+        self.next_travel = 0.0  # coordinates' travel after which the Jacobians are refreshed (_adopt)
+        self.refreshes = 0  # linearisations so far
+        self.jacobian_change = 0.0  # the last refresh's Jacobian change [σ of a measurement per σ of the state]
         self.inputs: dict[str, float] = {}  # measured inputs at the current sample (no bias)
         self.ports = [p.name for p in sim.input_ports]
         self.col = {p: j for j, p in enumerate(self.ports)}
@@ -213,6 +234,7 @@ class StateEstimator:
         sd += [a.sigma for a in self.aug]
         self.P = np.diag(np.square(sd))
         self.step = self.lin = None
+        self.next_travel = 0.0
 
     def _deltas(self) -> F64:
         return self.cfg.fd_scale * np.sqrt(np.maximum(np.diag(self.P), 1e-300)).clip(1e-9)
@@ -232,9 +254,8 @@ class StateEstimator:
         base = self._run(steps, at_next, None)
         if start is not None:
             nominal = sim.snapshot()
-            lin = self._linearise(start, h, steps, at_next)
+            lin = self._adopt(self._linearise(start, h, steps, at_next), h)
             sim.restore(nominal)
-            self.lin, self.age = lin, 0
         else:
             self.age += 1
         assert lin is not None
@@ -244,12 +265,45 @@ class StateEstimator:
         self.inputs = dict(at_next)
 
     def _stale(self, h: float, n_steps: int) -> bool:
-        """Whether the next prediction needs new Jacobians: every ``jacobian_every`` predictions, and
-        when the number of steps or the interval changes (by more than ``H_CHANGE``: sample times
-        given as seconds since the epoch carry about 2e-7 s of rounding, which must not count)."""
+        """Whether the next prediction needs new Jacobians: every ``jacobian_every`` predictions, when
+        the number of steps or the interval changes (by more than ``H_CHANGE``: sample times given as
+        seconds since the epoch carry about 2e-7 s of rounding, which must not count), and when the
+        coordinates will have travelled ``next_travel`` from the last linearisation's end point."""
         lin = self.lin
-        return lin is None or self.age + 1 >= self.cfg.jacobian_every or abs(lin.h - h) > H_CHANGE * h \
-            or lin.n_steps != n_steps
+        if lin is None or self.age + 1 >= self.cfg.jacobian_every or abs(lin.h - h) > H_CHANGE * h \
+                or lin.n_steps != n_steps:
+            return True
+        return lin.z is not None and self._travel(lin.z, h) >= self.next_travel
+
+    def _travel(self, z_lin: F64, h: float) -> float:
+        """Distance of the coordinates at the end of the next ``h`` s (extrapolated with the current
+        speeds) from ``z_lin`` (rad or m, Euclidean over the coordinates)."""
+        d = self.d
+        return float(np.linalg.norm(self.x[:d] + h * self.x[d:2 * d] - z_lin))
+
+    def _adopt(self, lin: Linearisation, h: float) -> Linearisation:
+        """Take a fresh linearisation of the next ``h`` s; schedule the next one by travel.
+
+        Step-size control for the Jacobians: E = maxᵢ √(ΔHᵢ·P·ΔHᵢᵀ)/σᵢ, the change of the
+        measurement Jacobian since the last refresh, applied to the state's current uncertainty, in
+        σ of each measured channel, grows about linearly with the coordinates' travel s between
+        the two. The next refresh comes after the travel s·tol/E (``jacobian_tolerance``, at most
+        2·s: a mechanism leaving a quiet stretch of its cycle is caught within two refreshes), so
+        the refresh rate follows the motion — dense at a slider crank's dead centres, where the
+        bearing forces turn fastest, sparse elsewhere, and the same in crank travel at every speed
+        and hold level; ``jacobian_every`` bounds the count in between (a mechanism at rest)."""
+        old, tol = self.lin, self.cfg.jacobian_tolerance
+        lin.z = self.x[:self.d] + h * self.x[self.d:2 * self.d]
+        if old is None or old.z is None or not math.isfinite(tol):
+            self.next_travel = 0.0 if math.isfinite(tol) else math.inf  # the rate needs two refreshes
+        else:
+            s = float(np.linalg.norm(lin.z - old.z))
+            self.jacobian_change = e = jacobian_change(old, lin, self.P, self.r)
+            if s > 0.0:
+                self.next_travel = 2.0 * s if e * 2.0 <= tol else s * tol / e
+        self.lin, self.age = lin, 0
+        self.refreshes += 1
+        return lin
 
     def _q_acc(self, lin: Linearisation, accel_noise: float | None) -> F64:
         if accel_noise is not None:

@@ -99,7 +99,7 @@ def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping
         lt, lU, _ = _held(est, mean_step(est.sim.time, list(steps)), at_next)
         buf = est.sim.buffers()
         assert buf is not None
-        est.lin, est.age = linearise(est, p, buf, lt, lU, u_base, len(steps), h), 0
+        est._adopt(linearise(est, p, buf, lt, lU, u_base, len(steps), h), h)
     else:
         est.age += 1
     lin = est.lin

@@ -43,3 +43,4 @@ class Linearisation:
     H: F64
     Q: F64  # the inputs' share of the process noise
     Qa: F64 | None = None  # the white-acceleration share at the configured density
+    z: F64 | None = None  # the coordinates at the linearised interval's end (the travel is measured from here)

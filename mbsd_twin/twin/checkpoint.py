@@ -40,7 +40,7 @@ FORMAT = "mbsd-twin-checkpoint/2"  # 2: with the change tests and alarm timers
 FORMATS = (FORMAT, "mbsd-twin-checkpoint/1")  # what apply reads
 _CORE = ("started", "pending", "last_t", "prev_inputs", "last_meas", "last_seq", "paused", "good_params",
          "next_latest", "nis_sum", "hold")
-_EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step")
+_EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step", "next_travel", "jacobian_change")
 _RECORDS = {"Prediction": Prediction, "Linearisation": Linearisation}
 
 
