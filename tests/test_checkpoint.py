@@ -121,7 +121,8 @@ def test_checkpoint_refused_when_it_does_not_fit() -> None:
     core = TwinCore(CoreConfig(estimator="open_loop"), mech)
     with pytest.raises(ValueError, match="another estimator"):
         apply(TwinCore(CoreConfig(), mech), capture(core))
-    with pytest.raises(ValueError, match="not a mbsd-twin-checkpoint/2 or mbsd-twin-checkpoint/1 checkpoint"):
+    with pytest.raises(ValueError, match="not a mbsd-twin-checkpoint/3 or mbsd-twin-checkpoint/2 or "
+                                         "mbsd-twin-checkpoint/1 checkpoint"):
         apply(core, b"{not json")
 
 

@@ -170,6 +170,22 @@ def test_friction_fault_dissipates_t_omega() -> None:
     assert lost == pytest.approx(T * _integral(np.abs(w)), abs=1e-6)
 
 
+def test_friction_ramp_grows_linearly() -> None:
+    """0.3 N·m reached over a 0.4 s ramp from 0.5 s: the unmeasured torque at each sample is
+    −0.3·(t − 0.5)/0.4 until 0.9 s, −0.3 after (ω > 1 rad/s: tanh(ω/1e-3) = 1); the energy lost to
+    it is ∫ T(t)·|ω| dt."""
+    k_on, T, ramp = 500, 0.3, 0.4
+    tr = _traj(RigFault("friction", ON, "main_bearing", T, ramp=ramp)).truth(0, 1001)
+    _before_is_identical(tr, k_on)
+    t, load = tr["t"], tr["_rig_fault_0"]
+    assert tr["crank.omega"][k_on:].min() > 1.0
+    assert np.all(load[:k_on] == 0)
+    assert np.allclose(load[k_on:], -T * np.minimum(1.0, (t[k_on:] - ON) / ramp), rtol=0, atol=1e-15)
+    s = slice(k_on, None)
+    lost = _net_input_work(tr, s) - _energy_change(tr, s)
+    assert lost == pytest.approx(_integral(-load[s] * np.abs(tr["crank.omega"][s])), abs=1e-5)
+
+
 def test_load_pulses() -> None:
     """20 N on the piston, 30 ms every 0.5 s from 0.5 s: the force is on over [0.5, 0.53) and
     [1.0, 1.03); at the pulse's first sample the piston's acceleration jumps by F/m_eff with the
@@ -228,7 +244,8 @@ def test_stream_noise_and_manifest() -> None:
     assert np.mean(theta[201:] - traj.truth(201, 299)["theta"]) == pytest.approx(0.02, abs=3e-4)
     (entry,) = fault_manifest(cfg)
     assert entry | {"effective": 0} == {"kind": "encoder_offset", "onset": 0.2005, "target": "theta", "size": 0.02,
-                                        "scale": False, "width": 0.03, "period": 0.5, "omega_s": 1e-3, "sample": 201,
+                                        "scale": False, "width": 0.03, "period": 0.5, "omega_s": 1e-3, "ramp": 0.0,
+                                        "sample": 201,
                                         "effective": 0, "spec": "encoder_offset@0.2005:theta+0.02"}
     assert entry["effective"] == pytest.approx(0.201)
 
@@ -238,6 +255,7 @@ def test_stream_noise_and_manifest() -> None:
     ("mass@2.0:piston.mass*1.2", RigFault("mass", 2.0, "piston.mass", 1.2, scale=True)),
     ("mass@2:piston.mass=1.8", RigFault("mass", 2.0, "piston.mass", 1.8)),
     ("friction@3.0:main_bearing=0.3", RigFault("friction", 3.0, "main_bearing", 0.3)),
+    ("friction@3.0:main_bearing=0.3,10", RigFault("friction", 3.0, "main_bearing", 0.3, ramp=10.0)),
     ("encoder_offset@4.0:theta+0.02", RigFault("encoder_offset", 4.0, "theta", 0.02)),
     ("encoder_offset@4.0:theta-0.02", RigFault("encoder_offset", 4.0, "theta", -0.02)),
     ("load_pulses@5.0:piston=20,0.03,0.5", RigFault("load_pulses", 5.0, "piston", 20.0, width=0.03, period=0.5)),
@@ -260,6 +278,8 @@ def test_fault_specs(spec: str, fault: RigFault) -> None:
     ("load_pulses@1:piston=20,0.03", "the form is load_pulses@T:BODY=N,WIDTH,PERIOD"),
     ("load_pulses@1:piston=20,0.6,0.5", "need 0 < width <= period"),
     ("friction@1:main_bearing=inf", "value 'inf' is not finite"),
+    ("friction@1:main_bearing=0.3,-2", "ramp must be >= 0 s"),
+    ("friction@1:main_bearing=0.3,2,1", "the form is friction@T:JOINT=N.m or friction@T:JOINT=N.m,RAMP_S"),
     ("friction", "expected KIND@ONSET:TARGET"),
 ])
 def test_bad_fault_specs_are_named(spec: str, message: str) -> None:

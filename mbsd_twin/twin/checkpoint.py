@@ -8,8 +8,11 @@ model and its current linearisation, the parameters set by command, the tracker'
 core's last sample, inputs, output sequence numbers, NIS window and pause flag, and (format 2) the
 change tests' CUSUM sums with the change and threshold alarms' timers, so a partly accumulated
 change alarms at the same sample as without the restart: the motion, residuals, estimates, change
-statistics and alarms continue bit-identically (tests/test_checkpoint.py). A format-1 checkpoint
-(before 2026-11-25) still loads; its change tests and alarm timers start fresh (logged). After a
+statistics and alarms continue bit-identically (tests/test_checkpoint.py); format 3 adds the drift
+tests of the augmented unknowns (block sums, baseline, CUSUM) and the windows of their rates of
+change. A format-2 checkpoint still loads (its drift tests and rate windows start fresh, its
+alarms are change alarms); a format-1 checkpoint (before 2026-11-25) too: its change tests and
+alarm timers start fresh (logged). After a
 restart the first batch is usually more than ``[core] max_gap`` after the checkpoint, so the filter
 re-initialises its motion from the measurements (``resync`` reason ``gap``; the change tests re-arm
 after ``divergence_window``, as after any re-initialisation) and keeps what it had learnt: the
@@ -36,8 +39,8 @@ from .tracking import EkfTracker
 
 log = logging.getLogger("mbsd_twin.checkpoint")
 
-FORMAT = "mbsd-twin-checkpoint/2"  # 2: with the change tests and alarm timers
-FORMATS = (FORMAT, "mbsd-twin-checkpoint/1")  # what apply reads
+FORMAT = "mbsd-twin-checkpoint/3"  # 3: with the drift tests and rate windows; 2: change tests and alarm timers
+FORMATS = (FORMAT, "mbsd-twin-checkpoint/2", "mbsd-twin-checkpoint/1")  # what apply reads
 _CORE = ("started", "pending", "last_t", "prev_inputs", "last_meas", "last_seq", "paused", "good_params",
          "next_latest", "nis_sum", "hold")
 _EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step", "next_travel", "jacobian_change")

@@ -79,7 +79,9 @@ class BrokerConfig:
 @dataclass(frozen=True)
 class AlarmConfig:
     """Raised when |value| >= ``high`` for ``min_duration`` s of rig time, cleared when |value| <=
-    ``low`` for ``min_duration``. ``source``: residual, state, virtual or meas."""
+    ``low`` for ``min_duration``. ``source``: residual, state, virtual, meas (channels, in their
+    unit) or estimate (an augmented unknown ``<name>`` in its unit, or ``<name>.rate``: its rate of
+    change over ``[core] estimate_rate_window``, unit per s; read once the change tests are armed)."""
 
     name: str
     channel: str
@@ -95,7 +97,8 @@ class AugmentConfig:
     input bias (``motor_torque.bias``: the model is driven by measured value + bias). ``sigma``:
     prior σ; ``rate``: random-walk σ per √s (how fast it may change); ``value``: prior mean (nan:
     the model's value, 0 for a bias); ``low``/``high``: the plausible range the estimate is held in
-    (nan: a tenth and ten times a positive parameter's prior, unbounded for a bias)."""
+    (nan: a tenth and ten times a positive parameter's prior, unbounded for a bias); ``drift``: run
+    the slow-drift test on the estimate (needs rate > 0; docs/twin-estimation.md, "Drift alarms")."""
 
     name: str
     sigma: float = 1.0
@@ -103,6 +106,7 @@ class AugmentConfig:
     value: float = math.nan
     low: float = math.nan
     high: float = math.nan
+    drift: bool = True
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,8 @@ class CoreConfig:
     max_gap: float = 0.25  # s: predict through gaps up to this long; longer ones re-initialise
     change_mtbfa: float = 604800.0  # s: mean time between false change alarms, per statistic
     change_shift: float = 1.0  # σ: the change (in normalised units) the CUSUM is tuned for
+    drift_window: float = 0.5  # s: shortest block of the drift tests (longer: 4 time constants of the estimate)
+    estimate_rate_window: float = 1.0  # s: window of an estimate's rate of change (threshold alarms `.rate`)
     input_limit: float = 1e6  # largest plausible |value| of any channel the twin reads, in its unit
     channel_limits: dict[str, float] = field(default_factory=dict)  # channel → its own |value| limit
     param_factor: float = 1e3  # set_param: within [file value / factor, file value · factor]

@@ -62,14 +62,31 @@ def check_core(c: CoreConfig, problems: list[str]) -> None:
         problems.append("[core] resync_angle and resync_speed must be channels in [core.compare]")
     elif c.compare[c.resync_angle].split(".")[0] != c.compare[c.resync_speed].split(".")[0]:
         problems.append("[core] resync_angle and resync_speed must map to the same body")
-    for a in c.alarms:
-        if a.source not in ("residual", "state", "virtual", "meas") or not 0 <= a.low <= a.high:
-            problems.append(f"[[core.alarms]] {a.name}: need source residual/state/virtual/meas and 0 <= low <= high")
+    check_alarms(c, problems)
     opts = SolverOptions(method=c.solver_method, rtol=c.solver_rtol, atol=c.solver_atol)
     problems += [f"[core] solver_{p}" for p in opts.problems()]
     if not c.latest_interval > 0:
         problems.append("[core] latest_interval must be > 0 s")
     check_estimator(c, problems)
+
+
+ALARM_SOURCES = ("residual", "state", "virtual", "meas", "estimate")
+
+
+def check_alarms(c: CoreConfig, problems: list[str]) -> None:
+    """[[core.alarms]]: a known source, 0 <= low <= high, min_duration >= 0, and for source
+    ``estimate`` a channel naming an augmented unknown (or its ``.rate``) of the filter."""
+    names = [a.name for a in c.augment] if c.estimator == "ekf" else []
+    valid = [*names, *(f"{n}.rate" for n in names)]
+    for a in c.alarms:
+        if a.source not in ALARM_SOURCES or not 0 <= a.low <= a.high or not a.min_duration >= 0:
+            problems.append(f"[[core.alarms]] {a.name}: need source {'/'.join(ALARM_SOURCES)}, 0 <= low <= high "
+                            f"and min_duration >= 0; got source {a.source!r}, low {a.low!r}, high {a.high!r}, "
+                            f"min_duration {a.min_duration!r}")
+        elif a.source == "estimate" and a.channel not in valid:
+            listed = ", ".join(valid) or "none (no [[core.augment]] with estimator ekf)"
+            problems.append(f"[[core.alarms]] {a.name}: channel {a.channel!r} is not an augmented estimate; valid "
+                            f"channels for source 'estimate': {listed}")
 
 
 def check_estimator(c: CoreConfig, problems: list[str]) -> None:
@@ -84,8 +101,10 @@ def check_estimator(c: CoreConfig, problems: list[str]) -> None:
     for a in c.augment:
         if not (a.sigma > 0 and a.rate >= 0):
             problems.append(f"[[core.augment]] {a.name}: need sigma > 0 and rate >= 0")
+        if not isinstance(a.drift, bool):
+            problems.append(f"[[core.augment]] {a.name}: drift must be true or false, got {shown(a.drift)}")
     positive = ("accel_noise", "gap_accel_noise", "jacobian_tolerance", "divergence_window", "max_gap",
-                "change_mtbfa", "change_shift")
+                "change_mtbfa", "change_shift", "drift_window", "estimate_rate_window")
     problems += [f"[core] {k} must be > 0, got {getattr(c, k)!r}" for k in positive if not getattr(c, k) > 0]
     if c.jacobian_every < 1:
         problems.append(f"[core] jacobian_every must be >= 1, got {c.jacobian_every!r}")

@@ -153,8 +153,9 @@ class TwinCore:
                 row, inn = self.tracker.row(at, meas, None), None
             rows.append(row)
             t = batch.time(b)
+            est = self.changes.observe(t, row["filter"]) if inn is not None else {}  # before the thresholds
             events += self.alarms.update(t, {"state": row["state"], "residual": row["residual"],
-                                             "virtual": row["virtual"], "meas": meas})
+                                             "virtual": row["virtual"], "meas": meas, "estimate": est})
             if inn is not None:
                 events += self._changes(t, inn)
                 row["filter"].update(self.changes.statistics())

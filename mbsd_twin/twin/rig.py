@@ -154,7 +154,7 @@ class _Run:
             if i not in self.active or f.kind not in LOAD_KINDS:
                 out.append(0.0)
             elif f.kind == "friction":
-                out.append(f.friction_torque(self.omega_rel(f.target)))
+                out.append(f.friction_torque(self.omega_rel(f.target), a if b is None else 0.5 * (a + b)))
             else:
                 out.append(f.pulse_at(a) if b is None else f.pulse_mean(a, b))
         return out

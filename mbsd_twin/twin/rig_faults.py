@@ -7,7 +7,9 @@ Kinds (``RigFault.kind``) and their ``target``:
   the new value and continues from the same state (every body coordinate and velocity imposed).
 - ``friction``: an added joint friction torque −size·tanh(ω_rel/omega_s) [N·m] opposing the relative
   rotation of a revolute joint, an unmeasured torque load (evaluated at the start of each integration
-  sub-step and held over it).
+  sub-step and held over it). With ``ramp`` > 0 [s] its size grows linearly from 0 at onset to
+  ``size`` at onset + ramp (a slowly growing friction: wear, a drying bearing), evaluated at each
+  sub-step's midpoint (the exact mean of the ramp over the sub-step).
 - ``load_pulses``: unmeasured force pulses of ``size`` [N] on a body, ``width`` s long every ``period``
   s from onset, along the axis of the prismatic joint guiding the body from ground (else world x),
   applied through its centre of mass; each sub-step gets the exact mean of the pulse train over it.
@@ -24,7 +26,8 @@ mechanism by :func:`check_faults`.
 
 A fault takes effect at the first sample at or after ``onset`` (its ``sample``); sensor noise is
 added after the sensor faults. CLI specs (:func:`parse_fault`): ``mass@2.0:piston.mass*1.2``,
-``mass@2.0:piston.mass=1.8``, ``friction@3.0:main_bearing=0.3``, ``encoder_offset@4.0:theta+0.02``,
+``mass@2.0:piston.mass=1.8``, ``friction@3.0:main_bearing=0.3``, ``friction@3.0:main_bearing=0.3,10`` (N·m, ramp s),
+``encoder_offset@4.0:theta+0.02``,
 ``load_pulses@5.0:piston=20,0.03,0.5`` (N, width s, period s), ``stuck@6.0:omega``,
 ``input_bias@3.0:motor_torque+0.3``, ``drift@2.0:theta+0.001`` (per s), ``dropout@4.0:sensors=0.5`` (s).
 """
@@ -64,11 +67,12 @@ class RigFault:
     width: float = 0.03  # load_pulses: pulse length [s]; dropout: its duration [s]
     period: float = 0.5  # load_pulses: pulse period [s]
     omega_s: float = 1e-3  # friction: smoothing speed of tanh [rad/s]
+    ramp: float = 0.0  # friction: s from onset over which the torque grows linearly from 0 to size (0: a step)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"unknown rig fault kind {self.kind!r}; kinds are: {', '.join(KINDS)}")
-        for name in ("onset", "size", "width", "period", "omega_s"):
+        for name in ("onset", "size", "width", "period", "omega_s", "ramp"):
             if not math.isfinite(getattr(self, name)):
                 raise ValueError(f"rig fault {self.kind}: {name} must be finite, got {getattr(self, name)!r}")
         if self.onset < 0:
@@ -78,6 +82,8 @@ class RigFault:
                              f"period {self.period!r}")
         if self.kind == "friction" and self.omega_s <= 0:
             raise ValueError(f"rig fault friction: omega_s must be > 0, got {self.omega_s!r}")
+        if self.ramp < 0 or (self.ramp > 0 and self.kind != "friction"):
+            raise ValueError(f"rig fault {self.kind}: ramp must be >= 0 s and is a friction option, got {self.ramp!r}")
         if self.kind == "dropout" and not (self.width > 0 and self.target == "sensors"):
             raise ValueError(f"rig fault dropout: need target 'sensors' and width > 0 s, got {self.target!r}, "
                              f"width {self.width!r}")
@@ -97,7 +103,7 @@ class RigFault:
         if self.kind == "mass":
             return f"{head}{'*' if self.scale else '='}{self.size!r}"
         if self.kind == "friction":
-            return f"{head}={self.size!r}"
+            return f"{head}={self.size!r}" + (f",{self.ramp!r}" if self.ramp > 0 else "")
         if self.kind in ("encoder_offset", "input_bias", "drift"):
             return f"{head}{self.size:+}"
         if self.kind == "dropout":
@@ -122,8 +128,10 @@ class RigFault:
             return 0.0
         return self.size if (t - self.onset) % self.period < self.width else 0.0
 
-    def friction_torque(self, omega_rel: float) -> float:
-        return -self.size * math.tanh(omega_rel / self.omega_s)
+    def friction_torque(self, omega_rel: float, t: float) -> float:
+        """The friction torque at relative speed ``omega_rel`` and rig time ``t`` (>= onset)."""
+        grown = min(1.0, max(0.0, (t - self.onset) / self.ramp)) if self.ramp > 0 else 1.0
+        return -self.size * grown * math.tanh(omega_rel / self.omega_s)
 
 
 def _number(spec: str, text: str, what: str) -> float:
@@ -136,7 +144,8 @@ def _number(spec: str, text: str, what: str) -> float:
     return v
 
 
-_FORMS = {"mass": "mass@T:PARAM*FACTOR or mass@T:PARAM=VALUE", "friction": "friction@T:JOINT=N.m",
+_FORMS = {"mass": "mass@T:PARAM*FACTOR or mass@T:PARAM=VALUE",
+          "friction": "friction@T:JOINT=N.m or friction@T:JOINT=N.m,RAMP_S",
           "encoder_offset": "encoder_offset@T:CHANNEL+OFFSET (or -OFFSET)", "stuck": "stuck@T:CHANNEL",
           "load_pulses": "load_pulses@T:BODY=N,WIDTH,PERIOD", "input_bias": "input_bias@T:PORT+VALUE (or -VALUE)",
           "drift": "drift@T:CHANNEL+RATE (or -RATE; per s)", "dropout": "dropout@T:sensors=SECONDS"}
@@ -162,6 +171,11 @@ def parse_fault(spec: str) -> RigFault:
         if len(parts) != 3:
             raise ValueError(f"bad rig fault spec {spec!r}: the form is {_FORMS[kind]}")
         args = {k: _number(spec, p, k) for k, p in zip(("size", "width", "period"), parts, strict=True)}
+    elif kind == "friction" and "," in value:
+        parts = value.split(",")
+        if len(parts) != 2:
+            raise ValueError(f"bad rig fault spec {spec!r}: the form is {_FORMS[kind]}")
+        args = {k: _number(spec, p, k) for k, p in zip(("size", "ramp"), parts, strict=True)}
     elif kind == "dropout":
         args = {"width": _number(spec, value, "duration")}
     elif kind != "stuck":
