@@ -142,6 +142,7 @@ class CoreConfig:
     jacobian_tolerance: float = 0.05  # σ: refresh sooner, by travel, when the Jacobians change faster
     divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
     divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window
+    isolation_window: float = 0.1  # s after a change alarm's onset replayed to isolate its cause; 0: off
     max_gap: float = 0.25  # s: predict through gaps up to this long; longer ones re-initialise
     change_mtbfa: float = 604800.0  # s: mean time between false change alarms, per statistic
     change_shift: float = 1.0  # σ: the change (in normalised units) the CUSUM is tuned for

@@ -30,6 +30,7 @@ from ..model.model import Mechanism
 from ..solvers.dynamics import SolverFailure
 from .alarms import Alarms, ChangeAlarms
 from .config import CoreConfig
+from .diagnosis import Diagnosis
 from .guard import channels_read, check_param, out_of_range, problem_text
 from .protocol import VERSION, SensorBatch, Topics, encode
 from .tracking import EkfTracker, Row, make_tracker, nis_bound
@@ -82,6 +83,7 @@ class TwinCore:
                                       "missing_channels": 0, "paused_drops": 0, "gap_predicted": 0,
                                       "invalid": Counter(), "recovered": Counter()}
         self.step_ms: deque[float] = deque(maxlen=500)
+        self.diagnosis = Diagnosis(cfg, self.tracker)
 
     # ------------------------------------------------------------------ batches
     def step(self, batch: SensorBatch, hold: int = 1) -> list[Out]:
@@ -104,6 +106,7 @@ class TwinCore:
         try:
             outs = self._run(batch, max(1, hold))
             self.good = self.tracker.checkpoint() if isinstance(self.tracker, EkfTracker) else None
+            outs += self._diagnosed(batch)
             self.failed_in_row = 0
         except Exception as exc:  # never out of the core: the model returns to its last good state
             self._recover("step", exc)
@@ -167,7 +170,19 @@ class TwinCore:
         self.prev_inputs = self._inputs_at(batch, batch.n - 1)
         self.last_meas = self._sample(batch, batch.n - 1) | {"_t": self.last_t}
         self.last_seq = batch.seq
+        self.diagnosis.request(events)
         return self._messages(batch, hold, ends, rows, events, self.batch_resyncs)
+
+    def _diagnosed(self, batch: SensorBatch) -> list[Out]:
+        """The diagnosis of the last raised alarm once its window has passed (:mod:`.diagnosis`)."""
+        self.diagnosis.tracker = self.tracker
+        self.diagnosis.keep(batch, self.good)
+        body = self.diagnosis.due(batch.time(batch.n - 1))
+        if body is None:
+            return []
+        self.out_seq["diagnosis"] += 1
+        return [Out(self.topics.twin("diagnosis"), encode({"v": VERSION, "asset": self.cfg.asset,
+                                                             "seq": self.out_seq["diagnosis"], **body}), qos=1)]
 
     def _steps(self, batch: SensorBatch, cur: int, b: int) -> list[Step]:
         """The held input steps from sample ``cur`` (−1: the previous batch's last) to ``b``: each
