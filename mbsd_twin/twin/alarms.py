@@ -154,10 +154,11 @@ class ChangeAlarms:
         """``cusum.<statistic>``: each CUSUM's current sum (in σ units; it alarms above ``threshold``)."""
         return {f"cusum.{n}": v for n, v in self.detector.statistics().items()}
 
-    def reset(self) -> None:
-        """A (re)start of the filter: the tests re-arm after the settling time."""
+    def reset(self, t: float | None = None, settle: float | None = None) -> None:
+        """A (re)start of the filter: the tests re-arm after the settling time from the next update,
+        or ``settle`` s after rig time ``t`` when given."""
         self.detector.reset()
-        self.armed_at = None
+        self.armed_at = None if t is None or settle is None else t + settle
 
     def active(self) -> list[str]:
         return [f"change:{n}" for n in self.last]

@@ -7,8 +7,10 @@ bit-identically), the filter's estimate ``x`` and covariance ``P`` with the valu
 model and its current linearisation, the parameters set by command, the tracker's time origin, the
 core's last sample, inputs, output sequence numbers, NIS window and pause flag, and (format 2) the
 change tests' CUSUM sums with the change and threshold alarms' timers, so a partly accumulated
-change alarms at the same sample as without the restart: the motion, residuals, estimates, change
-statistics and alarms continue bit-identically (tests/test_checkpoint.py). A format-1 checkpoint
+change alarms at the same sample as without the restart, and the stream's time base
+(:mod:`.timebase`: its anchor, jitter figures, pending clock-step candidates, the gap gate's state):
+the motion, residuals, estimates, change statistics and alarms continue bit-identically
+(tests/test_checkpoint.py). A format-1 checkpoint
 (before 2026-11-25) still loads; its change tests and alarm timers start fresh (logged). After a
 restart the first batch is usually more than ``[core] max_gap`` after the checkpoint, so the filter
 re-initialises its motion from the measurements (``resync`` reason ``gap``; the change tests re-arm
@@ -64,7 +66,8 @@ def capture(core: TwinCore) -> bytes:
     """The core's state (call in the thread that runs the core, between batches)."""
     data: dict[str, Any] = {"format": FORMAT, "core": {k: getattr(core, k) for k in _CORE},
                             "out_seq": dict(core.out_seq), "nis": list(core.nis), "alarms": core.alarms.snapshot(),
-                            "changes": core.changes.snapshot() if core.changes is not None else None}
+                            "changes": core.changes.snapshot() if core.changes is not None else None,
+                            "timing": core.timebase.snapshot() | {"gap_pending": core.gaps.pending}}
     tr = core.tracker
     if isinstance(tr, EkfTracker):
         data["t_offset"] = tr.t_offset
@@ -103,6 +106,9 @@ def apply(core: TwinCore, blob: bytes) -> None:
     core.out_seq.update(data["out_seq"])
     core.nis.extend((float(v), int(k)) for v, k in data["nis"])
     core.changes = changes
+    if "timing" in data:  # the stream's time base (since 2026-11-27; before: anchored at the next batch)
+        core.timebase.restore(data["timing"])
+        core.gaps.pending = bool(data["timing"]["gap_pending"])
     if "alarms" in data:
         core.alarms.restore(data["alarms"])
     else:

@@ -138,6 +138,10 @@ class CoreConfig:
     divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
     divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window
     max_gap: float = 0.25  # s: predict through gaps up to this long; longer ones re-initialise
+    max_gap_travel: float = 1.0  # coordinate unit (rad): ... and only while |speed|·gap stays within this
+    change_settle: int = 20  # samples after a re-initialisation that keeps the unknowns before the tests re-arm
+    t0_jitter_bound: float = 0.05  # s: a batch's t0 this close to the time base's expectation is jitter
+    clock_step_batches: int = 3  # batches in a row beyond the bound, agreeing on one offset: a clock step
     change_mtbfa: float = 604800.0  # s: mean time between false change alarms, per statistic
     change_shift: float = 1.0  # σ: the change (in normalised units) the CUSUM is tuned for
     input_limit: float = 1e6  # largest plausible |value| of any channel the twin reads, in its unit

@@ -84,8 +84,12 @@ def check_estimator(c: CoreConfig, problems: list[str]) -> None:
     for a in c.augment:
         if not (a.sigma > 0 and a.rate >= 0):
             problems.append(f"[[core.augment]] {a.name}: need sigma > 0 and rate >= 0")
-    positive = ("accel_noise", "gap_accel_noise", "divergence_window", "max_gap", "change_mtbfa", "change_shift")
+    positive = ("accel_noise", "gap_accel_noise", "divergence_window", "max_gap", "change_mtbfa", "change_shift",
+                "max_gap_travel", "t0_jitter_bound")
     problems += [f"[core] {k} must be > 0, got {getattr(c, k)!r}" for k in positive if not getattr(c, k) > 0]
+    if c.change_settle < 0 or c.clock_step_batches < 1:
+        problems.append(f"[core] need change_settle >= 0 and clock_step_batches >= 1, got {c.change_settle!r} "
+                        f"and {c.clock_step_batches!r}")
     if c.jacobian_every < 1:
         problems.append(f"[core] jacobian_every must be >= 1, got {c.jacobian_every!r}")
     if not 0 < c.divergence_probability < 1:
