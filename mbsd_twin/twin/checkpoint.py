@@ -14,8 +14,8 @@ the motion, residuals, estimates, change statistics and alarms continue bit-iden
 (before 2026-11-25) still loads; its change tests and alarm timers start fresh (logged). After a
 restart the first batch is usually more than ``[core] max_gap`` after the checkpoint, so the filter
 re-initialises its motion from the measurements (``resync`` reason ``gap``; the change tests re-arm
-after ``divergence_window``, as after any re-initialisation) and keeps what it had learnt: the
-augmented unknowns (e.g. ``piston.mass``, input biases).
+after ``change_settle`` samples, as after any re-initialisation that keeps the unknowns) and keeps
+what it had learnt: the augmented unknowns (e.g. ``piston.mass``, input biases).
 """
 
 from __future__ import annotations
