@@ -223,15 +223,15 @@ class ChangeAlarms:
         return {f"cusum.{n}": v for n, v in self.detector.statistics().items()} | \
             {f"drift.{n}": d.value() for n, d in self.drift.items()}
 
-    def reset(self) -> None:
-        """A (re)start of the filter: the tests re-arm after the settling time, the drift tests and
-        rate windows start afresh."""
+    def reset(self, t: float | None = None, settle: float | None = None) -> None:
+        """A (re)start of the filter: the tests re-arm after the settling time from the next update,
+        or ``settle`` s after rig time ``t`` when given; the drift tests and rate windows start afresh."""
         self.detector.reset()
         for d in self.drift.values():
             d.reset()
         for r in self.rates.values():
             r.reset()
-        self.armed_at = None
+        self.armed_at = None if t is None or settle is None else t + settle
 
     def active(self) -> list[str]:
         return list(self.last)

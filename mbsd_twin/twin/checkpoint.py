@@ -7,16 +7,17 @@ bit-identically), the filter's estimate ``x`` and covariance ``P`` with the valu
 model and its current linearisation, the parameters set by command, the tracker's time origin, the
 core's last sample, inputs, output sequence numbers, NIS window and pause flag, and (format 2) the
 change tests' CUSUM sums with the change and threshold alarms' timers, so a partly accumulated
-change alarms at the same sample as without the restart: the motion, residuals, estimates, change
-statistics and alarms continue bit-identically (tests/test_checkpoint.py); format 3 adds the drift
-tests of the augmented unknowns (block sums, baseline, CUSUM) and the windows of their rates of
-change. A format-2 checkpoint still loads (its drift tests and rate windows start fresh, its
-alarms are change alarms); a format-1 checkpoint (before 2026-11-25) too: its change tests and
-alarm timers start fresh (logged). After a
+change alarms at the same sample as without the restart, and the stream's time base
+(:mod:`.timebase`: its anchor, jitter figures, pending clock-step candidates, the gap gate's state):
+the motion, residuals, estimates, change statistics and alarms continue bit-identically
+(tests/test_checkpoint.py); format 3 adds the drift tests of the augmented unknowns (block sums,
+baseline, CUSUM) and the windows of their rates of change. A format-2 checkpoint still loads (its
+drift tests and rate windows start fresh, its alarms are change alarms); a format-1 checkpoint
+(before 2026-11-25) too: its change tests and alarm timers start fresh (logged). After a
 restart the first batch is usually more than ``[core] max_gap`` after the checkpoint, so the filter
 re-initialises its motion from the measurements (``resync`` reason ``gap``; the change tests re-arm
-after ``divergence_window``, as after any re-initialisation) and keeps what it had learnt: the
-augmented unknowns (e.g. ``piston.mass``, input biases).
+after ``change_settle`` samples, as after any re-initialisation that keeps the unknowns) and keeps
+what it had learnt: the augmented unknowns (e.g. ``piston.mass``, input biases).
 """
 
 from __future__ import annotations
@@ -67,7 +68,8 @@ def capture(core: TwinCore) -> bytes:
     """The core's state (call in the thread that runs the core, between batches)."""
     data: dict[str, Any] = {"format": FORMAT, "core": {k: getattr(core, k) for k in _CORE},
                             "out_seq": dict(core.out_seq), "nis": list(core.nis), "alarms": core.alarms.snapshot(),
-                            "changes": core.changes.snapshot() if core.changes is not None else None}
+                            "changes": core.changes.snapshot() if core.changes is not None else None,
+                            "timing": core.timebase.snapshot() | {"gap_pending": core.gaps.pending}}
     tr = core.tracker
     if isinstance(tr, EkfTracker):
         data["t_offset"] = tr.t_offset
@@ -106,6 +108,9 @@ def apply(core: TwinCore, blob: bytes) -> None:
     core.out_seq.update(data["out_seq"])
     core.nis.extend((float(v), int(k)) for v, k in data["nis"])
     core.changes = changes
+    if "timing" in data:  # the stream's time base (since 2026-11-27; before: anchored at the next batch)
+        core.timebase.restore(data["timing"])
+        core.gaps.pending = bool(data["timing"]["gap_pending"])
     if "alarms" in data:
         core.alarms.restore(data["alarms"])
     else:

@@ -104,8 +104,12 @@ def check_estimator(c: CoreConfig, problems: list[str]) -> None:
         if not isinstance(a.drift, bool):
             problems.append(f"[[core.augment]] {a.name}: drift must be true or false, got {shown(a.drift)}")
     positive = ("accel_noise", "gap_accel_noise", "jacobian_tolerance", "divergence_window", "max_gap",
-                "change_mtbfa", "change_shift", "drift_window", "estimate_rate_window")
+                "change_mtbfa", "change_shift", "drift_window", "estimate_rate_window", "max_gap_travel",
+                "t0_jitter_bound")
     problems += [f"[core] {k} must be > 0, got {getattr(c, k)!r}" for k in positive if not getattr(c, k) > 0]
+    if c.change_settle < 0 or c.clock_step_batches < 1:
+        problems.append(f"[core] need change_settle >= 0 and clock_step_batches >= 1, got {c.change_settle!r} "
+                        f"and {c.clock_step_batches!r}")
     if c.jacobian_every < 1:
         problems.append(f"[core] jacobian_every must be >= 1, got {c.jacobian_every!r}")
     if not 0 < c.divergence_probability < 1:

@@ -8,9 +8,11 @@ Per output sample the tracker (:mod:`.tracking`: the Kalman filter by default, o
 model) is driven by the inputs reconstructed between samples (:mod:`mbsd_twin.estimation.holds`,
 first-order hold unless ``input_hold`` says otherwise). With ``hold`` h > 1 it is corrected, and
 publishes, only at every h-th sample (aligned to the batch's last) — the degraded mode of
-docs/mqtt-contract.md; the model is still driven by every input sample in between. Gaps up to ``max_gap`` are predicted
-through; the filter re-initialises from the measurements only at a start, a longer gap, a rig
-restart, a command, or divergence (mean NIS above its χ² bound over ``divergence_window``).
+docs/mqtt-contract.md; the model is still driven by every input sample in between. Batches are
+placed in time by the stream's time base (:mod:`.timebase`: ``seq`` and regular samples; the rig
+clock's jitter and steps are no gaps), short gaps predicted through (:class:`.timebase.GapGuard`);
+the filter re-initialises from the measurements only at a start, a gap it cannot predict through,
+a rig restart, a command, or divergence (mean NIS above its χ² bound over ``divergence_window``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import math
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -33,6 +35,7 @@ from .config import CoreConfig
 from .diagnosis import Diagnosis
 from .guard import channels_read, check_param, out_of_range, problem_text
 from .protocol import VERSION, SensorBatch, Topics, encode
+from .timebase import GapGuard, TimeBase
 from .tracking import EkfTracker, Row, make_tracker, nis_bound
 
 
@@ -45,6 +48,9 @@ class Out:
 
 
 Recorder = Callable[[dict[str, Any]], None]
+
+
+LONG_SETTLE = ("start", "divergence", "solver_failure", "set_param", "recovery")  # unknowns back to prior
 
 
 class TwinCore:
@@ -84,6 +90,8 @@ class TwinCore:
                                       "invalid": Counter(), "recovered": Counter()}
         self.step_ms: deque[float] = deque(maxlen=500)
         self.diagnosis = Diagnosis(cfg, self.tracker)
+        self.timebase = TimeBase(cfg)
+        self.gaps = GapGuard(cfg, self.timebase.counts)
 
     # ------------------------------------------------------------------ batches
     def step(self, batch: SensorBatch, hold: int = 1) -> list[Out]:
@@ -134,15 +142,22 @@ class TwinCore:
         self.batch_resync_events.append({"t": batch.time(k), "reason": reason})
         self.nis.clear()
         self.nis_sum = [0.0, 0.0]
-        if self.changes is not None:
-            self.changes.reset()
+        self.gaps.pending = False
+        self._rearm(batch.time(k), reason)
         self.stats["resync"][reason] += 1
+
+    def _rearm(self, t: float, reason: str) -> None:
+        """Change tests re-armed ``change_settle`` samples after a re-initialisation at ``t`` that
+        kept the unknowns, ``divergence_window`` after one that put them back to their prior."""
+        if self.changes is not None:
+            short = reason not in LONG_SETTLE
+            self.changes.reset(t if short else None, self.cfg.change_settle / self.changes.rate if short else None)
 
     def _run(self, batch: SensorBatch, hold: int) -> list[Out]:
         if self.changes is None:
             self.changes = ChangeAlarms(self.cfg, 1.0 / batch.dt, self.tracker)
         self.batch_resyncs, self.batch_resync_events = 0, []
-        cur = self._begin(batch)
+        batch, cur = self._begin(batch)
         ends = list(range((batch.n - 1) % hold, batch.n, hold))
         rows: list[Row] = []
         events: list[dict[str, Any]] = []
@@ -159,6 +174,9 @@ class TwinCore:
             est = self.changes.observe(t, row["filter"]) if inn is not None else {}  # before the thresholds
             events += self.alarms.update(t, {"state": row["state"], "residual": row["residual"],
                                              "virtual": row["virtual"], "meas": meas, "estimate": est})
+            inn, failed = self.gaps.gated(inn)  # the first correction after a gap is no statistic
+            if failed:
+                self._start(batch, b, "gap")
             if inn is not None:
                 events += self._changes(t, inn)
                 row["filter"].update(self.changes.statistics())
@@ -229,21 +247,36 @@ class TwinCore:
             self.nis_bounds[dof] = nis_bound(dof, self.cfg.divergence_probability)
         return self.nis_sum[0] > self.nis_bounds[dof]
 
-    def _begin(self, batch: SensorBatch) -> int:
-        """Initialise at the batch's first sample when due (pending reason, long gap); the index of
-        the sample the model is at (−1: the previous batch's last sample, also across a short gap)."""
+    def _begin(self, batch: SensorBatch) -> tuple[SensorBatch, int]:
+        """The batch on the stream's time base (:mod:`.timebase`), initialised at its first sample
+        when due (pending reason, a gap too long or too far to predict through); the index of the
+        sample the model is at (−1: the previous batch's last sample, also across a short gap)."""
+        place = self.timebase.place(batch)
+        if place.t0 != batch.t0:
+            batch = replace(batch, t0=place.t0)
+        if place.shift:
+            self._relabel(place.shift)
         if self.pending:
             self._start(batch, 0, self.pending)
             self.pending = None
-            return 0
+            return batch, 0
         gap = batch.t0 - self.last_t if self.last_t is not None else math.inf
         if abs(gap - batch.dt) < 0.5 * batch.dt:
-            return -1
-        if isinstance(self.tracker, EkfTracker) and 0 < gap <= self.cfg.max_gap:
+            return batch, -1
+        if isinstance(self.tracker, EkfTracker) and self.gaps.predictable(gap, self.tracker.travel(gap)):
             self.stats["gap_predicted"] += 1
-            return -1
+            return batch, -1
         self._start(batch, 0, "gap")
-        return 0
+        return batch, 0
+
+    def _relabel(self, shift: float) -> None:
+        """The rig's clock moved by ``shift`` s: rig times kept move with it; the motion continues."""
+        self.last_t = None if self.last_t is None else self.last_t + shift
+        self.next_latest = None if self.next_latest is None else self.next_latest + shift
+        if "_t" in self.last_meas:
+            self.last_meas["_t"] += shift
+        self.tracker.shift_time(shift)
+
 
     def _advance(self, batch: SensorBatch, cur: int, b: int, at: dict[str, float], meas: dict[str, float]
                  ) -> tuple[Row, Any]:
@@ -360,6 +393,7 @@ class TwinCore:
             self.tracker.set_param(name, value)
         self.nis.clear()
         self.nis_sum = [0.0, 0.0]
+        self.gaps.pending = False
         if self.changes is not None:
             self.changes.reset()
         self.pending = "recovery"
@@ -369,6 +403,7 @@ class TwinCore:
         if self.record:
             self.record({"k": "restart"})
         self.pending = "rig_restart"
+        self.timebase.reset()
 
     def _resync_latest(self, reason: str) -> str:
         if not self.last_meas:
@@ -378,8 +413,8 @@ class TwinCore:
         self.tracker.start(m["_t"], m, self.prev_inputs, False)
         self.nis.clear()
         self.nis_sum = [0.0, 0.0]
-        if self.changes is not None:
-            self.changes.reset()
+        self.gaps.pending = False
+        self._rearm(m["_t"], reason)
         self.stats["resync"][reason] += 1
         return f"re-synchronised at rig time {m['_t']!r} (seq {self.last_seq})"
 

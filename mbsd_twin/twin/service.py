@@ -350,6 +350,7 @@ class TwinService:
                              "resync": dict(st["resync"]), "solver_failure": st["solver_failure"],
                              "batches": st["batches"], "samples": st["samples"],
                              "missing_channels": st["missing_channels"], "gap_predicted": st["gap_predicted"],
+                             "timing": self.core.timebase.figures(),
                              "alarm_suppressed": self.core.alarms.suppressed
                              + (self.core.changes.suppressed if self.core.changes else 0),
                              "commands": dict(self.commands.counts)},

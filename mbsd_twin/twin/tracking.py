@@ -136,6 +136,15 @@ class EkfTracker:
     def out_of_bounds(self, row: Row) -> bool:
         return False
 
+    def travel(self, seconds: float) -> float:
+        """How far the fastest coordinate moves in ``seconds`` at its estimated speed (its unit)."""
+        d = self.est.d
+        return float(abs(self.est.x[d:2 * d]).max()) * seconds
+
+    def shift_time(self, shift: float) -> None:
+        """Rig time moves by ``shift`` s against the model's (a clock step of the rig)."""
+        self.t_offset += shift
+
     def row(self, at: dict[str, float], meas: dict[str, float], inn: Innovation | None) -> Row:
         """The outputs at the current estimate; residuals: the innovations (right after a start,
         without one: measured − estimate)."""
@@ -200,6 +209,9 @@ class OpenLoopTracker:
         resid = residuals(c, meas, o)
         virtual = {p: o[p] for p in self.virtual} | {p: at.get(p, 0.0) for p in c.inputs.values()}
         return {"state": state, "residual": resid, "virtual": virtual, "filter": {}}
+
+    def shift_time(self, shift: float) -> None:
+        self.runner.t_offset += shift
 
     def out_of_bounds(self, row: Row) -> bool:
         return any(abs(row["residual"].get(ch, 0.0)) > b for ch, b in self.cfg.resync_bounds.items())
