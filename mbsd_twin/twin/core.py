@@ -181,6 +181,7 @@ class TwinCore:
                 events += self._changes(t, inn)
                 row["filter"].update(self.changes.statistics())
             if self._diverged(inn, batch, hold) or self.tracker.out_of_bounds(row):
+                events += self.changes.diverged(t, inn)
                 self._start(batch, b, "divergence" if inn is not None else "bound")
                 self.changes.hold(t)  # a fault that keeps the filter diverging keeps its alarm raised
         events += self.changes.clear_quiet(batch.time(batch.n - 1))

@@ -119,6 +119,6 @@ def _head(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def _result(res: Isolation) -> dict[str, Any]:
-    return {"samples": res.samples, "chi2": res.chi2, "explained": res.explained,
+    return {"samples": res.samples, "chi2": res.chi2, "explained": res.explained, "dispersion": res.dispersion,
             "candidates": [{"name": c.name, "kind": c.kind, "size": c.size, "sd": c.sd, "glr": c.glr,
                             "probability": c.probability} for c in res.candidates[:TOP]]}
