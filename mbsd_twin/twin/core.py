@@ -21,7 +21,7 @@ import math
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -34,18 +34,10 @@ from .alarms import Alarms, ChangeAlarms
 from .config import CoreConfig
 from .diagnosis import Diagnosis
 from .guard import channels_read, check_param, out_of_range, problem_text
-from .protocol import VERSION, SensorBatch, Topics, encode
+from .outbox import Out, batch_messages, numbered
+from .protocol import SensorBatch, Topics
 from .timebase import GapGuard, TimeBase
 from .tracking import EkfTracker, Row, make_tracker, nis_bound
-
-
-@dataclass(frozen=True)
-class Out:
-    topic: str
-    payload: str
-    qos: int = 0
-    retain: bool = False
-
 
 Recorder = Callable[[dict[str, Any]], None]
 
@@ -199,9 +191,7 @@ class TwinCore:
         body = self.diagnosis.due(batch.time(batch.n - 1))
         if body is None:
             return []
-        self.out_seq["diagnosis"] += 1
-        return [Out(self.topics.twin("diagnosis"), encode({"v": VERSION, "asset": self.cfg.asset,
-                                                             "seq": self.out_seq["diagnosis"], **body}), qos=1)]
+        return [numbered(self, "diagnosis", body, qos=1)]
 
     def _steps(self, batch: SensorBatch, cur: int, b: int) -> list[Step]:
         """The held input steps from sample ``cur`` (−1: the previous batch's last) to ``b``: each
@@ -292,40 +282,9 @@ class TwinCore:
             self._start(batch, b, "solver_failure")
             return self.tracker.row(at, meas, None), None
 
-    def _msg(self, leaf: str, batch: SensorBatch, hold: int, ends: list[int], ch: dict[str, list[float | None]],
-             **extra: Any) -> Out:
-        self.out_seq[leaf] += 1
-        body = {"v": VERSION, "asset": self.cfg.asset, "seq": self.out_seq[leaf],
-                "src_seq": [batch.seq, batch.seq], "t0": batch.time(ends[0]), "dt": batch.dt * hold,
-                "n": len(ends), "ch": ch, **extra}
-        return Out(self.topics.twin(leaf), encode(body))
-
     def _messages(self, batch: SensorBatch, hold: int, ends: list[int], rows: list[Row],
                   events: list[dict[str, Any]], resyncs: int) -> list[Out]:
-        def columns(part: str) -> dict[str, list[float | None]]:
-            keys = dict.fromkeys(k for r in rows for k in r[part])  # a row right after a start has no residuals
-            return {k: [_finite(r[part].get(k)) for r in rows] for k in keys}
-        change = {"hold_change": {"from": self.hold, "to": hold, "t": batch.t0}} if hold != self.hold else {}
-        self.hold = hold
-        outs = [self._msg("state", batch, hold, ends, columns("state"), stride=hold),
-                self._msg("residuals", batch, hold, ends, columns("residual"), stride=hold, resyncs=resyncs,
-                          **({"resync_events": self.batch_resync_events} if resyncs else {}), **change),
-                self._msg("virtual", batch, hold, ends, columns("virtual"), stride=hold)]
-        if rows[-1]["filter"]:
-            outs.append(self._msg("estimates", batch, hold, ends, columns("filter"), stride=hold))
-        for ev in events:
-            self.out_seq["alarms"] += 1
-            outs.append(Out(self.topics.twin("alarms"), encode({"v": VERSION, "asset": self.cfg.asset,
-                                                                "seq": self.out_seq["alarms"], **ev}), qos=1))
-        t_last = batch.time(batch.n - 1)
-        self.latest = {"v": VERSION, "asset": self.cfg.asset, "t": t_last, "src_seq": batch.seq,
-                       "state": rows[-1]["state"], "residuals": rows[-1]["residual"],
-                       "virtual": rows[-1]["virtual"], "estimates": _clean(rows[-1]["filter"]),
-                       "alarms_active": self.alarms.active() + (self.changes.active() if self.changes else [])}
-        if self.next_latest is None or t_last >= self.next_latest:
-            self.next_latest = t_last + self.cfg.latest_interval
-            outs.append(Out(self.topics.twin("latest"), encode(self.latest), qos=1, retain=True))
-        return outs
+        return batch_messages(self, batch, hold, ends, rows, events, resyncs)
 
     # ----------------------------------------------------------------- commands
     def command(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -419,11 +378,3 @@ class TwinCore:
         self.stats["resync"][reason] += 1
         return f"re-synchronised at rig time {m['_t']!r} (seq {self.last_seq})"
 
-
-def _finite(x: float | None) -> float | None:
-    """JSON has no NaN: a missing or undefined value is null."""
-    return x if x is not None and math.isfinite(x) else None
-
-
-def _clean(d: dict[str, float]) -> dict[str, float | None]:
-    return {k: _finite(v) for k, v in d.items()}
