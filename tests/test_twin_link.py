@@ -15,6 +15,7 @@ import dataclasses
 import json
 import queue
 import random
+import re
 import socket
 import threading
 import time
@@ -206,7 +207,8 @@ def test_nagle_warning_from_measured_round_trips(broker: Any, tmp_path: Any) -> 
     print(f"round trip behind a 30 ms path {h['broker_rtt_ms']}, warnings {h['warnings']}; "
           f"direct {d['broker_rtt_ms']}, warnings {d['warnings']}")
     assert h["broker_rtt_ms"]["p50"] >= 30.0 and len(h["warnings"]) == 1
-    assert "set_tcp_nodelay true" in h["warnings"][0] and f"{h['broker_rtt_ms']['p50']:.0f}" in h["warnings"][0][:40]
+    figure = re.match(r"broker round trip ([0-9.]+) ms", h["warnings"][0])
+    assert figure and float(figure[1]) >= 30.0 and "set_tcp_nodelay true" in h["warnings"][0]
     assert any(m["warnings"] for m in col.get("twin/health"))  # published, not only in /healthz
     assert overloaded is None
     assert d["warnings"] == [] and d["broker_rtt_ms"]["p50"] < fast.service.rtt_warn_ms
