@@ -29,9 +29,10 @@ class Broker:
 
     ``kind`` forces a broker (default: mosquitto when installed). ``conf`` replaces the mosquitto
     configuration after the first line (``listener PORT 127.0.0.1``); ``scheme`` "mqtts" for a TLS
-    listener."""
+    listener; ``nodelay`` False leaves out ``set_tcp_nodelay true`` (mosquitto's default: Nagle on)."""
 
-    def __init__(self, workdir: Path, kind: str | None = None, conf: str = "", scheme: str = "mqtt") -> None:
+    def __init__(self, workdir: Path, kind: str | None = None, conf: str = "", scheme: str = "mqtt",
+                 nodelay: bool = True) -> None:
         self.port = free_port()
         self.url = f"{scheme}://127.0.0.1:{self.port}"
         self.kind = kind or ("mosquitto" if MOSQUITTO else "amqtt")
@@ -39,6 +40,7 @@ class Broker:
         self.protocol = 5 if self.mqtt5 else 4
         self.conf = conf or "allow_anonymous true\n"
         self.workdir = workdir
+        self.nodelay = nodelay
         self.proc: subprocess.Popen[bytes] | None = None
 
     def _command(self) -> list[str]:
@@ -50,7 +52,8 @@ class Broker:
             # (its default, 1,000 queued, dropped the twin's and the observers' messages when other
             # jobs starved the test's processes); what the twin itself sheds is what the tests measure
             conf.write_text(f"listener {self.port} 127.0.0.1\n{self.conf}"
-                            f"persistence false\nset_tcp_nodelay true\nmax_queued_messages 0\n{root}")
+                            f"persistence false\n{'set_tcp_nodelay true' if self.nodelay else ''}\n"
+                            f"max_queued_messages 0\n{root}")
             return [str(MOSQUITTO), "-c", str(conf)]
         conf = self.workdir / "amqtt.yaml"
         conf.write_text(f"listeners:\n  default:\n    type: tcp\n    bind: 127.0.0.1:{self.port}\n"

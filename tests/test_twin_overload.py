@@ -111,7 +111,7 @@ def test_coalescing_skips_to_the_newest_and_keeps_a_rig_restart(traj: Trajectory
     assert it.batch_s == 0.01  # the median of five: the set-up batch does not count
     # 4 batches before the newest × 10 ms = 40 ms < max_lag → worked off in order
     with it.lock:
-        assert [b.seq for b, _ in [it.take(1.0), it.take(1.0)]] == [0, 1]  # type: ignore[union-attr,misc]
+        assert [b.seq for b, *_ in [it.take(1.0), it.take(1.0)]] == [0, 1]  # type: ignore[union-attr,misc]
     it.restart(1.0)  # a new rig session: its numbering starts afresh
     for i in range(5, 12):
         it.ingest(raw[i], 1.0)
@@ -150,7 +150,7 @@ def test_full_queue_drops_the_oldest(traj: Trajectory) -> None:
     it = _intake(queue_size=3)
     for i in range(6):
         it.ingest(encode(src.message(i)).encode(), 1.0)
-    assert [b.seq for b, _ in it.batches] == [3, 4, 5] and it.counts["dropped_overload"] == 3  # type: ignore[union-attr]
+    assert [b.seq for b, *_ in it.batches] == [3, 4, 5] and it.counts["dropped_overload"] == 3  # type: ignore[union-attr]
 
 
 class StateTimes:

@@ -183,7 +183,7 @@ class ServiceConfig:
     mechanism: str = ""  # the mechanism file; "" the slider crank packaged with mbsd-twin
     max_message_bytes: int = 262144
     reorder_window: int = 5  # messages held back waiting for a missing seq
-    reorder_timeout: float = 0.5  # s (wall) before a missing seq is given up
+    reorder_timeout: float = 0.2  # s (wall) a batch waits at most for a missing predecessor (10 batches at 1 kHz/20)
     queue_size: int = 50  # batches waiting for the solver
     hold_levels: tuple[int, ...] = (1, 5, 20)  # samples per solver step, finest first
     start_level: int = 0  # hold_levels[0] = 1: every sample (sustained at 1 kHz, benchmarks/bench_twin.py)
@@ -193,6 +193,7 @@ class ServiceConfig:
     max_lag: float = 0.5  # s: a backlog this old is coalesced (the worker skips to the newest batch)
     flood_lag: float = 0.03  # s: the same while batches arrive faster than the worker works them off
     health_interval: float = 1.0
+    rtt_warn_ms: float = 20.0  # ms: median broker round trip of the probe pairs above which health warns; 0: off
     max_seq_jump: int = 1000  # messages: a seq further from the expected one is implausible
     seq_jump_confirm: int = 3  # consecutive implausible seqs that continue one another: a renumbering
     stop_grace: float = 5.0  # s after SIGTERM before a stuck service is killed (its will published); 0: off

@@ -128,6 +128,8 @@ def check_service(s: ServiceConfig, m: MetricsConfig, problems: list[str]) -> No
                         f"got {s.start_level}")
     if s.queue_size < 1 or s.reorder_window < 0 or s.max_message_bytes < 256:
         problems.append("[service] need queue_size >= 1, reorder_window >= 0, max_message_bytes >= 256")
+    if not s.rtt_warn_ms >= 0:
+        problems.append(f"[service] rtt_warn_ms must be >= 0 ms (0: no warning), got {s.rtt_warn_ms!r}")
     if not s.stop_grace >= 0:
         problems.append(f"[service] stop_grace must be >= 0 s, got {s.stop_grace!r}")
     if not (s.max_seq_jump > s.reorder_window and s.seq_jump_confirm >= 1):

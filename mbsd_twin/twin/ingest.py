@@ -15,13 +15,22 @@ then ``flood_lag``, and the twin stays on the freshest data. The hold adaptation
 ``coalesced``); the twin core predicts through the gap they leave (up to ``[core] max_gap``) or
 re-initialises from the newest batch's measurements after a longer one (``resync.gap``). A rig
 restart queued among them is kept, in order, before the newest batch.
+
+Two clocks per batch (:class:`Item`): ``arrival`` (the message reached the twin) and ``ready`` (the
+sequencer released it: the arrival, unless it waited in the reorder buffer for a missing
+predecessor). The overload lag (hold adaptation) is measured from ``ready``: waiting for a lost
+message is the network's doing, not a backlog of the twin, and is reported apart
+(:meth:`Intake.reorder_figures`, ``health.reorder_wait_s``). A batch released by the reorder
+timeout became ready when the timeout expired, not when the worker noticed it.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter, deque
-from typing import Protocol
+from typing import NamedTuple, Protocol
+
+import numpy as np
 
 from .config import ServiceConfig
 from .metrics import Metrics
@@ -30,7 +39,18 @@ from .sequencer import Sequencer
 
 ARRIVALS = 64  # valid batches over which the arrival rate is measured
 RIG_RESTART = None  # queued in place of a batch: a new rig session starts after the batches before it
-Item = tuple[SensorBatch | None, float]  # a batch (or RIG_RESTART) and its arrival time (monotonic)
+WAITS = 1000  # reorder waits kept for the health figures
+
+
+class Item(NamedTuple):
+    """A batch (or RIG_RESTART) for the worker, with its monotonic times."""
+
+    batch: SensorBatch | None
+    arrival: float  # s: the message reached the twin
+    ready: float  # s: the sequencer released it (after any wait for a missing predecessor)
+
+
+Arrived = tuple[SensorBatch, float]  # a valid batch and its arrival time, as the sequencer holds it
 
 
 class _Log(Protocol):
@@ -44,13 +64,14 @@ class Intake:
                  invalid: Counter[str], metrics: Metrics, rlog: _Log) -> None:
         self.cfg, self.asset, self.lock = cfg, asset, lock
         self.counts, self.invalid, self.metrics, self.rlog = counts, invalid, metrics, rlog
-        self.seq: Sequencer[Item] = Sequencer(cfg.reorder_window, max_jump=cfg.max_seq_jump,
+        self.seq: Sequencer[Arrived] = Sequencer(cfg.reorder_window, max_jump=cfg.max_seq_jump,
                                               jump_confirm=cfg.seq_jump_confirm)
         self.batches: deque[Item] = deque()
         self.shed = 0  # batches skipped at the last take (pressure for the hold adaptation)
         self.recent: deque[float] = deque(maxlen=21)  # the worker's wall time of its last batches
         self.batch_s = 0.0  # their median: a typical batch, not a stall (CPU taken by another process)
         self.arrivals: deque[float] = deque(maxlen=ARRIVALS)  # arrival times of the last valid batches
+        self.waits: deque[float] = deque(maxlen=WAITS)  # s each of the last batches waited in the reorder buffer
 
     def cost(self, seconds: float) -> None:
         """The worker took ``seconds`` for a batch (its estimate of how long a backlog takes)."""
@@ -71,12 +92,17 @@ class Intake:
         self.metrics.messages.labels("valid").inc()
         with self.lock:
             self.arrivals.append(now)
-            self.enqueue(self.seq.push(got.seq, (got, now), now))
+            self.enqueue(self.seq.push(got.seq, (got, now), now), now)
 
-    def enqueue(self, items: list[Item]) -> None:
-        """Append in order (caller holds the lock); beyond ``queue_size`` the oldest is dropped."""
-        for it in items:
-            self.batches.append(it)
+    def enqueue(self, items: list[Arrived], ready: float) -> None:
+        """Append in order what the sequencer released at ``ready`` (caller holds the lock); beyond
+        ``queue_size`` the oldest is dropped. A batch that waited for a missing predecessor counts
+        as ``reorder_waited``, its wait kept for :meth:`reorder_figures`."""
+        for batch, arrival in items:
+            if ready > arrival:
+                self.counts["reorder_waited"] += 1
+                self.waits.append(ready - arrival)
+            self.batches.append(Item(batch, arrival, ready))
             if len(self.batches) > self.cfg.queue_size:
                 self.batches.popleft()
                 self.counts["dropped_overload"] += 1
@@ -88,13 +114,20 @@ class Intake:
         with self.lock:
             self.seq.reset()
             self.counts["rig_restart"] += 1
-            self.batches.append((RIG_RESTART, now))
+            self.batches.append(Item(RIG_RESTART, now, now))
             self.lock.notify()
 
     # ---------------------------------------------------------------- worker
     def flush(self, now: float) -> None:
-        """Give up missing seqs that waited longer than ``reorder_timeout`` (caller holds the lock)."""
-        self.enqueue(self.seq.flush(now, self.cfg.reorder_timeout))
+        """Give up missing seqs that waited longer than ``reorder_timeout`` (caller holds the lock);
+        what that releases became ready when the timeout expired."""
+        while (due := self.seq.due(self.cfg.reorder_timeout)) is not None and due <= now:
+            self.enqueue(self.seq.give_up(), due)
+
+    def reorder_figures(self) -> dict[str, float]:
+        """s the last ``WAITS`` batches that waited for a missing predecessor waited (p50, p99, max)."""
+        w = np.array(self.waits or [0.0])
+        return {"p50": float(np.percentile(w, 50)), "p99": float(np.percentile(w, 99)), "max": float(w.max())}
 
     def take(self, now: float) -> Item | None:
         """The next item for the worker (caller holds the lock), after coalescing a backlog."""
@@ -115,11 +148,11 @@ class Intake:
         """Skip to the newest batch, keeping a rig restart among the skipped ones (before it)."""
         q = self.batches
         newest = q.pop()
-        restart = any(b is RIG_RESTART for b, _ in q)
-        self.shed = sum(b is not RIG_RESTART for b, _ in q)
+        restart = any(it.batch is RIG_RESTART for it in q)
+        self.shed = sum(it.batch is not RIG_RESTART for it in q)
         q.clear()
         if restart:
-            q.append((RIG_RESTART, newest[1]))
+            q.append(Item(RIG_RESTART, newest.arrival, newest.ready))
         q.append(newest)
         self.counts["dropped_overload"] += self.shed
         self.counts["coalesced"] += self.shed

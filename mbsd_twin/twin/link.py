@@ -30,6 +30,7 @@ def make_client(b: BrokerConfig, client_id: str, will: tuple[str, str] | None) -
         c.tls_insecure_set(b.tls_insecure)
     c.reconnect_delay_set(int(max(1, b.reconnect_min)), int(max(1, b.reconnect_max)))
     c.max_queued_messages_set(10000)
+    c.on_socket_open = _on_socket_open  # TCP_NODELAY from the CONNECT packet on, at every (re)connect
     if will is not None:
         c.will_set(will[0], will[1], qos=1, retain=True)
     return c
@@ -56,6 +57,11 @@ def failed(exc: BaseException | None, b: BrokerConfig) -> tuple[str, str]:
     if isinstance(exc, ConnectionRefusedError):
         return "connect_failed", f"cannot connect to {b.url}: connection refused (is the broker running?); retrying"
     return "connect_failed", f"cannot connect to {b.url}: {exc or 'unknown error'}; retrying"
+
+
+def _on_socket_open(client: mqtt.Client, userdata: Any, sock: Any) -> None:
+    if isinstance(sock, socket.socket):  # also an ssl.SSLSocket
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def set_nodelay(client: mqtt.Client) -> None:

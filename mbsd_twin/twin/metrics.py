@@ -23,7 +23,8 @@ class Metrics:
         self.invalid = Counter("twin_invalid_messages", "invalid sensor messages", ["reason"], registry=r)
         self.resyncs = Gauge("twin_resyncs", "re-synchronisations since start", registry=r)
         self.dropped = Gauge("twin_dropped_batches", "batches dropped by the overload policy", registry=r)
-        self.lag = Gauge("twin_lag_seconds", "arrival-to-processing lag of the last batch", registry=r)
+        self.lag = Gauge("twin_lag_seconds", "queue lag of the last batch (sequencer release to processing)",
+                         registry=r)
         self.queue = Gauge("twin_queue_depth", "batches waiting for the solver", registry=r)
         self.hold = Gauge("twin_hold_samples", "samples per solver step (degradation level)", registry=r)
         self.step_ms = Gauge("twin_solver_ms_per_batch", "median solver wall time per batch [ms]", registry=r)

@@ -1,8 +1,10 @@
 """Sequence handling of sensor messages: duplicates, gaps, reordering and late arrivals.
 
 ``push`` returns the messages now deliverable in sequence order. A message ahead of the expected
-seq waits in a buffer of at most ``window`` messages; when the buffer is full (or ``flush`` is
-called after a timeout) the missing seqs are given up and counted as ``gap``. A message older than
+seq waits in a buffer of at most ``window`` messages; when the buffer is full, or when its oldest
+message has waited ``timeout`` s (``flush``, called by the twin's worker at least every 50 ms; ``due``
+says when), the missing seqs are given up and counted as ``gap`` (``gap_timeout`` counts the times
+the timeout, not the window, gave them up). A message older than
 the expected seq is a ``duplicate`` when it was already delivered or buffered, else ``late``
 (dropped). ``reordered`` counts messages that arrived after a later one and were put back in order.
 
@@ -29,7 +31,8 @@ class Sequencer(Generic[T]):
         self.buffer: dict[int, tuple[T, float]] = {}
         self.delivered: OrderedDict[int, None] = OrderedDict()
         self._history = history
-        self.counts = {"duplicate": 0, "late": 0, "gap": 0, "reordered": 0, "restart": 0, "jump": 0}
+        self.counts = {"duplicate": 0, "late": 0, "gap": 0, "reordered": 0, "restart": 0, "jump": 0,
+                       "gap_timeout": 0}
         self._waited: deque[int] = deque()
 
     def reset(self) -> None:
@@ -105,9 +108,21 @@ class Sequencer(Generic[T]):
         self._deliver(first, item, out)
         self._drain(out)
 
+    def due(self, timeout: float) -> float | None:
+        """When the oldest buffered message will have waited ``timeout`` (None: none waits)."""
+        return min(t for _, t in self.buffer.values()) + timeout if self.buffer else None
+
+    def give_up(self) -> list[T]:
+        """Give up the missing seqs before the oldest buffered message (its wait timed out)."""
+        out: list[T] = []
+        if self.buffer:
+            self.counts["gap_timeout"] += 1
+            self._skip(out)
+        return out
+
     def flush(self, now: float, timeout: float) -> list[T]:
         """Give up missing seqs that buffered messages have waited for longer than ``timeout``."""
         out: list[T] = []
-        while self.buffer and min(t for _, t in self.buffer.values()) <= now - timeout:
-            self._skip(out)
+        while (due := self.due(timeout)) is not None and due <= now:
+            out += self.give_up()
         return out

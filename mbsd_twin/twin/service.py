@@ -2,9 +2,11 @@
 
 Threads: paho-mqtt's network loop (``loop_start``; it also reconnects, with backoff doubling from
 ``reconnect_min`` to ``reconnect_max``) validates and sequences sensor messages and queues them;
-one worker thread runs the solver, answers commands and publishes. Every (re)connect sets
-TCP_NODELAY, re-subscribes and re-publishes the retained birth (the will is registered once and
-reused by paho on every reconnect).
+one worker thread runs the solver, answers commands and publishes. Every (re)connect
+re-subscribes and re-publishes the retained birth (the will is registered once and
+reused by paho on every reconnect; TCP_NODELAY is set as the socket opens, :func:`.link.make_client`).
+With every health message the twin sends a pair of round-trip probes (:mod:`.probe`): the health
+message warns when the broker's round trip suggests Nagle's algorithm.
 
 Use as ``with TwinService(cfg) as svc: ...`` or ``async with TwinService(cfg) as svc: await
 svc.wait()`` (start/stop run in a thread so the event loop is never blocked).
@@ -12,8 +14,10 @@ svc.wait()`` (start/stop run in a thread so the event loop is never blocked).
 Overload (docs/mqtt-contract.md; :mod:`.ingest`): invalid messages are rejected in the network
 thread before anything is queued, cheapest checks first; the bounded queue drops its oldest batch
 when full. When the solver falls behind: (1) coarser solver steps — ``hold`` samples per step
-through ``hold_levels`` while the arrival-to-processing lag exceeds ``lag_high``, the queue is more
-than half full or a backlog was just coalesced; (2) a backlog the worker cannot work off within
+through ``hold_levels`` while the queue lag (from the moment the sequencer released a batch to its
+processing: a wait in the reorder buffer for a lost predecessor is not overload, it is reported as
+``reorder_wait_s``) exceeds ``lag_high``, the queue is more than half full or a backlog was just
+coalesced; (2) a backlog the worker cannot work off within
 ``max_lag`` (``flood_lag`` while batches arrive faster than it works them off) is coalesced: it
 skips to the newest batch (the skipped ones counted as dropped); the
 model predicts through the gap or re-initialises after more than ``[core] max_gap``. Memory is
@@ -33,7 +37,6 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import paho.mqtt.client as mqtt
 from paho.mqtt.properties import Properties
 
@@ -42,10 +45,12 @@ from . import link
 from .commands import CommandGate, Pending, status_reply
 from .config import TwinConfig
 from .core import Out, TwinCore
+from .health import health_message
 from .history.writer import HistoryWriter
-from .ingest import RIG_RESTART, Intake
+from .ingest import RIG_RESTART, Intake, Item
 from .metrics import Metrics, PostRoute, Route, serve_http
-from .protocol import SensorBatch, Topics, encode, parse_command
+from .probe import RoundTrip
+from .protocol import Topics, encode, parse_command
 from .ratelog import RateLimitedLog
 from .recorder import FORMAT
 from .sinks import RecordingSink
@@ -88,6 +93,7 @@ class TwinService:
         self.rig_session: Any = None
         self.stopping = threading.Event()
         self.instance = uuid.uuid4().hex[:8]
+        self.rtt = RoundTrip(cfg.service.rtt_warn_ms)  # broker round trip of probe pairs (probe.py)
         self.client = self._make_client()
         self.worker = threading.Thread(target=self._work, name="twin-worker", daemon=True)
         self.http: Any = None
@@ -134,6 +140,7 @@ class TwinService:
         c = link.make_client(self.cfg.broker, cid, will)
         c.on_connect, c.on_disconnect, c.on_message = self._on_connect, self._on_disconnect, self._on_message
         c.on_connect_fail = self._on_connect_fail
+        c.on_publish = self.rtt.acked
         return c
 
     def _birth(self) -> str:
@@ -144,7 +151,6 @@ class TwinService:
         if rc.is_failure:
             self._connect_problem(*link.refused(rc, self.cfg.broker))
             return
-        link.set_nodelay(client)
         self.connects += 1
         if self.t_disconnect is not None:
             self.outages.append(time.monotonic() - self.t_disconnect)
@@ -232,7 +238,7 @@ class TwinService:
                 if cmd is not None:
                     self._run_command(cmd)
                 if item is not None:
-                    self._process(*item, depth)
+                    self._process(item, depth)
             except Exception:
                 self.rlog.warning("worker error", "unexpected error in the twin worker", level=logging.ERROR,
                                   exc_info=True)
@@ -245,7 +251,17 @@ class TwinService:
                     self.counts["internal_error"] += 1
             if time.monotonic() >= next_health:
                 next_health = time.monotonic() + self.cfg.service.health_interval
-                self.publish(Out(self.topics.twin("health"), encode(self.health())))
+                self._health_tick()
+
+    def _health_tick(self) -> None:
+        """Publish the health message (its warnings also logged, at most once a minute each) and
+        send the next pair of round-trip probes."""
+        h = self.health()
+        for w in h["warnings"]:
+            self.rlog.warning("health warning", "%s", w)
+        self.publish(Out(self.topics.twin("health"), encode(h)))
+        if self.connected.is_set() and not self.superseded:
+            self.rtt.send(self.client, self.topics.twin("probe"))
 
     def _adapt(self, lag: float, depth: int) -> int:
         """The hold for the next batch: coarser under pressure (lag above ``lag_high``, the queue
@@ -265,12 +281,13 @@ class TwinService:
                 self.low_batches = 0
         return s.hold_levels[self.level]
 
-    def _process(self, batch: SensorBatch | None, t_arrival: float, depth: int) -> None:
+    def _process(self, item: Item, depth: int) -> None:
+        batch, t_arrival = item.batch, item.arrival
         if batch is RIG_RESTART:
             self.core.rig_restart()
             return
         t_start = time.monotonic()
-        self.lag = t_start - t_arrival
+        self.lag = t_start - item.ready  # the twin's own backlog: a wait in the reorder buffer is not overload
         st = self.core.stats
         before = (st["invalid"]["range"], st["recovered"]["step"])
         outs = self.core.step(batch, self._adapt(self.lag, depth))
@@ -335,39 +352,7 @@ class TwinService:
 
     # --------------------------------------------------------------- health
     def health(self) -> dict[str, Any]:
-        st = self.core.stats
-        ms = np.array(self.core.step_ms or [0.0])
-        lat = np.array(self.latency_ms or [0.0])
-        down = [] if self.t_disconnect is None else [time.monotonic() - self.t_disconnect]
-        return {"v": 1, "asset": self.cfg.core.asset, "connected": self.connected.is_set(),
-                "uptime_s": time.monotonic() - self.t_started,
-                "lag_s": self.lag, "queue_depth": len(self.batches), "queue_size": self.cfg.service.queue_size,
-                "hold": self.cfg.service.hold_levels[self.level], "paused": self.core.paused,
-                "counters": {"dropped_overload": 0, "coalesced": 0, "publish_failed": 0, "rig_restart": 0,
-                             **dict(self.counts),
-                             **self.seq.counts, "invalid": dict(self.invalid + st["invalid"]),
-                             "recovered": dict(st["recovered"]),
-                             "resync": dict(st["resync"]), "solver_failure": st["solver_failure"],
-                             "batches": st["batches"], "samples": st["samples"],
-                             "missing_channels": st["missing_channels"], "gap_predicted": st["gap_predicted"],
-                             "timing": self.core.timebase.figures(),
-                             "alarm_suppressed": self.core.alarms.suppressed
-                             + (self.core.changes.suppressed if self.core.changes else 0),
-                             "commands": dict(self.commands.counts)},
-                "solver_ms_per_batch": {"p50": float(np.percentile(ms, 50)), "p99": float(np.percentile(ms, 99))},
-                "sinks": self._sinks(),
-                "latency_ms": {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99))},
-                "connection": {"connects": self.connects, "outages": len(self.outages) + len(down),
-                               "last_error": self.last_error,
-                               "last_outage_s": (down or self.outages or [0.0])[-1],
-                               "outage_total_s": float(sum(self.outages) + sum(down))}}
-
-    def _sinks(self) -> dict[str, Any]:
-        sinks: dict[str, Any] = {"recording": self.recorder.status()} if self.recorder else {}
-        if self.history is not None:
-            sinks["history"] = h = self.history.status()
-            self.metrics.history_figures(h)
-        return sinks
+        return health_message(self)  # health.py
 
     # ------------------------------------------------------------ lifecycle
     def start(self) -> None:
