@@ -350,10 +350,12 @@ class StateEstimator:
         H = G·F⁻¹, and the process noise of the inputs' sample noise (each interval value is the
         mean of two samples)."""
         d, n = self.d, self.n
-        F, G = np.eye(n), np.zeros((len(self.meas), n))
-        for j in range(n):
-            F[:2 * d, j] = D[j, :2 * d] / perts[j][2]
-            G[:, j] = wrap(D[j, 2 * d:], self.angular) / perts[j][2]
+        dv = np.array([perts[j][2] for j in range(n)])[:, None]
+        F = np.eye(n)
+        F[:2 * d, :] = (D[:n, :2 * d] / dv).T
+        dy = D[:n, 2 * d:].copy()
+        dy[:, self.angular] = np.remainder(dy[:, self.angular] + math.pi, 2.0 * math.pi) - math.pi
+        G = (dy / dv).T
         Q, p = np.zeros((n, n)), n
         for port, sig in self.cfg.input_noise.items():
             B = np.zeros(n)
