@@ -21,7 +21,7 @@ from mbsd_twin.twin.config import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import encode, parse_sensor
 
-M, L, A, I, G = 1.0, 1.0, 0.5, 1.0 / 12.0, 9.81
+M, L, A, J, G = 1.0, 1.0, 0.5, 1.0 / 12.0, 9.81  # J: each bar's inertia about its centre
 COORDS = ("upper.theta", "lower.theta")
 
 
@@ -29,7 +29,7 @@ def _pendulum(t: float, y: list[float]) -> list[float]:
     """θ₁, θ₂ absolute angles from +x; M(θ)·θ̈ + c(θ, θ̇) = g(θ)."""
     t1, t2, w1, w2 = y
     c, s = math.cos(t1 - t2), math.sin(t1 - t2)
-    mass = np.array([[I + M * A * A + M * L * L, M * L * A * c], [M * L * A * c, I + M * A * A]])
+    mass = np.array([[J + M * A * A + M * L * L, M * L * A * c], [M * L * A * c, J + M * A * A]])
     rhs = np.array([-M * G * (A + L) * math.cos(t1) - M * L * A * s * w2 * w2,
                     -M * G * A * math.cos(t2) + M * L * A * s * w1 * w1])
     return [w1, w2, *np.linalg.solve(mass, rhs)]
