@@ -1,11 +1,8 @@
 """Timing as a rig delivers it (issue 28, item 2), on the broker-free core at production speed:
 the slider crank at 38 rad/s, 1 kHz in batches of 20, its messages' ``t0`` jittered or stepped and
 whole batches lost before they reach :class:`~mbsd_twin.twin.core.TwinCore`. Errors are against
-the rig's truth; counts are exact.
-
-``jacobian_every = 5`` throughout: at 38 rad/s the default 20 leaves stale Jacobians that raise
-change alarms of their own right after re-initialisations (another engineer's work on how often
-they are refreshed); this file is about timing."""
+the rig's truth; counts are exact. Default settings throughout (the Jacobians refreshed by the
+crank's travel, ``jacobian_tolerance``)."""
 
 from __future__ import annotations
 
@@ -25,7 +22,7 @@ from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
 from mbsd_twin.twin.rig import RigConfig, RigFault, Trajectory, stream
 from mbsd_twin.twin.timebase import TimeBase
 
-CFG = CoreConfig(jacobian_every=5)
+CFG = CoreConfig()
 SPEED = 38.0  # rad/s: production speed (the crank turns 24 ... 63 rad/s within a revolution)
 
 

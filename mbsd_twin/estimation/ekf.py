@@ -181,6 +181,7 @@ class StateEstimator:
         self.age = 0  # steps since the Jacobians were computed
         self.next_travel = 0.0  # coordinates' travel after which the Jacobians are refreshed (_adopt)
         self.refreshes = 0  # linearisations so far
+        self.initialised = False  # a restart keeps the unknowns' covariance
         self.jacobian_change = 0.0  # the last refresh's Jacobian change [σ of a measurement per σ of the state]
         self.inputs: dict[str, float] = {}  # measured inputs at the current sample (no bias)
         self.ports = [p.name for p in sim.input_ports]
@@ -216,8 +217,9 @@ class StateEstimator:
     def initialize(self, t: float, positions: Mapping[str, float], velocities: Mapping[str, float],
                    inputs: Mapping[str, float], reset_unknowns: bool = False) -> None:
         """Start (or restart) at time ``t`` [s] from measured coordinates/speeds (others: the
-        Simulator's current values) with the prior covariance; augmented unknowns keep their
-        current estimate unless ``reset_unknowns`` (back to their prior)."""
+        Simulator's current values) with the prior covariance of the motion; augmented unknowns keep
+        their current estimate and its covariance on a restart, unless ``reset_unknowns`` (back to
+        their prior)."""
         if reset_unknowns:
             self.x[2 * self.d:] = self.prior
             for name, i in self.param.items():
@@ -232,7 +234,11 @@ class StateEstimator:
         s_pos, s_vel = self.cfg.initial_sigma
         sd = [sig.get(c, s_pos) for c in self.coords] + [sig.get(v, s_vel) for v in self.speeds]
         sd += [a.sigma for a in self.aug]
+        kept = self.P[2 * self.d:, 2 * self.d:].copy()
         self.P = np.diag(np.square(sd))
+        if self.initialised and not reset_unknowns:  # the unknowns keep their estimate and its uncertainty
+            self.P[2 * self.d:, 2 * self.d:] = kept
+        self.initialised = True
         self.step = self.lin = None
         self.next_travel = 0.0
 

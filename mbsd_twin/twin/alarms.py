@@ -243,13 +243,16 @@ class ChangeAlarms:
 
     def reset(self, t: float | None = None, settle: float | None = None) -> None:
         """A (re)start of the filter: the tests re-arm after the settling time from the next update,
-        or ``settle`` s after rig time ``t`` when given; the drift tests and rate windows start afresh."""
+        the drift tests and rate windows start afresh; or, after a restart that kept the unknowns
+        (their estimates go on), ``settle`` s after rig time ``t`` with the drift tests and rate
+        windows going on (a lossy link's gaps must not keep a slow drift from being seen)."""
         self.detector.reset()
-        for d in self.drift.values():
+        kept = t is not None and settle is not None
+        for d in () if kept else self.drift.values():
             d.reset()
-        for r in self.rates.values():
+        for r in () if kept else self.rates.values():
             r.reset()
-        self.armed_at = None if t is None or settle is None else t + settle
+        self.armed_at = t + settle if t is not None and settle is not None else None
 
     def active(self) -> list[str]:
         return list(self.last)
