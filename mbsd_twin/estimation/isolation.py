@@ -143,6 +143,28 @@ def _value(sim: object, name: str) -> float:
     return next(p.value for p in sim.parameters if p.name == name)  # type: ignore[attr-defined]
 
 
+def sensitivities(est: StateEstimator, start: Snapshot, biases: Mapping[str, float], samples: Sequence[Sample],
+                  onset: float, hypotheses: Sequence[Hypothesis], nuisance_steps: Sequence[float]
+                  ) -> tuple[F64, list[F64], list[F64]]:
+    """The window's replayed measurements y₀ (samples × measured outputs), the nuisance columns
+    ∂y/∂x₀ (one per initial coordinate and speed, by a finite difference of ``nuisance_steps``) and
+    one column ∂y/∂p per hypothesis (a change from ``onset`` on; a sensor offset analytically), in
+    the outputs' units per unit of the nuisance or hypothesis. The Simulator is left wherever the
+    last replay ended (callers restore it)."""
+    y0 = _replay(est, start, biases, samples, onset)
+    N = [(_replay(est, start, biases, samples, onset, nuisance=(j, float(dj))) - y0) / dj
+         for j, dj in enumerate(nuisance_steps)]
+    cols = []
+    for h in hypotheses:
+        if h.kind == "sensor":
+            c = np.zeros_like(y0)
+            c[[s.t > onset for s in samples], est.meas.index(h.target)] = 1.0
+        else:
+            c = (_replay(est, start, biases, samples, onset, hyp=h) - y0) / h.step
+        cols.append(c)
+    return y0, N, cols
+
+
 def isolate(est: StateEstimator, start: Snapshot, biases: Mapping[str, float], samples: Sequence[Sample],
             onset: float, hypotheses: Sequence[Hypothesis] | None = None, refine: int = REFINE) -> Isolation:
     """The GLR of each hypothesis over the window ``samples`` (module doc); the ``refine`` best
@@ -152,19 +174,10 @@ def isolate(est: StateEstimator, start: Snapshot, biases: Mapping[str, float], s
     now = sim.snapshot()
     hyps = list(hypotheses) if hypotheses is not None else bank(est)
     try:
-        y0 = _replay(est, start, biases, samples, onset)
         sd = est.sd()[:2 * est.d]  # steps of one σ: linear, and far above the integrator's error
-        N = [(_replay(est, start, biases, samples, onset, nuisance=(j, float(sd[j]))) - y0) / sd[j]
-             for j in range(2 * est.d)]
-        fit = _Fit(est, samples, y0, N)
-        scored = []
-        for h in hyps:
-            if h.kind == "sensor":
-                c = np.zeros_like(y0)
-                c[[s.t > onset for s in samples], est.meas.index(h.target)] = 1.0
-            else:
-                c = (_replay(est, start, biases, samples, onset, hyp=h) - y0) / h.step
-            scored.append(fit.score(h, c))
+        y0, N, cols = sensitivities(est, start, biases, samples, onset, hyps, sd.tolist())
+        fit = WindowFit(est, samples, y0, N)
+        scored = [fit.score(h, c) for h, c in zip(hyps, cols, strict=True)]
         scored.sort(key=lambda x: -x[3])
         for i, (h, size, sd_h, glr, col) in enumerate(scored[:refine]):
             if h.kind != "sensor" and math.isfinite(sd_h):
@@ -175,7 +188,16 @@ def isolate(est: StateEstimator, start: Snapshot, biases: Mapping[str, float], s
     return fit.result(scored)
 
 
-class _Fit:
+def basis(A: F64) -> F64:
+    """An orthonormal basis of the column space of ``A`` (columns that add nothing — a coordinate
+    no measured output sees — are left out instead of spanning an arbitrary direction)."""
+    if A.shape[1] == 0:
+        return np.zeros((A.shape[0], 0))
+    U, s, _ = np.linalg.svd(A, full_matrices=False)
+    return U[:, s > s.max() * max(A.shape) * np.finfo(float).eps] if s.max() > 0 else U[:, :0]
+
+
+class WindowFit:
     """Weighted least squares of the window: the residual and the columns scaled by the sensor σ,
     the nuisance (initial state) projected out."""
 
@@ -183,7 +205,7 @@ class _Fit:
         self.est, self.y0 = est, y0
         self.mask = np.array([[m in s.y for m in est.meas] for s in samples])
         self.y = np.array([[s.y.get(m, 0.0) for m in est.meas] for s in samples])
-        self.Q, _ = np.linalg.qr(np.column_stack([self.flat(n) for n in N]))
+        self.Q = basis(np.column_stack([self.flat(n) for n in N]) if N else np.zeros((int(self.mask.sum()), 0)))
         self.r = self.perp(self.residual(y0))
         self.chi2 = float(self.r @ self.r)
         self.dof = int(self.mask.sum()) - len(N) - 1  # of the residual after one hypothesis' fit

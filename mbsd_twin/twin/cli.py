@@ -1,4 +1,4 @@
-"""``mbsd-twin twin serve|replay|history|calibrate`` and ``mbsd-twin rig`` (registered by mbsd_twin.cli)."""
+"""``mbsd-twin twin serve|replay|history|calibrate|identify`` and ``mbsd-twin rig`` (registered by mbsd_twin.cli)."""
 
 from __future__ import annotations
 
@@ -83,6 +83,34 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         report = {"recording": args.recording, "t_start": args.t_start, "t_end": t_end, **cal.to_json()}
         atomic_write(args.json, json.dumps(report, indent=1) + "\n")
     return 0 if cal.success else 1
+
+
+def _cmd_identify(args: argparse.Namespace) -> int:
+    from ..errors import MechanismError
+    from ..model.loader import bundled_slider_crank, load_mechanism
+    from .config import ConfigError, load_config
+    from .identify import format_report, identify, report_json
+    from .rig_file import RigFileError, load_rig_file
+
+    path = args.config or os.environ.get("MBSD_TWIN_CONFIG") or None
+    where = f"mbsd-twin twin identify: {path or '<defaults>'}"
+    try:
+        cfg = load_config(path)
+        rig = load_rig_file(args.rig).config if args.rig else None
+    except (ConfigError, RigFileError) as exc:
+        raise SystemExit(f"mbsd-twin twin identify: {exc}") from None
+    mech_path = cfg.service.mechanism or str(bundled_slider_crank())
+    try:
+        mech = load_mechanism(mech_path)
+    except (OSError, MechanismError) as exc:
+        raise SystemExit(f"{where}: [service] mechanism {mech_path!r}: {exc}") from None
+    try:
+        rep = identify(cfg.core, mech, rig, rig_name=args.rig or "",
+                       **{k: v for k in ("duration", "segment") if (v := getattr(args, k)) is not None})
+    except ValueError as exc:
+        raise SystemExit(f"{where}{' with rig ' + args.rig if args.rig else ''}: {exc}") from None
+    print(json.dumps(report_json(rep), indent=1) if args.json else format_report(rep))
+    return 0
 
 
 def _cmd_rig(args: argparse.Namespace) -> int:
@@ -257,5 +285,16 @@ def add_twin(sub: argparse._SubParsersAction) -> None:
     c.add_argument("-o", "--output", help="write the calibrated mechanism file here")
     c.add_argument("--json", help="write the report (estimates, σ, correlation, figures) as JSON here")
     c.set_defaults(func=_cmd_calibrate)
+
+    i = tsub.add_parser("identify", help="identifiability check: which unknowns the twin's sensors can tell apart "
+                                         "over a healthy motion (Fisher information, docs/twin-estimation.md)")
+    i.add_argument("--config", help="twin TOML file (default $MBSD_TWIN_CONFIG, else the defaults: the slider crank)")
+    i.add_argument("--duration", type=float, help="seconds of healthy motion [s] (default 2)")
+    i.add_argument("--segment", type=float,
+                   help="each segment's initial state is a nuisance parameter [s] (default 0.1)")
+    i.add_argument("--rig", metavar="FILE", help="rig file whose motion to use (default: the rig `mbsd-twin rig` "
+                                                 "runs for the twin's channels: a speed controller)")
+    i.add_argument("--json", action="store_true", help="print the report as JSON")
+    i.set_defaults(func=_cmd_identify)
 
     _add_rig(sub)
