@@ -128,8 +128,9 @@ def test_reorder_wait_is_not_overload(broker: Any, tmp_path: Any, trajectory: Tr
 
 def test_send_jitter_that_reorders_batches(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
     """Each batch sent 0–40 ms late (uniform: 20 ± 20 ms of send jitter, at 20 ms a batch), so that
-    about a quarter of them overtake or are overtaken by a neighbour: the sequencer puts them back in order, nothing is lost, late or a
-    gap, the twin stays at hold 1 with every batch's outputs, and no alarm is raised."""
+    about a quarter of them overtake or are overtaken by a neighbour: the sequencer puts them back
+    in order, nothing is lost, late or a gap, the twin stays at hold 1 with every batch's outputs,
+    and no alarm is raised."""
     n = WARM + 300
     cfg = _config(broker, tmp_path)
     src = MessageSource(trajectory, time.time())
