@@ -61,6 +61,16 @@ def _plan() -> tuple[list[int], set[int]]:
     return [s for s in range(n) if s not in lost], lost
 
 
+def _rig_client(broker: Any) -> mqtt.Client:
+    """A rig's MQTT client (TCP_NODELAY, as examples/rig_publisher.py), connected and looping."""
+    rig = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5 if broker.mqtt5 else mqtt.MQTTv311)
+    rig.on_connect = lambda c, *a: set_nodelay(c)
+    host, port = broker.url.removeprefix("mqtt://").split(":")
+    rig.connect(host, int(port))
+    rig.loop_start()
+    return rig
+
+
 def _nominal_waits(sent: list[int], window: int) -> list[float]:
     """s each batch would wait in the reorder buffer at the nominal send times (the sequencer alone)."""
     seq: Sequencer[tuple[int, float]] = Sequencer(window)
@@ -87,11 +97,7 @@ def test_reorder_wait_is_not_overload(broker: Any, tmp_path: Any, trajectory: Tr
     src = MessageSource(trajectory, time.time())
     payloads = {i: encode(src.message(i)).encode() for i in sent}
     col = Collector(broker.url, broker.mqtt5)
-    rig = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5 if broker.mqtt5 else mqtt.MQTTv311)
-    rig.on_connect = lambda c, *a: set_nodelay(c)
-    host, port = broker.url.removeprefix("mqtt://").split(":")
-    rig.connect(host, int(port))
-    rig.loop_start()
+    rig = _rig_client(broker)
     jitter = random.Random(28)
     with TwinService(cfg) as svc:
         assert _wait(svc.connected.is_set, 5) and _wait(rig.is_connected, 5)
@@ -140,11 +146,7 @@ def test_send_jitter_that_reorders_batches(broker: Any, tmp_path: Any, trajector
     swapped = sum(1 for (_, a), (_, b) in zip(due, due[1:], strict=False) if b < a)
     assert swapped > 30  # the schedule reorders
     col = Collector(broker.url, broker.mqtt5)
-    rig = mqtt.Client(CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5 if broker.mqtt5 else mqtt.MQTTv311)
-    rig.on_connect = lambda c, *a: set_nodelay(c)
-    host, port = broker.url.removeprefix("mqtt://").split(":")
-    rig.connect(host, int(port))
-    rig.loop_start()
+    rig = _rig_client(broker)
     with TwinService(cfg) as svc:
         assert _wait(svc.connected.is_set, 5) and _wait(rig.is_connected, 5)
         t0 = time.monotonic()
