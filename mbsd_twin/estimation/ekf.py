@@ -25,14 +25,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ..simulation.simulator import Simulator
 from ..simulation.snapshot import Snapshot
-from . import fused, nb_kalman
+from . import fused, linearisation, nb_kalman
 from .holds import Step, mean_step
 from .records import PARAM_WRITE, Innovation, Linearisation, Prediction
 
@@ -40,7 +39,6 @@ __all__ = ["PARAM_WRITE", "Augment", "FilterConfig", "Innovation", "StateEstimat
 
 F64 = NDArray[np.float64]
 SPEED = {"x": "vx", "y": "vy", "theta": "omega"}
-H_CHANGE = 1e-3  # relative change of the prediction interval that calls for new Jacobians
 
 
 def speed_of(coordinate: str) -> str:
@@ -87,7 +85,7 @@ class FilterConfig:
     itself is propagated by the full model at every step; the covariance with a slightly older
     linearisation); ``jacobian_tolerance``: refresh them sooner, by the coordinates' travel, so that
     the measurement Jacobian's change between two refreshes moves no predicted measurement by more
-    than this many of its σ per σ of state uncertainty (:meth:`StateEstimator._adopt`)."""
+    than this many of its σ per σ of state uncertainty (:func:`.linearisation.adopt`)."""
 
     coordinates: tuple[str, ...]
     measurements: Mapping[str, float]
@@ -121,18 +119,6 @@ class FilterConfig:
         if not self.coordinates or not self.measurements:
             out.append("the estimator needs at least one coordinate and one measured output")
         return out
-
-
-def jacobian_change(old: Linearisation, new: Linearisation, P: F64, r: F64) -> float:
-    """How far two linearisations of the filter's step differ, applied to the state's uncertainty P:
-    the larger of maxᵢ √(ΔHᵢ·P·ΔHᵢᵀ)/rᵢ (the measurement Jacobian's change, in σ of each measured
-    channel) and maxᵢ √((ΔF·P·ΔFᵀ)ᵢᵢ/(F·P·Fᵀ)ᵢᵢ) (the transition's change, in σ of each propagated
-    state component)."""
-    dH, dF = new.H - old.H, new.F - old.F
-    e_h = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", dH, P, dH), 0.0)) / r
-    prop = np.einsum("ij,jk,ik->i", new.F, P, new.F)
-    e_f = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", dF, P, dF), 0.0) / np.maximum(prop, 1e-300))
-    return float(max(e_h.max(), e_f.max()))
 
 
 def _coord_problem(c: str, outs: set[str]) -> list[str]:
@@ -179,7 +165,7 @@ class StateEstimator:
         self.step: Prediction | None = None
         self.lin: Linearisation | None = None
         self.age = 0  # steps since the Jacobians were computed
-        self.next_travel = 0.0  # coordinates' travel after which the Jacobians are refreshed (_adopt)
+        self.next_travel = 0.0  # coordinates' travel after which the Jacobians are refreshed (linearisation.adopt)
         self.refreshes = 0  # linearisations so far
         self.initialised = False  # a restart keeps the unknowns' covariance
         self.jacobian_change = 0.0  # the last refresh's Jacobian change [σ of a measurement per σ of the state]
@@ -256,11 +242,11 @@ class StateEstimator:
         sim, d = self.sim, self.d
         h = steps[-1][0] - sim.time
         lin = self.lin
-        start = sim.snapshot() if self._stale(h, len(steps)) else None
+        start = sim.snapshot() if linearisation.stale(self, h, len(steps)) else None
         base = self._run(steps, at_next, None)
         if start is not None:
             nominal = sim.snapshot()
-            lin = self._adopt(self._linearise(start, h, steps, at_next), h)
+            lin = linearisation.adopt(self, self._linearise(start, h, steps, at_next), h)
             sim.restore(nominal)
         else:
             self.age += 1
@@ -270,47 +256,6 @@ class StateEstimator:
         self.step = Prediction(lin.H, base[2 * d:])
         self.inputs = dict(at_next)
 
-    def _stale(self, h: float, n_steps: int) -> bool:
-        """Whether the next prediction needs new Jacobians: every ``jacobian_every`` predictions, when
-        the number of steps or the interval changes (by more than ``H_CHANGE``: sample times given as
-        seconds since the epoch carry about 2e-7 s of rounding, which must not count), and when the
-        coordinates will have travelled ``next_travel`` from the last linearisation's end point."""
-        lin = self.lin
-        if lin is None or self.age + 1 >= self.cfg.jacobian_every or abs(lin.h - h) > H_CHANGE * h \
-                or lin.n_steps != n_steps:
-            return True
-        return lin.z is not None and self._travel(lin.z, h) >= self.next_travel
-
-    def _travel(self, z_lin: F64, h: float) -> float:
-        """Distance of the coordinates at the end of the next ``h`` s (extrapolated with the current
-        speeds) from ``z_lin`` (rad or m, Euclidean over the coordinates)."""
-        d = self.d
-        return float(np.linalg.norm(self.x[:d] + h * self.x[d:2 * d] - z_lin))
-
-    def _adopt(self, lin: Linearisation, h: float) -> Linearisation:
-        """Take a fresh linearisation of the next ``h`` s; schedule the next one by travel.
-
-        Step-size control for the Jacobians: E = maxᵢ √(ΔHᵢ·P·ΔHᵢᵀ)/σᵢ, the change of the
-        measurement Jacobian since the last refresh, applied to the state's current uncertainty, in
-        σ of each measured channel, grows about linearly with the coordinates' travel s between
-        the two. The next refresh comes after the travel s·tol/E (``jacobian_tolerance``, at most
-        2·s: a mechanism leaving a quiet stretch of its cycle is caught within two refreshes), so
-        the refresh rate follows the motion — dense at a slider crank's dead centres, where the
-        bearing forces turn fastest, sparse elsewhere, and the same in crank travel at every speed
-        and hold level; ``jacobian_every`` bounds the count in between (a mechanism at rest)."""
-        old, tol = self.lin, self.cfg.jacobian_tolerance
-        lin.z = self.x[:self.d] + h * self.x[self.d:2 * self.d]
-        if old is None or old.z is None or not math.isfinite(tol):
-            self.next_travel = 0.0 if math.isfinite(tol) else math.inf  # the rate needs two refreshes
-        else:
-            s = float(np.linalg.norm(lin.z - old.z))
-            self.jacobian_change = e = jacobian_change(old, lin, self.P, self.r)
-            if s > 0.0:
-                self.next_travel = 2.0 * s if e * 2.0 <= tol else s * tol / e
-        self.lin, self.age = lin, 0
-        self.refreshes += 1
-        return lin
-
     def _q_acc(self, lin: Linearisation, accel_noise: float | None) -> F64:
         if accel_noise is not None:
             return self._q(lin.h, accel_noise)
@@ -318,24 +263,12 @@ class StateEstimator:
             lin.Qa = self._q(lin.h, self.cfg.accel_noise)
         return lin.Qa
 
-    def _perturbations(self) -> list[tuple[int, Any, float]]:
-        """The finite-difference runs of a linearisation, as (kind, target, step): kind 0 moves
-        component ``target`` of [z, ż], 1 the parameter named ``target``, 2 the input port
-        ``target`` over the interval (an input bias; then each other noisy input)."""
-        out: list[tuple[int, Any, float]] = []
-        for j, dj in enumerate(self._deltas()):
-            aug = self.aug[j - 2 * self.d] if j >= 2 * self.d else None
-            out.append((0, j, float(dj)) if aug is None else (1, aug.name, float(dj)) if aug.bias_port is None
-                       else (2, aug.bias_port, float(dj)))
-        return out + [(2, port, max(sig, 1e-9)) for port, sig in self.cfg.input_noise.items()
-                      if port not in self.bias]
-
     def _linearise(self, start: Snapshot, h: float, steps: Sequence[Step],
                    at_next: Mapping[str, float]) -> Linearisation:
         """F, H and the input part of Q of the prediction from the snapshot ``start`` by finite
         differences over the interval as one step with the inputs' means (:func:`.holds.mean_step`;
-        what :func:`.nb_filter.linearise` does in one compiled call)."""
-        sim, perts, D = self.sim, self._perturbations(), []
+        what :func:`.nb_filter.linearise` does in one compiled call; :mod:`.linearisation`)."""
+        sim, perts, D = self.sim, linearisation.perturbations(self), []
         one = mean_step(start.time, list(steps))
         sim.restore(start)
         base = self._run(one, at_next, None)
@@ -348,30 +281,7 @@ class StateEstimator:
             elif kind == 1:
                 sim.set_parameter(target, self.applied[target] + dv, keep_state=True)
             D.append(self._run(one, at_next, (target, dv) if kind == 2 else None) - base)
-        return self.assembled(h, len(steps), np.array(D), perts)
-
-    def assembled(self, h: float, n_steps: int, D: F64, perts: list[tuple[int, Any, float]]) -> Linearisation:
-        """The linearisation from the runs' differences ``D`` (perturbed − nominal [z, ż, y], one
-        row per perturbation of :meth:`_perturbations`): transition F, measurement Jacobian
-        H = G·F⁻¹, and the process noise of the inputs' sample noise (each interval value is the
-        mean of two samples)."""
-        d, n = self.d, self.n
-        dv = np.array([perts[j][2] for j in range(n)])[:, None]
-        F = np.eye(n)
-        F[:2 * d, :] = (D[:n, :2 * d] / dv).T
-        dy = D[:n, 2 * d:].copy()
-        dy[:, self.angular] = np.remainder(dy[:, self.angular] + math.pi, 2.0 * math.pi) - math.pi
-        G = (dy / dv).T
-        Q, p = np.zeros((n, n)), n
-        for port, sig in self.cfg.input_noise.items():
-            B = np.zeros(n)
-            if port in self.bias:
-                B[:2 * d] = F[:2 * d, self.bias[port]]
-            else:
-                B[:2 * d] = D[p, :2 * d] / perts[p][2]
-                p += 1
-            Q += 0.5 * sig * sig * np.outer(B, B)
-        return Linearisation(h, n_steps, F, G @ np.linalg.inv(F), Q)
+        return linearisation.assembled(self, h, len(steps), np.array(D), perts)
 
     def _held(self, steps: Sequence[Step], delta: tuple[str, float] | None) -> tuple[F64, F64]:
         """End times and input rows (``input_ports`` order) of ``steps`` as :meth:`_set_inputs`

@@ -11,7 +11,7 @@ import numpy as np
 from ..compiled.fastpath import Buffers, failure_text
 from ..errors import AssemblyError
 from ..solvers.dynamics import SolverFailure
-from . import nb_filter
+from . import linearisation, nb_filter
 from .holds import Step, mean_step
 from .records import PARAM_WRITE, Innovation, Linearisation, Prediction
 
@@ -75,7 +75,7 @@ def _failed(est: StateEstimator, status: int) -> None:
 def linearise(est: StateEstimator, p: Plan, b: Buffers, times: F64, U: F64, u_base: F64, n_steps: int,
               h: float) -> Linearisation:
     """:meth:`StateEstimator._linearise` in one :func:`nb_filter.linearise`."""
-    perts = est._perturbations()
+    perts = linearisation.perturbations(est)
     kind = np.array([k for k, _, _ in perts], dtype=np.int64)
     where = np.array([t if k == 0 else p.fb_index[t] if k == 1 else est.col[t] for k, t, _ in perts], dtype=np.int64)
     value = np.array([est.applied[t] if k == 1 else 0.0 for k, t, _ in perts])
@@ -86,7 +86,7 @@ def linearise(est: StateEstimator, p: Plan, b: Buffers, times: F64, U: F64, u_ba
     status = nb_filter.linearise(*b, times, U, row, p.i_run, p.qi, p.vi, est.x, kind, where, value, delta, D)
     est.sim.buffers_done(b)
     _failed(est, status)
-    return est.assembled(h, n_steps, D, perts)
+    return linearisation.assembled(est, h, n_steps, D, perts)
 
 
 def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping[str, float],
@@ -95,11 +95,11 @@ def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping
     (after :func:`linearise` when the Jacobians are due)."""
     times, U, u_base = _held(est, steps, at_next)
     h = steps[-1][0] - est.sim.time
-    if est._stale(h, len(steps)):
+    if linearisation.stale(est, h, len(steps)):
         lt, lU, _ = _held(est, mean_step(est.sim.time, list(steps)), at_next)
         buf = est.sim.buffers()
         assert buf is not None
-        est._adopt(linearise(est, p, buf, lt, lU, u_base, len(steps), h), h)
+        linearisation.adopt(est, linearise(est, p, buf, lt, lU, u_base, len(steps), h), h)
     else:
         est.age += 1
     lin = est.lin

@@ -4,12 +4,11 @@ counters, the core's statistics and the sinks' states."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from .service import TwinService
+TwinService = Any  # a .service.TwinService (which imports this module: no import back)
 
 
 def health_message(svc: TwinService) -> dict[str, Any]:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .protocol import VERSION, SensorBatch, encode
 
-if TYPE_CHECKING:
-    from .core import TwinCore
-    from .tracking import Row
+TwinCore = Any  # a .core.TwinCore (which imports this module: no import back)
+Row = dict[str, dict[str, float]]  # a tracker's output row (.tracking.Row)
 
 
 @dataclass(frozen=True)
