@@ -116,7 +116,8 @@ class ChangeAlarms:
         on = {a.name for a in cfg.augment if a.drift and a.rate > 0}
         self.drift = {a.name: DriftTest(a.name, a.rate, cfg.drift_window, cfg.change_mtbfa, cfg.change_shift)
                       for a in (est.aug if est is not None else []) if a.name in on}
-        self.rates = {n: RateWindow(cfg.estimate_rate_window) for n in self.aug}
+        rated = {a.channel for a in cfg.alarms if a.source == "estimate"}  # only what an alarm reads
+        self.rates = {n: RateWindow(cfg.estimate_rate_window) for n in self.aug if f"{n}.rate" in rated}
         self.drifted: list[tuple[str, dict[str, Any]]] = []  # drift crossings of the current sample
         self.last: dict[str, float] = {}  # active (published) alarm → rig time of its last crossing
         self.max_per_minute = cfg.alarm_max_events_per_minute
@@ -144,7 +145,8 @@ class ChangeAlarms:
             if v is None or not math.isfinite(v):
                 continue
             out[name] = v
-            r = self.rates[name].update(t, v)
+            rw = self.rates.get(name)
+            r = rw.update(t, v) if rw is not None else None
             if r is not None:
                 out[f"{name}.rate"] = r
             test = self.drift.get(name)
