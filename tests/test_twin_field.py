@@ -224,3 +224,26 @@ def test_friction_ramp_alarmed_before_it_reaches_a_third() -> None:
     assert all(t >= ONSET for _, t in run.raised()), run.raised()
     drift = [a["t"] for a in run.alarms if a["alarm"] == "drift:motor_torque.bias" and a["event"] == "raised"]
     assert drift and drift[0] < ONSET + 10.0 / 3.0, run.raised()
+
+
+RAMPS = {  # a fault that grows from 0 at ONSET to its size 10 s later → the alarms that name it rightly
+    "torque_sensor_drift": (Fault("offset", 0.05, ONSET, "tau_m", ramp=10.0), {"drift:motor_torque.bias"}),
+    "encoder_drift": (Fault("offset", 0.02, ONSET, "theta", ramp=10.0), {"change:theta"}),
+    "encoder_scale_drift": (Fault("scale", 0.02, ONSET, "theta", ramp=10.0), {"change:theta"}),
+    "force_sensor_drift": (Fault("offset", 5.0, ONSET, "f_x", ramp=10.0), {"change:f_x"}),
+}
+
+
+@pytest.mark.parametrize("hold", [1, 5])
+@pytest.mark.parametrize("name", list(RAMPS))
+def test_ramp_fault_alarmed_before_a_third_of_its_size(name: str, hold: int) -> None:
+    """Sensor faults that grow slowly (10 s to full size) at 38 rad/s: nothing before the onset,
+    the first alarm names the right quantity before the fault reaches a third of its size."""
+    fault, right = RAMPS[name]
+    msgs, _ = stream(38.0, ONSET + 10.0 / 3.0, fault)
+    run = run_core(msgs, hold)
+    raised = [(a["alarm"], a["t"]) for a in run.alarms if a["event"] == "raised"]
+    assert raised and all(t >= ONSET for _, t in raised), raised
+    first_t = min(t for _, t in raised)
+    assert {a for a, t in raised if t <= first_t + 0.01} & right, raised[:5]
+    assert first_t < ONSET + 10.0 / 3.0

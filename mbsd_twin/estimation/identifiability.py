@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..simulation.snapshot import Snapshot
-from .isolation import Hypothesis, Sample, WindowFit, bank, sensitivities
+from .isolation import SENSOR_KINDS, Hypothesis, Sample, WindowFit, bank, sensitivities
 
 if TYPE_CHECKING:
     from .ekf import StateEstimator
@@ -170,7 +170,7 @@ def candidates(est: StateEstimator) -> list[Hypothesis]:
     (the filter augments parameters and input biases only), with a tenth of its steps (0.1 % of a
     parameter's value: a derivative, not a fault's size; the forward difference of a parameter that
     enters as 1/p is then 0.1 % low instead of 1 %)."""
-    return [replace(h, step=STEP * h.step) for h in bank(est) if h.kind != "sensor"]
+    return [replace(h, step=STEP * h.step) for h in bank(est) if h.kind not in SENSOR_KINDS]
 
 
 def analyse(est: StateEstimator, motion: Motion, hypotheses: Sequence[Hypothesis] | None = None,

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from .ekf import StateEstimator
 
 F64 = NDArray[np.float64]
+SENSOR_KINDS = ("sensor", "sensor_drift")  # linear in their size: no re-fit
 REFINE = 3  # best hypotheses re-fitted on the replay itself
 PHYSICAL = (".mass", ".inertia", ".viscous_friction", ".stiffness", ".damping")
 
@@ -92,11 +93,13 @@ class Isolation:
 def bank(est: StateEstimator) -> list[Hypothesis]:
     """The default hypotheses of an estimator's model: every physical parameter (masses, inertias,
     friction, stiffness, damping; step 1 % of its value, or 1e-3 of its unit at 0), a bias on
-    every input port (step 1e-3) and an offset on every measured output (analytic)."""
+    every input port (step 1e-3), and on every measured output an offset and a drift (a ramp
+    from the onset, per second; both analytic)."""
     out = [Hypothesis(p.name, "parameter", p.name, 1e-2 * abs(p.value) if p.value else 1e-3)
            for p in est.sim.parameters if p.name.endswith(PHYSICAL)]
     out += [Hypothesis(f"{port}.bias", "input", port, 1e-3) for port in est.ports]
     out += [Hypothesis(f"sensor:{m}", "sensor", m, 1.0) for m in est.meas]
+    out += [Hypothesis(f"sensor_drift:{m}", "sensor_drift", m, 1.0) for m in est.meas]
     return out
 
 
@@ -156,9 +159,10 @@ def sensitivities(est: StateEstimator, start: Snapshot, biases: Mapping[str, flo
          for j, dj in enumerate(nuisance_steps)]
     cols = []
     for h in hypotheses:
-        if h.kind == "sensor":
+        if h.kind in SENSOR_KINDS:  # an offset (1) or a drift (t − onset) on one channel after the onset
             c = np.zeros_like(y0)
-            c[[s.t > onset for s in samples], est.meas.index(h.target)] = 1.0
+            c[:, est.meas.index(h.target)] = [(1.0 if h.kind == "sensor" else s.t - onset) if s.t > onset else 0.0
+                                              for s in samples]
         else:
             c = (_replay(est, start, biases, samples, onset, hyp=h) - y0) / h.step
         cols.append(c)
@@ -180,7 +184,7 @@ def isolate(est: StateEstimator, start: Snapshot, biases: Mapping[str, float], s
         scored = [fit.score(h, c) for h, c in zip(hyps, cols, strict=True)]
         scored.sort(key=lambda x: -x[3])
         for i, (h, size, sd_h, glr, col) in enumerate(scored[:refine]):
-            if h.kind != "sensor" and math.isfinite(sd_h):
+            if h.kind not in SENSOR_KINDS and math.isfinite(sd_h):
                 scored[i] = fit.refined(h, size, glr, col, lambda p, h=h: _replay(  # type: ignore[misc]
                     est, start, biases, samples, onset, hyp=replace(h, step=p)))
     finally:

@@ -2,7 +2,7 @@
 :mod:`mbsd_twin.estimation.isolation`.
 
 The diagnosis keeps the sensor batches and the filter's checkpoints (taken after every batch for
-recovery anyway) of the last ``HISTORY`` s. The first change or drift alarm raised after a quiet
+recovery anyway) of the last ``HISTORY`` s. The first change alarm raised after a quiet
 spell asks for an isolation; once ``isolation_window`` s of rig time have passed since the onset,
 the model is replayed from the last checkpoint before the onset through the window's measured
 inputs, and every hypothesis of the bank (each physical parameter, input bias and sensor offset)
@@ -54,11 +54,12 @@ class Diagnosis:
             self.checkpoints.popleft()
 
     def request(self, events: Sequence[dict[str, Any]]) -> None:
-        """The first raised change or drift alarm of a fault asks for an isolation."""
+        """The first raised change alarm of a fault asks for an isolation (a drift alarm names its
+        unknown already, and its onset lies seconds back: no step hypothesis fits a slow ramp)."""
         if self.cfg.isolation_window <= 0 or self.pending is not None:
             return
         for ev in events:
-            if ev.get("event") == "raised" and ev.get("source") in ("change", "drift") and ev["t"] >= self.quiet_until:
+            if ev.get("event") == "raised" and ev.get("source") == "change" and ev["t"] >= self.quiet_until:
                 onset = float(ev.get("onset", ev["t"]))
                 self.pending = {"alarm": ev["alarm"], "t_alarm": float(ev["t"]), "onset": onset,
                                 "due": max(onset, float(ev["t"])) + self.cfg.isolation_window}
