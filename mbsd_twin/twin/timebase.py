@@ -36,6 +36,8 @@ from .config import CoreConfig
 from .protocol import SensorBatch
 
 WINDOW = 256  # batches: memory of the offset and jitter figures (exponential weighting)
+CENTRE_AFTER = 32  # batches of jitter figures before the time base is centred on their mean offset
+CENTRE_FLOOR = 1e-5  # s: a mean offset below this is left alone
 
 
 @dataclass(frozen=True)
@@ -106,16 +108,20 @@ class TimeBase:
         d = r - self.mean
         self.mean += w * d
         self.var = (1.0 - w) * (self.var + w * d * d)
-        if abs(self.mean) <= 0.5 * self.bound:
+        if abs(self.mean) > 0.5 * self.bound:
+            self.counts["t0_realigned"] += 1
+        elif not (self.accepted >= CENTRE_AFTER and abs(self.mean) > max(CENTRE_FLOOR, 3.0 * math.sqrt(
+                self.var / min(self.accepted, WINDOW)))):
             return 0.0
+        else:  # the anchor (the first batch's own jittered t0) centred on the offsets seen since
+            self.counts["t0_centred"] += 1
         shift, self.mean = self.mean, 0.0
-        self.counts["t0_realigned"] += 1
         return shift
 
     def figures(self) -> dict[str, Any]:
         """``health.counters.timing``: the counts by reason (also :class:`GapGuard`'s) and the
         jitter figures [s]."""
-        return {"clock_step": 0, "t0_rejected": 0, "t0_realigned": 0, "anchored": 0, "gap_unsafe": 0,
+        return {"clock_step": 0, "t0_rejected": 0, "t0_realigned": 0, "t0_centred": 0, "anchored": 0, "gap_unsafe": 0,
                 "gap_rejected": 0, **self.counts,
                 "t0_offset": self.mean, "t0_jitter_rms": math.sqrt(self.var)}
 
