@@ -43,9 +43,7 @@ import argparse
 import json
 import os
 import random
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -62,6 +60,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from mbsd_twin.twin.link import set_nodelay
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from conftest import Broker  # noqa: E402
 from field_rig import Fault, Rig, Truth, messages  # noqa: E402
 from test_twin_field import FAULTS, ONSET  # noqa: E402
 
@@ -76,12 +75,6 @@ ALL_FAULTS = {**{k: v[0] for k, v in FAULTS.items()}, "friction_ramp": Fault("to
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def cpu_seconds(pid: int) -> float:
     """utime + stime of the process [s] (``/proc/<pid>/stat`` fields 14 and 15)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -94,29 +87,12 @@ class Procs:
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
-        self.port = free_port()
-        self.url = f"mqtt://127.0.0.1:{self.port}"
-        self.broker: subprocess.Popen[bytes] | None = None
+        self.mq = Broker(tmp, kind="mosquitto")  # the tests' broker: loopback, a free port, set_tcp_nodelay
+        self.url = self.mq.url
         self.twin: subprocess.Popen[bytes] | None = None
 
     def start_broker(self) -> None:
-        exe = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
-        conf = self.tmp / "mosquitto.conf"
-        root = "user root\n" if os.geteuid() == 0 else ""
-        conf.write_text(f"listener {self.port} 127.0.0.1\nallow_anonymous true\npersistence false\n"
-                        f"set_tcp_nodelay true\nmax_queued_messages 0\n{root}")
-        log = open(self.tmp / "mosquitto.log", "wb")  # noqa: SIM115 - owned by the process
-        self.broker = subprocess.Popen([exe, "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT)
-        t_end = time.monotonic() + 10
-        while time.monotonic() < t_end:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                if self.broker.poll() is not None:
-                    break
-                time.sleep(0.05)
-        raise RuntimeError(f"mosquitto did not start on port {self.port}: {(self.tmp / 'mosquitto.log').read_text()}")
+        self.mq.start()
 
     def start_twin(self) -> None:
         toml = self.tmp / "twin.toml"
@@ -131,17 +107,15 @@ class Procs:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
 
     def stop(self) -> None:
-        for p in (self.twin, self.broker):
-            if p is not None and p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in (self.twin, self.broker):
-            if p is None:
-                continue
+        p = self.twin
+        if p is not None and p.poll() is None:
+            p.send_signal(signal.SIGTERM)
             try:
                 p.wait(15)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait(5)
+        self.mq.stop()
 
 
 @dataclass
