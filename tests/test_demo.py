@@ -26,8 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _demo(*args: str) -> subprocess.Popen[str]:
+    """The demo as a user starts it from a terminal: Ctrl-C (SIGINT) at its default disposition, also
+    when the test run itself was started in the background, where the shell sets SIGINT to ignored
+    and every child, Python included, inherits that (the demo then never sees a Ctrl-C)."""
     return subprocess.Popen([sys.executable, "-m", "mbsd_twin.cli", "demo", *args], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _read_until(proc: subprocess.Popen[str], text: str, timeout: float) -> str:
