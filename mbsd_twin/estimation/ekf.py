@@ -168,7 +168,6 @@ class StateEstimator:
         self.next_travel = 0.0  # coordinates' travel after which the Jacobians are refreshed (linearisation.adopt)
         self.refreshes = 0  # linearisations so far
         self.initialised = False  # a restart keeps the unknowns' covariance
-        self.jacobian_change = 0.0  # the last refresh's Jacobian change [σ of a measurement per σ of the state]
         self.inputs: dict[str, float] = {}  # measured inputs at the current sample (no bias)
         self.ports = [p.name for p in sim.input_ports]
         self.col = {p: j for j, p in enumerate(self.ports)}

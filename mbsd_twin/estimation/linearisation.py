@@ -65,7 +65,7 @@ def adopt(est: StateEstimator, lin: Linearisation, h: float) -> Linearisation:
         est.next_travel = 0.0 if math.isfinite(tol) else math.inf  # the rate needs two refreshes
     else:
         s = float(np.linalg.norm(lin.z - old.z))
-        est.jacobian_change = e = jacobian_change(old, lin, est.P, est.r)
+        e = jacobian_change(old, lin, est.P, est.r)
         if s > 0.0:
             est.next_travel = 2.0 * s if e * 2.0 <= tol else s * tol / e
     est.lin, est.age = lin, 0

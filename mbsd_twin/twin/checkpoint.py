@@ -44,8 +44,7 @@ FORMAT = "mbsd-twin-checkpoint/3"  # 3: with the drift tests and rate windows; 2
 FORMATS = (FORMAT, "mbsd-twin-checkpoint/2", "mbsd-twin-checkpoint/1")  # what apply reads
 _CORE = ("started", "pending", "last_t", "prev_inputs", "last_meas", "last_seq", "paused", "good_params",
          "next_latest", "nis_sum", "hold")
-_EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step", "next_travel", "jacobian_change",
-        "initialised")
+_EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step", "next_travel", "initialised")
 _RECORDS = {"Prediction": Prediction, "Linearisation": Linearisation}
 
 

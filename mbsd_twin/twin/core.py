@@ -81,7 +81,7 @@ class TwinCore:
                                       "missing_channels": 0, "paused_drops": 0, "gap_predicted": 0,
                                       "invalid": Counter(), "recovered": Counter()}
         self.step_ms: deque[float] = deque(maxlen=500)
-        self.diagnosis = Diagnosis(cfg, self.tracker)
+        self.diagnosis = Diagnosis(cfg)
         self.timebase = TimeBase(cfg)
         self.gaps = GapGuard(cfg, self.timebase.counts)
 
@@ -186,7 +186,6 @@ class TwinCore:
 
     def _diagnosed(self, batch: SensorBatch) -> list[Out]:
         """The diagnosis of the last raised alarm once its window has passed (:mod:`.diagnosis`)."""
-        self.diagnosis.tracker = self.tracker
         self.diagnosis.keep(batch, self.good)
         body = self.diagnosis.due(batch.time(batch.n - 1))
         if body is None:

@@ -20,7 +20,6 @@ from ..estimation.holds import interval_steps
 from ..estimation.isolation import Isolation, Sample, isolate
 from .config import CoreConfig
 from .protocol import SensorBatch
-from .tracking import EkfTracker
 
 HISTORY = 1.0  # s of batches and checkpoints kept
 LEAD = 0.005  # s: the window starts at the last checkpoint at least this long before the onset
@@ -31,8 +30,8 @@ class Diagnosis:
     """``keep`` after every good batch, ``request`` at a raised alarm, ``due`` at the end of each
     batch (the diagnosis message body, or None)."""
 
-    def __init__(self, cfg: CoreConfig, tracker: Any) -> None:
-        self.cfg, self.tracker = cfg, tracker
+    def __init__(self, cfg: CoreConfig) -> None:
+        self.cfg = cfg
         self.batches: deque[SensorBatch] = deque()
         self.checkpoints: deque[tuple[float, tuple[Any, ...]]] = deque()  # (rig time at the batch's end, cp)
         self.pending: dict[str, Any] | None = None
@@ -42,10 +41,11 @@ class Diagnosis:
 
     def keep(self, batch: SensorBatch, checkpoint: tuple[Any, ...] | None) -> None:
         t_end = batch.time(batch.n - 1)
-        if checkpoint is None or not isinstance(self.tracker, EkfTracker) or checkpoint[0] is not self.tracker.est:
-            self.batches.clear()
-            self.checkpoints.clear()  # a rebuilt filter: the old checkpoints belong to another model
-            return
+        if checkpoint is None or (self.checkpoints and self.checkpoints[-1][1][0] is not checkpoint[0]):
+            self.batches.clear()  # no filter (open loop), or a rebuilt one: the old checkpoints are another model's
+            self.checkpoints.clear()
+            if checkpoint is None:
+                return
         self.batches.append(batch)
         self.checkpoints.append((t_end, checkpoint))
         while self.batches and self.batches[0].time(self.batches[0].n - 1) < t_end - HISTORY:
@@ -76,13 +76,12 @@ class Diagnosis:
         except Exception as exc:  # a diagnosis never stops the twin: it is reported as not possible
             self.failed += 1
             return {**_head(p), "candidates": [], "problem": f"isolation failed: {type(exc).__name__}: {exc}"}
-        self.done += body is not None and "problem" not in body
+        self.done += "problem" not in body
         return body
 
     def _isolate(self, p: dict[str, Any], t_now: float) -> dict[str, Any]:
-        tr = self.tracker
         start = next((c for c in reversed(self.checkpoints) if c[0] <= p["onset"] - LEAD), None)
-        if start is None or not isinstance(tr, EkfTracker):
+        if start is None:
             return {**_head(p), "candidates": [], "problem": "no filter checkpoint before the onset is kept"}
         t_start, (est, snap, est_state, own) = start
         samples = self._samples(t_start, t_now, own["t_offset"])
