@@ -45,8 +45,9 @@ def stale(est: StateEstimator, h: float, n_steps: int) -> bool:
 def _travel(est: StateEstimator, z_lin: F64, h: float) -> float:
     """Distance of the coordinates at the end of the next ``h`` s (extrapolated with the current
     speeds) from ``z_lin`` (rad or m, Euclidean over the coordinates)."""
-    d = est.d
-    return float(np.linalg.norm(est.x[:d] + h * est.x[d:2 * d] - z_lin))
+    d, x = est.d, est.x
+    return math.dist((x[:d] + h * x[d:2 * d]).tolist(), z_lin.tolist())  # per sample: no numpy norm's overhead
+
 
 def adopt(est: StateEstimator, lin: Linearisation, h: float) -> Linearisation:
     """Take a fresh linearisation of the next ``h`` s; schedule the next one by travel.
