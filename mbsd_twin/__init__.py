@@ -13,7 +13,7 @@ from .errors import (
     PortError,
     Problem,
 )
-from .estimation import Augment, Calibration, ChangeDetector, FilterConfig, StateEstimator, calibrate
+from .estimation import Augment, Calibration, ChangeDetector, FilterConfig, GapNoise, StateEstimator, calibrate
 from .model.builder import MechanismBuilder
 from .model.loader import load_mechanism, loads_mechanism
 from .model.model import Body, Driver, Joint, Load, Mechanism
@@ -45,6 +45,7 @@ __all__ = [
     "Driver",
     "Event",
     "FilterConfig",
+    "GapNoise",
     "FunctionProfile",
     "Harmonic",
     "Joint",

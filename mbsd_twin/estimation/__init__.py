@@ -6,6 +6,7 @@ from .calibrate import Calibration, calibrate
 from .change import ChangeDetector, Cusum, threshold
 from .ekf import Augment, FilterConfig, Innovation, StateEstimator
 from .holds import HOLDS, interval_steps
+from .records import GapNoise
 
-__all__ = ["HOLDS", "Augment", "Calibration", "ChangeDetector", "Cusum", "FilterConfig", "Innovation",
+__all__ = ["HOLDS", "Augment", "Calibration", "ChangeDetector", "Cusum", "FilterConfig", "GapNoise", "Innovation",
            "StateEstimator", "calibrate", "interval_steps", "threshold"]

@@ -31,9 +31,9 @@ from numpy.typing import NDArray
 
 from ..simulation.simulator import Simulator
 from ..simulation.snapshot import Snapshot
-from . import fused, linearisation, nb_kalman
+from . import fused, iterated, linearisation, nb_kalman
 from .holds import Step, mean_step
-from .records import PARAM_WRITE, Innovation, Linearisation, Prediction
+from .records import PARAM_WRITE, GapNoise, Innovation, Linearisation, Prediction, wrap
 
 __all__ = ["PARAM_WRITE", "Augment", "FilterConfig", "Innovation", "StateEstimator", "speed_of", "wrap"]
 
@@ -48,12 +48,6 @@ def speed_of(coordinate: str) -> str:
         raise ValueError(f"{coordinate!r} is not a body coordinate (<body>.x, <body>.y or <body>.theta)")
     return f"{body}.{SPEED[c]}"
 
-
-def wrap(x: F64, angular: NDArray[np.bool_]) -> F64:
-    """``x`` with the angular entries wrapped to (−π, π]."""
-    out = x.copy()
-    out[angular] = np.remainder(out[angular] + math.pi, 2.0 * math.pi) - math.pi
-    return out
 
 
 @dataclass(frozen=True)
@@ -167,6 +161,7 @@ class StateEstimator:
         self.age = 0  # steps since the Jacobians were computed
         self.next_travel = 0.0  # coordinates' travel after which the Jacobians are refreshed (linearisation.adopt)
         self.refreshes = 0  # linearisations so far
+        self.gap_sd = 0.0  # the largest σ of a coordinate predicted across the last gap (its unit)
         self.initialised = False  # a restart keeps the unknowns' covariance
         self.inputs: dict[str, float] = {}  # measured inputs at the current sample (no bias)
         self.ports = [p.name for p in sim.input_ports]
@@ -230,14 +225,14 @@ class StateEstimator:
     def _deltas(self) -> F64:
         return self.cfg.fd_scale * np.sqrt(np.maximum(np.diag(self.P), 1e-300)).clip(1e-9)
 
-    def predict(self, steps: Sequence[Step], at_next: Mapping[str, float], accel_noise: float | None = None
+    def predict(self, steps: Sequence[Step], at_next: Mapping[str, float], gap: GapNoise | None = None
                 ) -> None:
         """Advance the estimate through ``steps`` ((end time [s], input port → value held until
         then, before biases), see :func:`~mbsd_twin.estimation.holds.interval_steps`) and predict
         the measurements with the inputs ``at_next`` (their values at the last step's end: reactions
-        feel the input at once). ``accel_noise`` overrides the configured density for this
-        prediction (a gap: inputs unknown in between). The Jacobians are refreshed every
-        ``jacobian_every`` predictions, and whenever the number of steps or (by more than 0.1 %) the length changes."""
+        feel the input at once). ``gap``: the interval is a gap in the measurements, with its own
+        acceleration density and the inputs' uncertainty (:class:`.records.GapNoise`). The
+        Jacobians are refreshed when due (:func:`.linearisation.stale`)."""
         sim, d = self.sim, self.d
         h = steps[-1][0] - sim.time
         lin = self.lin
@@ -245,29 +240,42 @@ class StateEstimator:
         base = self._run(steps, at_next, None)
         if start is not None:
             nominal = sim.snapshot()
-            lin = linearisation.adopt(self, self._linearise(start, h, steps, at_next), h)
+            extra = tuple(gap.input_error) if gap else ()
+            lin = linearisation.adopt(self, self._linearise(start, h, steps, at_next, extra), h)
             sim.restore(nominal)
         else:
             self.age += 1
         assert lin is not None
         self.x[:2 * d] = base[:2 * d]
-        self.P = nb_kalman.propagate(lin.F, self.P, lin.Q, self._q_acc(lin, accel_noise))
+        self.P = nb_kalman.propagate(lin.F, self.P, lin.Q, self._q_acc(lin, gap))
         self.step = Prediction(lin.H, base[2 * d:])
         self.inputs = dict(at_next)
 
-    def _q_acc(self, lin: Linearisation, accel_noise: float | None) -> F64:
-        if accel_noise is not None:
-            return self._q(lin.h, accel_noise)
+    def _q_acc(self, lin: Linearisation, gap: GapNoise | None) -> F64:
+        """The process noise beyond the inputs' sample noise: white acceleration at the configured
+        density, or across a gap of T s at its own plus each input's line error through its
+        effect on the speeds b = B_ż (per unit input held over the gap): with the line error's
+        moments (E[a²], E[a·v], E[v²]) (:class:`.records.GapNoise`), Δż = b·v and Δz = b·T/2·a, so
+
+            Q_zz = T²/4·E[a²]·b·bᵀ,  Q_zż = T/2·E[a·v]·b·bᵀ,  Q_żż = E[v²]·b·bᵀ."""
+        if gap is not None:
+            Q, d, T = self._q(lin.h, gap.accel_noise), self.d, lin.h
+            for port, (aa, av, vv) in gap.input_error.items():
+                b = lin.B.get(port)
+                if b is not None:
+                    shape = np.array([[T * T / 4.0 * aa, T / 2.0 * av], [T / 2.0 * av, vv]])
+                    Q[:2 * d, :2 * d] += np.kron(shape, np.outer(b[d:2 * d], b[d:2 * d]))
+            return Q
         if lin.Qa is None:
             lin.Qa = self._q(lin.h, self.cfg.accel_noise)
         return lin.Qa
 
     def _linearise(self, start: Snapshot, h: float, steps: Sequence[Step],
-                   at_next: Mapping[str, float]) -> Linearisation:
+                   at_next: Mapping[str, float], extra: tuple[str, ...] = ()) -> Linearisation:
         """F, H and the input part of Q of the prediction from the snapshot ``start`` by finite
         differences over the interval as one step with the inputs' means (:func:`.holds.mean_step`;
         what :func:`.nb_filter.linearise` does in one compiled call; :mod:`.linearisation`)."""
-        sim, perts, D = self.sim, linearisation.perturbations(self), []
+        sim, perts, D = self.sim, linearisation.perturbations(self, extra), []
         one = mean_step(start.time, list(steps))
         sim.restore(start)
         base = self._run(one, at_next, None)
@@ -346,16 +354,22 @@ class StateEstimator:
         self.x[:2 * self.d] = self._read()
 
     def sample(self, steps: Sequence[Step], at_next: Mapping[str, float], measured: Mapping[str, float],
-               accel_noise: float | None = None) -> Innovation | None:
+               gap: GapNoise | None = None) -> Innovation | None:
         """:meth:`predict` then :meth:`update`: on a compiled Simulator with current Jacobians in
         one compiled call (:mod:`.nb_filter`, the same operations without the Python between
-        them), otherwise through the two methods."""
+        them), otherwise through the two methods; across a ``gap`` the update iterated
+        (:mod:`.iterated`), and none (None) when the prediction's σ of a coordinate (``gap_sd``)
+        exceeds ``gap.max_sd``."""
         rows = [i for i, m in enumerate(self.meas) if m in measured]
         p = fused.plan(self) if rows else None
+        if gap is not None and rows:  # a wide prior: the iterated update (:mod:`.iterated`)
+            self.predict(steps, at_next, gap)
+            self.gap_sd = float(np.sqrt(np.diag(self.P)[:self.d]).max())
+            return iterated.update(self, measured) if self.gap_sd <= gap.max_sd else None
         if p is None:
-            self.predict(steps, at_next, accel_noise)
+            self.predict(steps, at_next, gap)
             return self.update(measured)
-        return fused.sample(self, p, steps, at_next, measured, rows, accel_noise)
+        return fused.sample(self, p, steps, at_next, measured, rows, gap)
 
     def release(self, name: str) -> None:
         """Re-open an augmented unknown after a detected change: its variance back to the prior σ²

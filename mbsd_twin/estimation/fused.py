@@ -13,7 +13,7 @@ from ..errors import AssemblyError
 from ..solvers.dynamics import SolverFailure
 from . import linearisation, nb_filter
 from .holds import Step, mean_step
-from .records import PARAM_WRITE, Innovation, Linearisation, Prediction
+from .records import PARAM_WRITE, GapNoise, Innovation, Linearisation, Prediction
 
 if TYPE_CHECKING:
     from .ekf import StateEstimator
@@ -73,9 +73,9 @@ def _failed(est: StateEstimator, status: int) -> None:
 
 
 def linearise(est: StateEstimator, p: Plan, b: Buffers, times: F64, U: F64, u_base: F64, n_steps: int,
-              h: float) -> Linearisation:
+              h: float, extra: tuple[str, ...] = ()) -> Linearisation:
     """:meth:`StateEstimator._linearise` in one :func:`nb_filter.linearise`."""
-    perts = linearisation.perturbations(est)
+    perts = linearisation.perturbations(est, extra)
     kind = np.array([k for k, _, _ in perts], dtype=np.int64)
     where = np.array([t if k == 0 else p.fb_index[t] if k == 1 else est.col[t] for k, t, _ in perts], dtype=np.int64)
     value = np.array([est.applied[t] if k == 1 else 0.0 for k, t, _ in perts])
@@ -90,7 +90,7 @@ def linearise(est: StateEstimator, p: Plan, b: Buffers, times: F64, U: F64, u_ba
 
 
 def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping[str, float],
-           measured: Mapping[str, float], rows: list[int], accel_noise: float | None) -> Innovation:
+           measured: Mapping[str, float], rows: list[int], gap: GapNoise | None) -> Innovation:
     """:meth:`StateEstimator.predict` + :meth:`StateEstimator.update` in one :func:`nb_filter.sample`
     (after :func:`linearise` when the Jacobians are due)."""
     times, U, u_base = _held(est, steps, at_next)
@@ -99,7 +99,8 @@ def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping
         lt, lU, _ = _held(est, mean_step(est.sim.time, list(steps)), at_next)
         buf = est.sim.buffers()
         assert buf is not None
-        linearisation.adopt(est, linearise(est, p, buf, lt, lU, u_base, len(steps), h), h)
+        linearisation.adopt(est, linearise(est, p, buf, lt, lU, u_base, len(steps), h,
+                                          tuple(gap.input_error) if gap else ()), h)
     else:
         est.age += 1
     lin = est.lin
@@ -109,7 +110,7 @@ def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping
     y = np.array([measured[est.meas[i]] for i in rows])
     applied = np.array([est.applied[name] for name in est.param])
     status = nb_filter.sample(*b, times, U, u_base, p.bias_cols, p.bias_idx, p.i_run, p.qi, p.vi, est.x, est.P,
-                              lin.F, lin.Q, est._q_acc(lin, accel_noise), lin.H, est.r, y,
+                              lin.F, lin.Q, est._q_acc(lin, gap), lin.H, est.r, y,
                               p.all_rows if len(rows) == len(est.meas) else np.array(rows, dtype=np.int64),
                               est.angular, est.low, est.high, p.param_idx, p.param_fb, applied, PARAM_WRITE, p.out)
     written = {name: float(v) for name, v in zip(est.param, applied.tolist(), strict=True)

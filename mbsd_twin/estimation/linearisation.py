@@ -74,24 +74,27 @@ def adopt(est: StateEstimator, lin: Linearisation, h: float) -> Linearisation:
     return lin
 
 
-def perturbations(est: StateEstimator) -> list[tuple[int, Any, float]]:
+def perturbations(est: StateEstimator, extra: tuple[str, ...] = ()) -> list[tuple[int, Any, float]]:
     """The finite-difference runs of a linearisation, as (kind, target, step): kind 0 moves
     component ``target`` of [z, ż], 1 the parameter named ``target``, 2 the input port
-    ``target`` over the interval (an input bias; then each other noisy input)."""
+    ``target`` over the interval (an input bias; then each other noisy input, then the ports of
+    ``extra`` that neither covers: the inputs whose effect a gap's noise needs)."""
     out: list[tuple[int, Any, float]] = []
     for j, dj in enumerate(est._deltas()):
         aug = est.aug[j - 2 * est.d] if j >= 2 * est.d else None
         out.append((0, j, float(dj)) if aug is None else (1, aug.name, float(dj)) if aug.bias_port is None
                    else (2, aug.bias_port, float(dj)))
-    return out + [(2, port, max(sig, 1e-9)) for port, sig in est.cfg.input_noise.items()
-                  if port not in est.bias]
+    noisy = [(2, port, max(sig, 1e-9)) for port, sig in est.cfg.input_noise.items() if port not in est.bias]
+    known = set(est.bias) | set(est.cfg.input_noise)
+    return out + noisy + [(2, port, 1e-3) for port in extra if port not in known]
 
 
 def assembled(est: StateEstimator, h: float, n_steps: int, D: F64, perts: list[tuple[int, Any, float]]
               ) -> Linearisation:
     """The linearisation from the runs' differences ``D`` (perturbed − nominal [z, ż, y], one
     row per perturbation of :func:`perturbations`): transition F, measurement Jacobian
-    H = G·F⁻¹, and the process noise of the inputs' sample noise (each interval value is the
+    H = G·F⁻¹, each input's effect B (the state's change per unit offset of the input held over
+    the interval) and the process noise of the inputs' sample noise (each interval value is the
     mean of two samples)."""
     d, n = est.d, est.n
     dv = np.array([perts[j][2] for j in range(n)])[:, None]
@@ -100,13 +103,14 @@ def assembled(est: StateEstimator, h: float, n_steps: int, D: F64, perts: list[t
     dy = D[:n, 2 * d:].copy()
     dy[:, est.angular] = np.remainder(dy[:, est.angular] + math.pi, 2.0 * math.pi) - math.pi
     G = (dy / dv).T
-    Q, p = np.zeros((n, n)), n
+    B: dict[str, F64] = {}
+    for port, i in est.bias.items():
+        B[port] = np.zeros(n)
+        B[port][:2 * d] = F[:2 * d, i]
+    for p in range(n, len(perts)):
+        B[perts[p][1]] = np.zeros(n)
+        B[perts[p][1]][:2 * d] = D[p, :2 * d] / perts[p][2]
+    Q = np.zeros((n, n))
     for port, sig in est.cfg.input_noise.items():
-        B = np.zeros(n)
-        if port in est.bias:
-            B[:2 * d] = F[:2 * d, est.bias[port]]
-        else:
-            B[:2 * d] = D[p, :2 * d] / perts[p][2]
-            p += 1
-        Q += 0.5 * sig * sig * np.outer(B, B)
-    return Linearisation(h, n_steps, F, G @ np.linalg.inv(F), Q)
+        Q += 0.5 * sig * sig * np.outer(B[port], B[port])
+    return Linearisation(h, n_steps, F, G @ np.linalg.inv(F), Q, B=B)

@@ -53,6 +53,8 @@ def _plain(v: Any) -> Any:
         return {"__ndarray__": v.tolist(), "dtype": str(v.dtype), "shape": list(v.shape)}
     if type(v).__name__ in _RECORDS:
         return {"__record__": type(v).__name__, **{f.name: _plain(getattr(v, f.name)) for f in fields(v)}}
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
     return v
 
 
@@ -61,6 +63,8 @@ def _value(v: Any) -> Any:
         return np.array(v["__ndarray__"], dtype=v["dtype"]).reshape(v["shape"])
     if isinstance(v, dict) and v.get("__record__") in _RECORDS:
         return _RECORDS[v["__record__"]](**{k: _value(x) for k, x in v.items() if k != "__record__"})
+    if isinstance(v, dict):
+        return {k: _value(x) for k, x in v.items()}
     return v
 
 

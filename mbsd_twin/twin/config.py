@@ -143,8 +143,8 @@ class CoreConfig:
     divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
     divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window
     isolation_window: float = 0.1  # s after a change alarm's onset replayed to isolate its cause; 0: off
-    max_gap: float = 0.25  # s: predict through gaps up to this long; longer ones re-initialise
-    max_gap_travel: float = 1.0  # coordinate unit (rad): ... and only while |speed|·gap stays within this
+    max_gap: float = 0.5  # s: predict through gaps up to this long; longer ones re-initialise
+    max_gap_sd: float = 6.283  # coordinate unit (rad): ... unless the prediction's σ of a coordinate exceeds this
     change_settle: int = 20  # samples after a re-initialisation that keeps the unknowns before the tests re-arm
     t0_jitter_bound: float = 0.05  # s: a batch's t0 this close to the time base's expectation is jitter
     clock_step_batches: int = 3  # batches in a row beyond the bound, agreeing on one offset: a clock step

@@ -104,7 +104,7 @@ def check_estimator(c: CoreConfig, problems: list[str]) -> None:
         if not isinstance(a.drift, bool):
             problems.append(f"[[core.augment]] {a.name}: drift must be true or false, got {shown(a.drift)}")
     positive = ("accel_noise", "gap_accel_noise", "jacobian_tolerance", "divergence_window", "max_gap",
-                "change_mtbfa", "change_shift", "drift_window", "estimate_rate_window", "max_gap_travel",
+                "change_mtbfa", "change_shift", "drift_window", "estimate_rate_window", "max_gap_sd",
                 "t0_jitter_bound")
     problems += [f"[core] {k} must be > 0, got {getattr(c, k)!r}" for k in positive if not getattr(c, k) > 0]
     if c.change_settle < 0 or c.clock_step_batches < 1:

@@ -33,10 +33,11 @@ from ..solvers.dynamics import SolverFailure
 from .alarms import Alarms, ChangeAlarms
 from .config import CoreConfig
 from .diagnosis import Diagnosis
+from .gaps import GapGuard
 from .guard import channels_read, check_param, out_of_range, problem_text
 from .outbox import Out, batch_messages, numbered
 from .protocol import SensorBatch, Topics
-from .timebase import GapGuard, TimeBase
+from .timebase import TimeBase
 from .tracking import EkfTracker, Row, make_tracker, nis_bound
 
 Recorder = Callable[[dict[str, Any]], None]
@@ -166,9 +167,7 @@ class TwinCore:
             est = self.changes.observe(t, row["filter"]) if inn is not None else {}  # before the thresholds
             events += self.alarms.update(t, {"state": row["state"], "residual": row["residual"],
                                              "virtual": row["virtual"], "meas": meas, "estimate": est})
-            inn, failed = self.gaps.gated(inn)  # the first correction after a gap is no statistic
-            if failed:
-                self._start(batch, b, "gap")
+            inn = self.gaps.gated(inn)  # the first correction after a gap is no statistic
             if inn is not None:
                 events += self._changes(t, inn)
                 row["filter"].update(self.changes.statistics())
@@ -179,6 +178,7 @@ class TwinCore:
         events += self.changes.clear_quiet(batch.time(batch.n - 1))
         self.last_t = batch.time(batch.n - 1)
         self.prev_inputs = self._inputs_at(batch, batch.n - 1)
+        self.gaps.history.add(batch)
         self.last_meas = self._sample(batch, batch.n - 1) | {"_t": self.last_t}
         self.last_seq = batch.seq
         self.diagnosis.request(events)
@@ -253,7 +253,7 @@ class TwinCore:
         gap = batch.t0 - self.last_t if self.last_t is not None else math.inf
         if abs(gap - batch.dt) < 0.5 * batch.dt:
             return batch, -1
-        if isinstance(self.tracker, EkfTracker) and self.gaps.predictable(gap, self.tracker.travel(gap)):
+        if isinstance(self.tracker, EkfTracker) and self.gaps.predictable(gap):
             self.stats["gap_predicted"] += 1
             return batch, -1
         self._start(batch, 0, "gap")
@@ -266,20 +266,25 @@ class TwinCore:
         if "_t" in self.last_meas:
             self.last_meas["_t"] += shift
         self.tracker.shift_time(shift)
+        self.gaps.history.shift(shift)
 
 
     def _advance(self, batch: SensorBatch, cur: int, b: int, at: dict[str, float], meas: dict[str, float]
                  ) -> tuple[Row, Any]:
-        """One prediction and correction from sample ``cur`` to ``b`` (across a gap with
-        ``gap_accel_noise``: the inputs are unknown in between)."""
-        gap = cur < 0 and self.last_t is not None and batch.t0 - self.last_t > 1.5 * batch.dt
+        """One prediction and correction from sample ``cur`` to ``b`` (across a gap with the
+        gap's process noise: the inputs are unknown in between, :mod:`.gaps`)."""
+        gap = batch.t0 - self.last_t if cur < 0 and self.last_t is not None else 0.0
         try:
-            return self.tracker.step(self._steps(batch, cur, b), at, meas,
-                                     self.cfg.gap_accel_noise if gap else None)
+            row, inn = self.tracker.step(self._steps(batch, cur, b), at, meas,
+                                         self.gaps.noise(gap) if gap > 1.5 * batch.dt else None)
         except (SolverFailure, MbsdError, FloatingPointError, np.linalg.LinAlgError):
             self.stats["solver_failure"] += 1
             self._start(batch, b, "solver_failure")
             return self.tracker.row(at, meas, None), None
+        if isinstance(self.tracker, EkfTracker) and self.gaps.failed(inn, self.tracker.gap_spread()):
+            self._start(batch, b, "gap")
+            return self.tracker.row(at, meas, None), None
+        return row, inn
 
     def _messages(self, batch: SensorBatch, hold: int, ends: list[int], rows: list[Row],
                   events: list[dict[str, Any]], resyncs: int) -> list[Out]:

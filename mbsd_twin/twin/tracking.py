@@ -19,6 +19,7 @@ from scipy.stats import chi2
 
 from ..estimation.ekf import Augment, FilterConfig, Innovation, StateEstimator, speed_of
 from ..estimation.holds import Step
+from ..estimation.records import GapNoise
 from ..estimation.warm import load_kernels
 from ..model.model import Mechanism
 from ..simulation.ports import TUNABLE, apply_parameters
@@ -127,19 +128,18 @@ class EkfTracker:
         self.est.initialize(t_rig - self.t_offset, pos, vel, inputs, reset_unknowns)
 
     def step(self, steps: list[Step], at: dict[str, float], meas: dict[str, float],
-             accel_noise: float | None = None) -> tuple[Row, Innovation | None]:
+             gap: GapNoise | None = None) -> tuple[Row, Innovation | None]:
         """Predict through ``steps`` (rig times) and correct with ``meas``; the row."""
         inn = self.est.sample([(t - self.t_offset, v) for t, v in steps], at,
-                              {p: meas[c] for c, p in self.cfg.compare.items() if c in meas}, accel_noise)
+                              {p: meas[c] for c, p in self.cfg.compare.items() if c in meas}, gap)
         return self.row(at, meas, inn), inn
 
     def out_of_bounds(self, row: Row) -> bool:
         return False
 
-    def travel(self, seconds: float) -> float:
-        """How far the fastest coordinate moves in ``seconds`` at its estimated speed (its unit)."""
-        d = self.est.d
-        return float(abs(self.est.x[d:2 * d]).max()) * seconds
+    def gap_spread(self) -> float:
+        """The largest σ of a coordinate the last prediction across a gap gave (its unit)."""
+        return self.est.gap_sd
 
     def shift_time(self, shift: float) -> None:
         """Rig time moves by ``shift`` s against the model's (a clock step of the rig)."""
@@ -196,7 +196,7 @@ class OpenLoopTracker:
         return self.step_outputs(at, meas)
 
     def step(self, steps: list[Step], at: dict[str, float], meas: dict[str, float],
-             accel_noise: float | None = None) -> tuple[Row, None]:
+             gap: GapNoise | None = None) -> tuple[Row, None]:
         for t, values in steps:
             self.runner.advance(t, values)
         return self.step_outputs(at, meas), None
