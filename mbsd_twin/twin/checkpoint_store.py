@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sqlite3
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 from .pg_schema import lock_schema
+from .redaction import redact
 
 TABLE = "twin_checkpoints"
 _DDL = (f"CREATE TABLE IF NOT EXISTS {TABLE} (asset TEXT PRIMARY KEY, saved_at DOUBLE PRECISION NOT NULL, "
@@ -85,11 +85,12 @@ class CheckpointStore:
                 return list(cur.fetchall()) if cur.description else []
             except Exception as exc:
                 self._drop()
-                raise OSError(f"checkpoint store {self.shown()}: {type(exc).__name__}: {exc}") from exc
+                raise OSError(redact(f"checkpoint store {self.shown()}: {type(exc).__name__}: {exc}", self.url)) \
+                    from exc
 
     def shown(self) -> str:
-        """The store's URL without a password."""
-        return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", self.url)
+        """The store's URL without a password (in its user-info or a ``password=`` parameter)."""
+        return redact(self.url, self.url)
 
     def _drop(self) -> None:
         if self.conn is not None:
