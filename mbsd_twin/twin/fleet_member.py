@@ -26,7 +26,9 @@ from .checkpoint import Checkpointer, apply
 from .checkpoint_store import CheckpointStore
 from .fleet_config import AssetSpec, FleetSettings
 from .protocol import encode
+from .redaction import redact
 from .service import TwinService
+from .worker_guard import EXIT_WORKER_DIED
 
 log = logging.getLogger("mbsd_twin.fleet")
 
@@ -46,6 +48,7 @@ class Member:
                                          settings.checkpoint_interval, self.svc.counts)
         self.svc.ticks.append(lambda now: None if self.svc.superseded else self.checkpointer(now))
         self.svc.on_own_status = self._own_status
+        self.svc.on_worker_death = _exit_process  # a mute twin is worse than a restarted one
         self.svc.birth_extra.update({"pid": os.getpid(), "started_at": time.time(), **(birth or {}), **self.resumed})
         if self.resumed and self.svc.history is not None:  # the restart and its gap into the history store
             self.svc.history.offer(self.svc.topics.twin("status"), encode(
@@ -62,8 +65,9 @@ class Member:
                 break
             except Exception as exc:  # an unreachable store: start fresh, say why
                 if attempt == 2:
-                    self.resumed = {"checkpoint_rejected": str(exc)}
-                    log.error("%s: checkpoint store unreachable (%s); starting fresh", self.spec.id, exc)
+                    self.resumed = {"checkpoint_rejected": redact(str(exc), self.settings.store)}
+                    log.error("%s: checkpoint store unreachable (%s); starting fresh", self.spec.id,
+                              self.resumed["checkpoint_rejected"])
                     return
                 time.sleep(0.5)
         if cp is None:
@@ -71,10 +75,12 @@ class Member:
         self.found = True
         try:
             apply(self.svc.core, cp.state)
-        except Exception as exc:
+        except Exception as exc:  # a row that does not fit, or a tampered one (checkpoint_check.py)
             self.svc.core = type(self.svc.core)(self.cfg.core, self.svc.mech, self.svc.recorder)
-            self.resumed = {"checkpoint_rejected": f"{type(exc).__name__}: {exc}"}
-            log.error("%s: checkpoint of %s not used (%s); starting fresh", self.spec.id, cp.saved_at, exc)
+            why = redact(f"{type(exc).__name__}: {exc}"[:500], self.settings.store)
+            self.resumed = {"checkpoint_rejected": why}
+            self.svc.counts["checkpoint_rejected"] += 1
+            log.error("%s: checkpoint of %s not used (%s); starting fresh", self.spec.id, cp.saved_at, why)
             return
         now = time.time()
         self.resumed = {"restarted_from_checkpoint": {"saved_at": cp.saved_at, "rig_time": cp.rig_time,
@@ -115,6 +121,14 @@ class Member:
         if not self.svc.superseded:  # a superseded twin's state is older than its successor's checkpoints
             self.checkpointer.save()
         self.store.close()
+
+
+def _exit_process(reason: str) -> None:
+    """The twin's worker thread died (:mod:`.worker_guard`): end this process at once with a
+    non-zero status — its will tells the broker and the fleet it is offline, and its supervisor
+    (the local fleet, Ray) starts it again from its last checkpoint."""
+    logging.shutdown()  # flush the CRITICAL line saying why
+    os._exit(EXIT_WORKER_DIED)
 
 
 def run_process(spec: AssetSpec, settings: FleetSettings) -> None:
