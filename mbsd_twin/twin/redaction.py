@@ -12,6 +12,7 @@ import re
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 _USERINFO = re.compile(r"(://[^:/@\s]*):[^\s/]*@")  # scheme://user:PASSWORD@host (up to the last @)
+_WORD = re.compile(r"(?i)\b(\w*password|passwd|pwd)\b")  # also without "=" (a mistyped keyword)
 _PARAM = re.compile(r"(?i)\b(\w*pass(?:word|wd)?|pwd)(\s*=\s*)('(?:[^'\\]|\\.)*'|\"[^\"]*\"|[^\s&;,)'\"]+)")
 
 
@@ -32,7 +33,7 @@ def url_password_problem(key: str, url: str, instead: str) -> str | None:
             found = u.password is not None or any(_is_password_name(k) for k, _ in parse_qsl(u.query))
         except ValueError:  # an unparsable URL: judged by its text below
             found = True
-    found = found or bool(_PARAM.search(url)) or bool(_USERINFO.search(url))
+    found = found or bool(_PARAM.search(url) or _USERINFO.search(url) or _WORD.search(url))
     return f"{key} must not carry a password (not shown); {instead}" if found else None
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..redaction import redact
 from .rows import MERGE_SPAN_S, Block, Event
 
 DAY_US = 86_400_000_000
@@ -127,7 +128,8 @@ class _SqlStore:
             return fn(self.conn)
         except self._errors() as exc:
             self.drop()
-            raise StoreError(f"{what} {self.name}: {str(exc).strip() or type(exc).__name__}") from exc
+            why = redact(str(exc).strip(), getattr(self, "dsn", "")) or type(exc).__name__  # never a password
+            raise StoreError(f"{what} {self.name}: {why}") from exc
 
     def drop(self) -> None:
         if self.conn is not None:
