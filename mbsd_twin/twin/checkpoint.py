@@ -34,6 +34,7 @@ import numpy as np
 
 from ..estimation.records import Linearisation, Prediction
 from .alarms import ChangeAlarms
+from .checkpoint_check import EST as _EST
 from .checkpoint_check import checked
 from .checkpoint_store import Checkpoint, CheckpointStore
 from .core import TwinCore
@@ -45,7 +46,6 @@ FORMAT = "mbsd-twin-checkpoint/3"  # 3: with the drift tests and rate windows; 2
 FORMATS = (FORMAT, "mbsd-twin-checkpoint/2", "mbsd-twin-checkpoint/1")  # what apply reads
 _CORE = ("started", "pending", "last_t", "prev_inputs", "last_meas", "last_seq", "paused", "good_params",
          "next_latest", "nis_sum", "hold")
-_EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step", "next_travel", "initialised")
 _RECORDS = {"Prediction": Prediction, "Linearisation": Linearisation}
 
 

@@ -19,6 +19,7 @@ import numpy as np
 Spec = Callable[[Any, str], Any]  # (value, its path) → the value converted, or CheckpointError
 
 NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")  # a channel, port, parameter, alarm or reason name
+EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step", "next_travel", "initialised")  # the filter's
 OBSOLETE_EST = ("jacobian_change",)  # filter keys of earlier checkpoints, no longer read (dropped)
 
 
@@ -242,8 +243,6 @@ def _core(core: Any) -> Spec:
 
 def _filter(core: Any) -> dict[str, Spec]:
     """``t_offset``, ``sim`` and ``est`` of a Kalman filter twin, shaped by this filter."""
-    from .checkpoint import _EST
-
     est = core.tracker.est
     n, m, d = est.n, len(est.meas), est.d
     template = json.loads(est.sim.get_state())
@@ -258,13 +257,13 @@ def _filter(core: Any) -> dict[str, Spec]:
                                "inputs": all_or_none(set(core.cfg.inputs.values()), "not an input of [core] inputs"),
                                "age": integer(0), "lin": optional(lin), "step": optional(step), "next_travel": F,
                                "initialised": boolean}
-    assert set(fields) == set(_EST)
 
     def sim(v: Any, path: str) -> str:
         out = sim_state(template, known.__contains__)(v, path)
         _options_ok(json.loads(out)["options"], path)
         return out
 
+    assert set(fields) == set(EST)
     return {"t_offset": F, "sim": sim, "est": record(fields, dropped=OBSOLETE_EST)}
 
 
