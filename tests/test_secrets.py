@@ -6,6 +6,7 @@ from an argument or a command line. Through a real mosquitto with passwords."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -200,3 +201,44 @@ def test_a_store_password_never_leaves_the_twin(tmp_path: Path, auth_broker: Any
                         ("history row", json.dumps(rows)), ("log", caplog.text)):
         assert SECRET not in text, where
         assert "twin@127.0.0.1" in text and "password=***" in text, (where, text[-2000:])
+
+
+def test_ray_twins_take_the_password_from_their_nodes_environment(tmp_path: Path, auth_broker: Any  # noqa: F811
+                                                                  ) -> None:
+    """On a real Ray node started with the password in its environment (as ``ray start`` would be
+    by its systemd unit), the twin actor logs in with it although the fleet process (the Ray driver)
+    has no password at all: it is read where the twin runs, never handed over by the driver; no
+    process of the node or of the fleet has it on its command line."""
+    from test_fleet import ENV, RAY, _ours, _ports
+
+    temp = f"/tmp/ray_sec_{os.getpid()}_{free_port()}"
+    port = free_port()
+    node_env = {**ENV, "PLANT_MQTT_PW": PASSWORD, "RAY_raylet_start_wait_time_s": "60"}
+    (tmp_path / "twin.toml").write_text('[broker]\nusername = "twin"\n')
+    fleet = _fleet(tmp_path, f'broker = "{auth_broker.url}"\nconfig = "twin.toml"\npassword_env = "PLANT_MQTT_PW"\n'
+                             "ray_num_cpus = 0.5")
+    watch, got = _observer(auth_broker.plain_url, ["dt/v1/a1/twin/status"])
+    proc = None
+    try:
+        r = subprocess.run([str(RAY), "start", "--head", "--port", str(port), "--include-dashboard=false",
+                            "--node-ip-address", "127.0.0.1", *_ports(), "--temp-dir", temp, "--disable-usage-stats"],
+                           env=node_env, capture_output=True, timeout=120, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        driver_env = {k: v for k, v in ENV.items() if k not in ("PLANT_MQTT_PW", "MBSD_TWIN_PASSWORD")}
+        proc = subprocess.Popen([sys.executable, "-m", "mbsd_twin.cli", "fleet", "serve", str(fleet), "--ray",
+                                 f"127.0.0.1:{port}"], env=driver_env, stdout=open(tmp_path / "fleet.log", "wb"),  # noqa: SIM115
+                                stderr=subprocess.STDOUT, cwd=tmp_path)
+        wait_for("the Ray twin's birth", lambda: any(b.get("state") == "online" for _, b in got), 150)
+        cmdlines = [c for p in [*_ours(temp), proc.pid] for c in _cmdlines(p)]
+        assert len(cmdlines) > 3 and not any(PASSWORD in c for c in cmdlines)
+    finally:
+        if proc is not None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+        for sig in (signal.SIGTERM, signal.SIGKILL):  # only this cluster's processes, never a bare `ray stop`
+            for pid in _ours(temp):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, sig)
+            time.sleep(2.0)
+        watch.loop_stop()
+        watch.disconnect()
