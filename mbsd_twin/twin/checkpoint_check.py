@@ -18,7 +18,7 @@ import numpy as np
 
 Spec = Callable[[Any, str], Any]  # (value, its path) → the value converted, or CheckpointError
 
-NAME = re.compile(r"^[A-Za-z0-9_.:\-]{1,128}$")  # a channel, port, parameter, alarm or reason name
+NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")  # a channel, port, parameter, alarm or reason name
 EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step", "next_travel", "initialised")  # the filter's
 OBSOLETE_EST = ("jacobian_change",)  # filter keys of earlier checkpoints, no longer read (dropped)
 
@@ -66,7 +66,7 @@ def boolean(v: Any, path: str) -> bool:
 
 def name(v: Any, path: str) -> str:
     if not isinstance(v, str) or not NAME.match(v):
-        raise _fail(path, "a name (1-128 letters, digits, _ . : -)", v)
+        raise _fail(path, "a name (1-200 printable characters)", v)
     return v
 
 
@@ -196,7 +196,10 @@ def sim_state(template: dict[str, Any], parameter: Callable[[str], bool]) -> Spe
 def _options_ok(opts: dict[str, Any], path: str) -> None:
     from ..solvers.dynamics import SolverOptions
 
-    problems = SolverOptions(**opts).problems()
+    try:
+        problems = SolverOptions(**opts).problems()
+    except (TypeError, ValueError) as exc:
+        problems = [str(exc)]
     if problems:
         raise CheckpointError(f"checkpoint key {path}.options: {problems[0]}")
 
