@@ -208,12 +208,13 @@ F, F0, NAN_OK = number(), optional(number()), number(finite=False)
 SIDE = row(F, F0, F, integer(0))  # a CUSUM side: statistic, onset, total, samples
 
 
-def _changes() -> Spec:
+def _changes(fmt: str) -> Spec:
     drift = row(NAN_OK, NAN_OK, seq(F), row(F, F), row(SIDE, SIDE))
     rates = row(seq(row(F, F)), seq(row(F, F)), row(F, F), F0)
     return optional(record({"rate": number(low=1e-9), "detector": mapping(row(SIDE, SIDE)), "last": mapping(F),
                             "events": seq(F), "suppressed": integer(0), "crossed": seq(name), "armed_at": F0,
-                            "drift": mapping(drift), "rates": mapping(rates)}, optional_keys=("drift", "rates")))
+                            "drift": mapping(drift), "rates": mapping(rates)},
+                           optional_keys=("drift", "rates") if fmt.endswith("/2") else ()))
 
 
 def _core(core: Any) -> Spec:
@@ -283,10 +284,11 @@ def checked(core: Any, data: Any, formats: tuple[str, ...]) -> dict[str, Any]:
         "format": lambda v, p: v, "core": _core(core), "out_seq": mapping(integer(0)),  # format: checked above
         "nis": seq(row(number(low=0.0), integer(0))),
         "alarms": record({"state": mapping(alarm), "suppressed": integer(0)}),
-        "changes": _changes(), "timing": timing}
+        "changes": _changes(data["format"]), "timing": timing}
     ekf = "sim" in data
     if ekf != hasattr(core.tracker, "est"):
         raise CheckpointError("the checkpoint was taken with another estimator")
     if ekf:
         fields.update(_filter(core))
-    return record(fields, optional_keys=("alarms", "changes", "timing"))(data, "")
+    older = ("alarms", "changes") if data["format"].endswith("/1") else ()  # format 1: without them
+    return record(fields, optional_keys=("timing", *older))(data, "")  # timing: since 2026-11-27
