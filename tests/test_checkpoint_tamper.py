@@ -275,3 +275,25 @@ def test_a_fleet_twin_given_the_tampered_row_starts_fresh_and_publishes(tmp_path
     assert "restarted_from_checkpoint" not in birth
     h = seen["health"][-1]["counters"]
     assert h["checkpoint_rejected"] == 1 and h.get("internal_error", 0) == 0 and h.get("health_failed", 0) == 0
+
+
+@pytest.mark.parametrize("column, value, why", [
+    ("saved_at", "'owned'", "saved_at: expected a finite number, got 'owned'"),
+    ("rig_time", "'owned'", "rig_time: expected a finite number, got 'owned'"),
+    ("config_hash", "X'00'", "config_hash: expected a text, got b'\\x00'"),
+    ("state", "1000000000000", "state: expected bytes, got int"),  # bytes(10**12): a terabyte
+    ("state", "'{}'", "state: expected bytes, got str")])
+def test_a_row_with_columns_of_other_types_is_rejected_at_once(tmp_path: Path, row: dict[str, Any], column: str,
+                                                              value: str, why: str) -> None:
+    """The store's own columns tampered with (SQLite keeps any type in any column): the twin starts
+    fresh at once (no retries as for an unreachable store), says why and counts it."""
+    import sqlite3
+
+    settings = FleetSettings(broker="mqtt://127.0.0.1:1", store=str(tmp_path / "cp.sqlite"))
+    CheckpointStore(settings.store).save(Checkpoint("a1", 1.0, 1.2, "h", _encode(row)))
+    with sqlite3.connect(settings.store) as db:
+        db.execute(f"UPDATE twin_checkpoints SET {column} = {value}")
+    m = Member(AssetSpec("a1"), settings)  # resumes while it is built, before it connects
+    assert m.resumed == {"checkpoint_rejected": f"checkpoint row of 'a1': {why}"}
+    assert m.svc.counts["checkpoint_rejected"] == 1 and m.found
+    m.store.close()

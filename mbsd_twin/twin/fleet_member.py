@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 from .checkpoint import Checkpointer, apply
-from .checkpoint_store import CheckpointStore
+from .checkpoint_store import BadRow, CheckpointStore
 from .fleet_config import AssetSpec, FleetSettings
 from .protocol import encode
 from .redaction import redact
@@ -63,6 +63,10 @@ class Member:
             try:
                 cp = self.store.load(self.spec.id)
                 break
+            except BadRow as exc:  # a tampered or corrupt row: no retry
+                self.found = True
+                self._reject(str(exc), None)
+                return
             except Exception as exc:  # an unreachable store: start fresh, say why
                 if attempt == 2:
                     self.resumed = {"checkpoint_rejected": redact(str(exc), self.settings.store)}
@@ -77,10 +81,7 @@ class Member:
             apply(self.svc.core, cp.state)
         except Exception as exc:  # a row that does not fit, or a tampered one (checkpoint_check.py)
             self.svc.core = type(self.svc.core)(self.cfg.core, self.svc.mech, self.svc.recorder)
-            why = redact(f"{type(exc).__name__}: {exc}"[:500], self.settings.store)
-            self.resumed = {"checkpoint_rejected": why}
-            self.svc.counts["checkpoint_rejected"] += 1
-            log.error("%s: checkpoint of %s not used (%s); starting fresh", self.spec.id, cp.saved_at, why)
+            self._reject(f"{type(exc).__name__}: {exc}", cp.saved_at)
             return
         now = time.time()
         self.resumed = {"restarted_from_checkpoint": {"saved_at": cp.saved_at, "rig_time": cp.rig_time,
@@ -88,6 +89,14 @@ class Member:
                                                       "config_hash": cp.config_hash}}
         log.info("%s: resumed from the checkpoint of %.3f (%.1f s ago, rig time %s)", self.spec.id,
                  cp.saved_at, now - cp.saved_at, cp.rig_time)
+
+    def _reject(self, why: str, saved_at: float | None) -> None:
+        """The checkpoint is not used: the twin starts fresh, says why (birth, history row, log) and
+        counts it (``checkpoint_rejected`` in its health)."""
+        why = redact(why[:500], self.settings.store)
+        self.resumed = {"checkpoint_rejected": why}
+        self.svc.counts["checkpoint_rejected"] += 1
+        log.error("%s: checkpoint of %s not used (%s); starting fresh", self.spec.id, saved_at, why)
 
     def _history_last_t(self) -> float | None:
         """Rig time of the asset's newest stored sample: the history's gap starts there (the dead
