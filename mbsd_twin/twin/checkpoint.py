@@ -18,6 +18,9 @@ restart the first batch is usually more than ``[core] max_gap`` after the checkp
 re-initialises its motion from the measurements (``resync`` reason ``gap``; the change tests re-arm
 after ``change_settle`` samples, as after any re-initialisation that keeps the unknowns) and keeps
 what it had learnt: the augmented unknowns (e.g. ``piston.mass``, input biases).
+
+A row is checked whole before anything of it is applied (:mod:`.checkpoint_check`): a corrupt or
+tampered one is refused naming the key, and the twin starts fresh.
 """
 
 from __future__ import annotations
