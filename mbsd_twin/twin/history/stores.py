@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from ..redaction import redact
 from .rows import MERGE_SPAN_S, Block, Event
 
 DAY_US = 86_400_000_000
@@ -127,6 +126,8 @@ class _SqlStore:
                 self.conn = self._open()
             return fn(self.conn)
         except self._errors() as exc:
+            from ..redaction import redact
+
             self.drop()
             why = redact(str(exc).strip(), getattr(self, "dsn", "")) or type(exc).__name__  # never a password
             raise StoreError(f"{what} {self.name}: {why}") from exc
