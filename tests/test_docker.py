@@ -74,9 +74,78 @@ def test_compose_uses_known_settings() -> None:
     assert twin["build"]["dockerfile"] == "Dockerfile" and (ROOT / "services" / twin["build"]["context"]
                                                             / "Dockerfile").exists()
     assert set(twin["environment"]) - {"MBSD_TWIN_CONFIG", "PGPASSWORD"} <= set(ENV)  # PGPASSWORD: libpq's
-    assert twin["ports"] == [f"{twin['environment']['MBSD_TWIN_METRICS_PORT']}:9108"]
+    assert twin["ports"] == [f"${{MBSD_BIND_ADDRESS:-127.0.0.1}}:{twin['environment']['MBSD_TWIN_METRICS_PORT']}:9108"]
     for vol in twin["volumes"] + doc["services"]["mosquitto"]["volumes"]:
         assert (ROOT / "services" / vol.split(":")[0]).exists(), vol
+
+
+PASSWORDS = ("POSTGRES_PASSWORD", "GRAFANA_DB_PASSWORD", "GRAFANA_ADMIN_PASSWORD")
+
+
+def _interpolate(value: Any, env: dict[str, str], missing: list[str]) -> Any:
+    """``value`` with compose's variable syntax resolved as ``docker compose`` does: ``${VAR}``,
+    ``${VAR:-default}`` / ``${VAR-default}``, ``${VAR:?message}`` / ``${VAR?message}`` (a missing
+    variable is an error: its message is appended to ``missing``), ``$$`` a literal ``$``."""
+    if isinstance(value, dict):
+        return {k: _interpolate(v, env, missing) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, env, missing) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$"
+        name, op, arg = m.group("name"), m.group("op") or "", m.group("arg") or ""
+        unset = name not in env or (op.startswith(":") and env[name] == "")
+        if op.endswith("?") and unset:
+            missing.append(f"{name}: {arg}")
+            return ""
+        return arg if op.endswith("-") and unset else env.get(name, "")
+
+    return re.sub(r"\$\$|\$\{(?P<name>\w+)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}", one, value)
+
+
+def _compose(env: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+    missing: list[str] = []
+    doc = _interpolate(yaml.safe_load((ROOT / "services" / "docker-compose.yml").read_text()), env, missing)
+    return doc, missing
+
+
+def test_compose_refuses_to_start_without_passwords() -> None:
+    """Every password the stack uses is required (``${VAR:?message}``): compose stops before any
+    container starts when one is unset or empty, with a message naming it; no default password."""
+    text = (ROOT / "services" / "docker-compose.yml").read_text()
+    for name in PASSWORDS:
+        assert re.search(r"\$\{" + name + ":-", text) is None, name  # no fallback such as admin / twin-local
+    _, missing = _compose({})
+    assert sorted({m.split(":")[0] for m in missing}) == sorted(PASSWORDS)
+    assert all(f"set {m.split(':')[0]}" in m for m in missing), missing
+    for name in PASSWORDS:  # one of them empty or unset: refused, naming it
+        env = {n: "s3cret" for n in PASSWORDS} | {name: ""}
+        assert [m.split(":")[0] for m in _compose(env)[1]] == [name] * text.count("${" + name + ":?")
+    doc, missing = _compose({n: f"pw-{n}" for n in PASSWORDS})
+    assert missing == []
+    assert doc["services"]["grafana"]["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == "pw-GRAFANA_ADMIN_PASSWORD"
+    assert doc["services"]["twin"]["environment"]["PGPASSWORD"] == "pw-POSTGRES_PASSWORD"
+
+
+def _published(doc: dict[str, Any]) -> dict[str, list[str]]:
+    return {name: [str(p) for p in svc.get("ports", [])] for name, svc in doc["services"].items()}
+
+
+def test_compose_publishes_on_loopback_unless_told_otherwise() -> None:
+    """Every published port is bound to 127.0.0.1 (the broker of the stack is anonymous, Grafana and
+    the dashboard have logins of their own); ``MBSD_BIND_ADDRESS`` publishes them elsewhere."""
+    env = {n: "x" for n in PASSWORDS}
+    ports = _published(_compose(env)[0])
+    assert {n for n, p in ports.items() if p} == {"mosquitto", "twin", "postgres", "grafana"}
+    for name, entries in ports.items():
+        for entry in entries:
+            host, published, target = entry.split(":")
+            assert host == "127.0.0.1" and published.isdigit() and target.isdigit(), (name, entry)
+    wide = _published(_compose(env | {"MBSD_BIND_ADDRESS": "0.0.0.0"})[0])
+    assert all(e.startswith("0.0.0.0:") for es in wide.values() for e in es) and wide.keys() == ports.keys()
 
 
 def _healthcheck(venv_bin: Path, env: dict[str, str]) -> int:
@@ -137,3 +206,27 @@ def test_image_command_in_a_fresh_venv(broker: Any, tmp_path: Path) -> None:
     where = subprocess.run([str(vbin / "python"), "-c", "import mbsd_twin; print(mbsd_twin.__file__)"],
                            capture_output=True, text=True, cwd=tmp_path).stdout
     assert "site-packages" in where  # an installed package, not the source tree
+
+
+RAY_PORT_OPTIONS = ("--port", "--ray-client-server-port", "--dashboard-port", "--dashboard-host", "--node-manager-port",
+                    "--object-manager-port", "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
+                    "--runtime-env-agent-port", "--metrics-export-port", "--min-worker-port", "--max-worker-port",
+                    "--node-ip-address")
+
+
+def test_docs_say_which_ray_ports_to_firewall() -> None:
+    """docs/fleet.md and docs/campaigns.md name every port a Ray node listens on, with the option of
+    the installed Ray that fixes it, so a firewall rule can name them."""
+    fleet = (ROOT / "docs" / "fleet.md").read_text().split("### Ray's ports: firewall them", 1)[1].split("\n## ")[0]
+    campaigns = (ROOT / "docs" / "campaigns.md").read_text().split("## Ray's ports: firewall them", 1)[1]
+    ray = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
+    assert ray, "ray is not installed"
+    helptext = subprocess.run([ray, "start", "--help"], capture_output=True, text=True, timeout=120).stdout
+    for opt in RAY_PORT_OPTIONS:
+        assert re.search(rf"^\s+{re.escape(opt)}\b", helptext, re.M), f"ray start has no {opt}"
+        assert f"`{opt}" in fleet or f" {opt} " in fleet, f"docs/fleet.md does not name {opt}"
+    for port in ("6379", "10001", "8265", "10002–19999"):
+        assert port in fleet, port
+    for opt in RAY_PORT_OPTIONS[:-1]:
+        assert opt in campaigns, f"docs/campaigns.md does not name {opt}"
+    assert "--node-ip-address 127.0.0.1" in campaigns and "6379" in campaigns and "10001" in campaigns

@@ -18,6 +18,9 @@ restart the first batch is usually more than ``[core] max_gap`` after the checkp
 re-initialises its motion from the measurements (``resync`` reason ``gap``; the change tests re-arm
 after ``change_settle`` samples, as after any re-initialisation that keeps the unknowns) and keeps
 what it had learnt: the augmented unknowns (e.g. ``piston.mass``, input biases).
+
+A row is checked whole before anything of it is applied (:mod:`.checkpoint_check`): a corrupt or
+tampered one is refused naming the key, and the twin starts fresh.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import numpy as np
 
 from ..estimation.records import Linearisation, Prediction
 from .alarms import ChangeAlarms
+from .checkpoint_check import EST as _EST
+from .checkpoint_check import checked
 from .checkpoint_store import Checkpoint, CheckpointStore
 from .core import TwinCore
 from .tracking import EkfTracker
@@ -44,7 +49,6 @@ FORMAT = "mbsd-twin-checkpoint/3"  # 3: with the drift tests and rate windows; 2
 FORMATS = (FORMAT, "mbsd-twin-checkpoint/2", "mbsd-twin-checkpoint/1")  # what apply reads
 _CORE = ("started", "pending", "last_t", "prev_inputs", "last_meas", "last_seq", "paused", "good_params",
          "next_latest", "nis_sum", "hold")
-_EST = ("x", "P", "applied", "clamped", "inputs", "age", "lin", "step", "next_travel", "initialised")
 _RECORDS = {"Prediction": Prediction, "Linearisation": Linearisation}
 
 
@@ -83,38 +87,35 @@ def capture(core: TwinCore) -> bytes:
 
 
 def apply(core: TwinCore, blob: bytes) -> None:
-    """Put a :func:`capture` back into a freshly built core of the same configuration; raises
-    ``ValueError`` (the core then unchanged but for parameters) for one that does not fit."""
+    """Put a :func:`capture` back into a freshly built core of the same configuration. The row is
+    checked whole first (:func:`.checkpoint_check.checked`: known keys only, each of its type,
+    finite, of this filter's shapes); one that does not fit raises :class:`CheckpointError` (a
+    ``ValueError`` naming the key) with the core unchanged — then build a fresh core (a failure
+    while applying a checked row may leave it half restored)."""
     try:
         data = json.loads(blob.decode())
-        ok = isinstance(data, dict) and data.get("format") in FORMATS
     except (UnicodeDecodeError, ValueError):
-        ok = False
-    if not ok:
-        raise ValueError(f"not a {' or '.join(FORMATS)} checkpoint")
-    for name, value in data["core"]["good_params"].items():
-        core.tracker.set_param(name, float(value))
+        data = None
+    data = checked(core, data, FORMATS)
+    c = data["core"]
+    for name, value in c["good_params"].items():
+        core.tracker.set_param(name, value)
     tr = core.tracker
-    if isinstance(tr, EkfTracker) != ("sim" in data):
-        raise ValueError("the checkpoint was taken with another estimator")
     if isinstance(tr, EkfTracker):
         tr.est.sim.set_state(data["sim"].encode())  # refuses a state of another mechanism
-        est = {k: _value(v) for k, v in data["est"].items()}
-        if np.shape(est["x"]) != tr.est.x.shape:
-            raise ValueError(f"the checkpoint's filter has {np.size(est['x'])} states, this one {tr.est.x.size}")
-        for k, v in est.items():
-            setattr(tr.est, k, v)
-        tr.t_offset = float(data["t_offset"])
+        for k in _EST:
+            setattr(tr.est, k, _value(data["est"][k]))
+        tr.t_offset = data["t_offset"]
         core.good = tr.checkpoint()
     changes = _changes(core, data)
-    for k, v in data["core"].items():
-        setattr(core, k, v)
+    for k in _CORE:
+        setattr(core, k, c[k])
     core.out_seq.update(data["out_seq"])
-    core.nis.extend((float(v), int(k)) for v, k in data["nis"])
+    core.nis.extend((v, k) for v, k in data["nis"])
     core.changes = changes
     if "timing" in data:  # the stream's time base (since 2026-11-27; before: anchored at the next batch)
         core.timebase.restore(data["timing"])
-        core.gaps.pending = bool(data["timing"]["gap_pending"])
+        core.gaps.pending = data["timing"]["gap_pending"]
     if "alarms" in data:
         core.alarms.restore(data["alarms"])
     else:

@@ -10,14 +10,15 @@ the table can move into the history database by pointing ``[fleet] store`` at th
 from __future__ import annotations
 
 import contextlib
+import math
 import os
-import re
 import sqlite3
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 from .pg_schema import lock_schema
+from .redaction import redact
 
 TABLE = "twin_checkpoints"
 _DDL = (f"CREATE TABLE IF NOT EXISTS {TABLE} (asset TEXT PRIMARY KEY, saved_at DOUBLE PRECISION NOT NULL, "
@@ -39,6 +40,25 @@ def is_postgres(url: str) -> bool:
 
 def sqlite_path(url: str) -> str:
     return url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
+
+
+class BadRow(ValueError):
+    """A row of the table whose columns are not of their types (the state itself is checked by
+    :mod:`.checkpoint_check`)."""
+
+
+def _row(asset: Any, saved: Any, rig: Any, h: Any, state: Any) -> Checkpoint:
+    def number(name: str, v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise BadRow(f"checkpoint row of {asset!r}: {name}: expected a finite number, got {repr(v)[:60]}")
+        return float(v)
+
+    if not isinstance(h, str) or len(h) > 128:
+        raise BadRow(f"checkpoint row of {asset!r}: config_hash: expected a text, got {repr(h)[:60]}")
+    if not isinstance(state, bytes | bytearray | memoryview):  # bytes(10**12) would allocate a terabyte
+        raise BadRow(f"checkpoint row of {asset!r}: state: expected bytes, got {type(state).__name__}")
+    return Checkpoint(str(asset), number("saved_at", saved), None if rig is None else number("rig_time", rig), h,
+                      bytes(state))
 
 
 class CheckpointStore:
@@ -85,11 +105,12 @@ class CheckpointStore:
                 return list(cur.fetchall()) if cur.description else []
             except Exception as exc:
                 self._drop()
-                raise OSError(f"checkpoint store {self.shown()}: {type(exc).__name__}: {exc}") from exc
+                raise OSError(redact(f"checkpoint store {self.shown()}: {type(exc).__name__}: {exc}", self.url)) \
+                    from exc
 
     def shown(self) -> str:
-        """The store's URL without a password."""
-        return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", self.url)
+        """The store's URL without a password (in its user-info or a ``password=`` parameter)."""
+        return redact(self.url, self.url)
 
     def _drop(self) -> None:
         if self.conn is not None:
@@ -108,8 +129,7 @@ class CheckpointStore:
                          (asset,))
         if not rows:
             return None
-        a, saved, rig, h, state = rows[0]
-        return Checkpoint(a, float(saved), None if rig is None else float(rig), h, bytes(state))
+        return _row(*rows[0])
 
     def delete(self, asset: str) -> None:
         self._run(f"DELETE FROM {TABLE} WHERE asset = ?", (asset,))

@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from .config import load_config
+    from .redaction import redact
     from .service import TwinService
+    from .worker_guard import EXIT_WORKER_DIED
 
     over: dict[str, dict[str, Any]] = {"broker": {"url": args.broker}, "core": {"asset": args.asset},
                                        "service": {"mechanism": args.mechanism},
@@ -30,19 +32,20 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     watcher = arm(cfg.service.stop_grace)  # SIGTERM works even with the worker stuck holding the GIL
 
-    async def run() -> None:
+    async def run() -> str:
         svc = TwinService(cfg)
         for sig in (signal.SIGTERM, signal.SIGINT):  # before connecting: a signal during start-up stops cleanly;
             signal.signal(sig, lambda *_: svc.stopping.set())  # Python handlers: the watchdog keeps the wakeup fd
         async with svc:
             logging.getLogger("mbsd_twin.twin").info("serving %s on %s (config %s)", cfg.core.base,
-                                                     cfg.broker.url, cfg.config_hash())
+                                                     redact(cfg.broker.url), cfg.config_hash())
             await svc.wait()
+        return svc.worker_died
 
-    asyncio.run(run())
+    died = asyncio.run(run())
     if watcher is not None:
         watcher.terminate()  # (it would also see the pipe close at exit)
-    return 0
+    return EXIT_WORKER_DIED if died else 0  # a dead worker: non-zero, so that systemd or Docker restarts it
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:

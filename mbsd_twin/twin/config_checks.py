@@ -9,6 +9,8 @@ import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from .redaction import redact, url_password_problem
+
 if TYPE_CHECKING:
     from .config import BrokerConfig, CommandsConfig, CoreConfig, HistoryConfig, MetricsConfig, ServiceConfig
 
@@ -19,18 +21,16 @@ def shown(value: Any) -> str:
 
 
 def redact_url(url: str) -> str:
-    """``url`` without a password (``mqtt://user:***@host:port``) — safe for messages and logs."""
-    u = urlparse(url)
-    if u.password is None:
-        return url
-    return u._replace(netloc=f"{u.username}:***@{u.netloc.rsplit('@', 1)[1]}").geturl()
+    """``url`` without a password (``mqtt://user:***@host:port``, ``?password=***``) — safe for
+    messages and logs (:func:`.redaction.redact`)."""
+    return redact(url, url)
 
 
 def check_broker(b: BrokerConfig, problems: list[str]) -> None:
     u = urlparse(b.url)
     if u.scheme not in ("mqtt", "mqtts") or not u.hostname:
         problems.append(f"[broker] url must be mqtt://host:port or mqtts://host:port, got {shown(b.url)}")
-    elif u.username is not None or u.password is not None:
+    elif u.username is not None or u.password is not None or url_password_problem("", b.url, ""):
         problems.append(f"[broker] url must not carry credentials ({shown(b.url)}); use username and "
                         "MBSD_TWIN_PASSWORD")
     else:
@@ -166,8 +166,10 @@ HISTORY_BACKENDS = ("sqlite", "postgresql", "none")
 def check_history(h: HistoryConfig, problems: list[str]) -> None:
     if h.backend not in HISTORY_BACKENDS:
         problems.append(f"[history] backend must be one of {', '.join(HISTORY_BACKENDS)}, got {shown(h.backend)}")
-    if "password" in h.dsn.lower() or "://" in h.dsn and "@" in h.dsn.split("://", 1)[1].split("/", 1)[0]:
-        problems.append("[history] dsn must not carry a password (not shown); give it in PGPASSWORD or ~/.pgpass")
+    pgpass = "give it in PGPASSWORD or ~/.pgpass"
+    if url_password_problem("[history] dsn", h.dsn, pgpass) \
+            or "://" in h.dsn and "@" in h.dsn.split("://", 1)[1].split("/", 1)[0]:
+        problems.append(f"[history] dsn must not carry a password (not shown); {pgpass}")
     for key in ("batch_messages", "spool_segment_bytes"):
         if getattr(h, key) < 1:
             problems.append(f"[history] {key} must be >= 1, got {getattr(h, key)!r}")

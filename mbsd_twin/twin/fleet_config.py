@@ -17,8 +17,10 @@ from typing import Any
 
 from ..model.loader import bundled_slider_crank, loads_mechanism
 from .config import BrokerConfig, ConfigError, TwinConfig, load_config
+from .redaction import redact, url_password_problem
 
 ASSET_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # one MQTT topic level, no wildcards
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 class FleetError(ValueError):
@@ -43,6 +45,7 @@ class FleetSettings:
     ray_strategy: str = "SPREAD"  # Ray: actor placement, SPREAD or DEFAULT
     status_topic: str = ""  # the fleet's retained status topic; "": "{[core] prefix}/fleet/status"
     status_interval: float = 10.0  # s between publications of the fleet status (also at every change)
+    password_env: str = "MBSD_TWIN_PASSWORD"  # the variable of each twin's own environment with the broker password
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,15 @@ class AssetSpec:
             over.setdefault("service", {})["mechanism"] = self.mechanism
         if fleet.broker and "url" not in over.get("broker", {}):
             over.setdefault("broker", {})["url"] = fleet.broker
-        return load_config(self.config or fleet.config or None, env={}, overrides=over)
+        return with_password(load_config(self.config or fleet.config or None, env={}, overrides=over), fleet)
+
+
+def with_password(cfg: TwinConfig, fleet: FleetSettings) -> TwinConfig:
+    """``cfg`` with the broker password of this process's own environment (the variable ``[fleet]
+    password_env`` names), read where the twin runs — a fleet child process, a Ray actor on its node
+    — so it never travels as an argument or on a command line; unset: the twin TOML's, if any."""
+    password = os.environ.get(fleet.password_env, "")
+    return dataclasses.replace(cfg, broker=dataclasses.replace(cfg.broker, password=password)) if password else cfg
 
 
 @dataclass(frozen=True)
@@ -79,7 +90,8 @@ class FleetConfig:
         config (``[fleet] broker`` for its URL) and ``status_topic`` (default under its ``[core]
         prefix``)."""
         s = self.settings
-        cfg = load_config(s.config or None, env={}, overrides={"broker": {"url": s.broker}} if s.broker else None)
+        cfg = with_password(load_config(s.config or None, env={}, overrides={"broker": {"url": s.broker}} if s.broker
+                                        else None), s)
         return cfg.broker, s.status_topic or f"{cfg.core.prefix}/fleet/status"
 
 
@@ -100,7 +112,7 @@ def _settings(table: Any, base: str, problems: list[str]) -> FleetSettings:
         ok = isinstance(v, type(default)) and not isinstance(v, bool) or isinstance(default, float) \
             and isinstance(v, int) and not isinstance(v, bool)
         if not ok:
-            problems.append(f"[fleet] {f.name}: expected {type(default).__name__}, got {v!r}")
+            problems.append(f"[fleet] {f.name}: expected {type(default).__name__}, got {redact(repr(v))[:200]}")
             continue
         kw[f.name] = float(v) if isinstance(default, float) else v
     known = [f.name for f in dataclasses.fields(FleetSettings)]
@@ -112,8 +124,17 @@ def _settings(table: Any, base: str, problems: list[str]) -> FleetSettings:
             problems.append(f"[fleet] {name}: must be > 0, got {getattr(s, name)!r}")
     if s.status_topic and ("+" in s.status_topic or "#" in s.status_topic):
         problems.append(f"[fleet] status_topic: no wildcards (+, #) in a topic to publish on, got {s.status_topic!r}")
+    if not ENV_NAME.match(s.password_env):
+        problems.append(f"[fleet] password_env: an environment variable name, got {s.password_env!r}")
     if s.ray_strategy not in ("SPREAD", "DEFAULT"):
         problems.append(f"[fleet] ray_strategy: SPREAD or DEFAULT, got {s.ray_strategy!r}")
+    for key, instead in (("store", "give it in PGPASSWORD or ~/.pgpass of the processes that run the twins"),
+                         ("broker", f"give it in the environment variable {s.password_env} (password_env) of the "
+                                    "processes that run the twins")):
+        problem = url_password_problem(f"[fleet] {key}", getattr(s, key), instead)
+        if problem:
+            problems.append(problem)
+            s = dataclasses.replace(s, store="") if key == "store" else dataclasses.replace(s, broker="")
     store = s.store or os.path.join(base, "fleet-checkpoints.sqlite")
     return dataclasses.replace(s, config=_path(base, s.config), store=_path(base, store),
                                broker=s.broker)
@@ -141,8 +162,13 @@ def _asset(i: int, t: Any, base: str, problems: list[str]) -> AssetSpec | None:
             kw[k] = _path(base, t[k])
     over = t.get("overrides", {})
     if not isinstance(over, dict) or not all(isinstance(v, dict) for v in over.values()):
-        problems.append(f"{where} overrides: expected tables of twin config sections, got {over!r}")
+        problems.append(f"{where} overrides: expected tables of twin config sections, got {redact(repr(over))[:200]}")
         over = {}
+    if "password" in over.get("broker", {}):  # it would travel to the twin as an argument (a Ray actor's too)
+        problems.append(f"{where} overrides.broker.password: not taken from the fleet file (not shown); give it "
+                        "in the environment variable named by [fleet] password_env (default MBSD_TWIN_PASSWORD) "
+                        "of the processes that run the twins")
+        over = {**over, "broker": {k: v for k, v in over["broker"].items() if k != "password"}}
     return AssetSpec(aid, overrides=over, **kw)
 
 

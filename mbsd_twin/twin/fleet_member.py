@@ -23,10 +23,12 @@ import time
 from typing import Any
 
 from .checkpoint import Checkpointer, apply
-from .checkpoint_store import CheckpointStore
+from .checkpoint_store import BadRow, CheckpointStore
 from .fleet_config import AssetSpec, FleetSettings
 from .protocol import encode
+from .redaction import redact
 from .service import TwinService
+from .worker_guard import EXIT_WORKER_DIED
 
 log = logging.getLogger("mbsd_twin.fleet")
 
@@ -46,6 +48,7 @@ class Member:
                                          settings.checkpoint_interval, self.svc.counts)
         self.svc.ticks.append(lambda now: None if self.svc.superseded else self.checkpointer(now))
         self.svc.on_own_status = self._own_status
+        self.svc.on_worker_death = _exit_process  # a mute twin is worse than a restarted one
         self.svc.birth_extra.update({"pid": os.getpid(), "started_at": time.time(), **(birth or {}), **self.resumed})
         if self.resumed and self.svc.history is not None:  # the restart and its gap into the history store
             self.svc.history.offer(self.svc.topics.twin("status"), encode(
@@ -60,10 +63,15 @@ class Member:
             try:
                 cp = self.store.load(self.spec.id)
                 break
+            except BadRow as exc:  # a tampered or corrupt row: no retry
+                self.found = True
+                self._reject(str(exc), None)
+                return
             except Exception as exc:  # an unreachable store: start fresh, say why
                 if attempt == 2:
-                    self.resumed = {"checkpoint_rejected": str(exc)}
-                    log.error("%s: checkpoint store unreachable (%s); starting fresh", self.spec.id, exc)
+                    self.resumed = {"checkpoint_rejected": redact(str(exc), self.settings.store)}
+                    log.error("%s: checkpoint store unreachable (%s); starting fresh", self.spec.id,
+                              self.resumed["checkpoint_rejected"])
                     return
                 time.sleep(0.5)
         if cp is None:
@@ -71,10 +79,9 @@ class Member:
         self.found = True
         try:
             apply(self.svc.core, cp.state)
-        except Exception as exc:
+        except Exception as exc:  # a row that does not fit, or a tampered one (checkpoint_check.py)
             self.svc.core = type(self.svc.core)(self.cfg.core, self.svc.mech, self.svc.recorder)
-            self.resumed = {"checkpoint_rejected": f"{type(exc).__name__}: {exc}"}
-            log.error("%s: checkpoint of %s not used (%s); starting fresh", self.spec.id, cp.saved_at, exc)
+            self._reject(f"{type(exc).__name__}: {exc}", cp.saved_at)
             return
         now = time.time()
         self.resumed = {"restarted_from_checkpoint": {"saved_at": cp.saved_at, "rig_time": cp.rig_time,
@@ -82,6 +89,14 @@ class Member:
                                                       "config_hash": cp.config_hash}}
         log.info("%s: resumed from the checkpoint of %.3f (%.1f s ago, rig time %s)", self.spec.id,
                  cp.saved_at, now - cp.saved_at, cp.rig_time)
+
+    def _reject(self, why: str, saved_at: float | None) -> None:
+        """The checkpoint is not used: the twin starts fresh, says why (birth, history row, log) and
+        counts it (``checkpoint_rejected`` in its health)."""
+        why = redact(why[:500], self.settings.store)
+        self.resumed = {"checkpoint_rejected": why}
+        self.svc.counts["checkpoint_rejected"] += 1
+        log.error("%s: checkpoint of %s not used (%s); starting fresh", self.spec.id, saved_at, why)
 
     def _history_last_t(self) -> float | None:
         """Rig time of the asset's newest stored sample: the history's gap starts there (the dead
@@ -115,6 +130,14 @@ class Member:
         if not self.svc.superseded:  # a superseded twin's state is older than its successor's checkpoints
             self.checkpointer.save()
         self.store.close()
+
+
+def _exit_process(reason: str) -> None:
+    """The twin's worker thread died (:mod:`.worker_guard`): end this process at once with a
+    non-zero status — its will tells the broker and the fleet it is offline, and its supervisor
+    (the local fleet, Ray) starts it again from its last checkpoint."""
+    logging.shutdown()  # flush the CRITICAL line saying why
+    os._exit(EXIT_WORKER_DIED)
 
 
 def run_process(spec: AssetSpec, settings: FleetSettings) -> None:

@@ -35,6 +35,7 @@ import paho.mqtt.client as mqtt
 from . import link
 from .config import BrokerConfig
 from .protocol import encode
+from .redaction import redact
 
 log = logging.getLogger("mbsd_twin.fleet")
 
@@ -101,7 +102,8 @@ class FleetStatus:
             except (OSError, ValueError) as exc:
                 self.retry_at, self.backoff = now + self.backoff, min(2 * self.backoff, self.broker.reconnect_max)
                 if str(exc) != self.problem:
-                    log.warning("fleet status: cannot connect to %s: %s; retrying", self.broker.url, exc)
+                    log.warning("fleet status: cannot connect to %s: %s; retrying", redact(self.broker.url),
+                                redact(str(exc), self.broker.url))
                 self.problem = str(exc)
                 time.sleep(timeout)
                 return
@@ -177,7 +179,7 @@ class FleetStatus:
             return
         link.set_nodelay(client)
         self.backoff, self.problem = self.broker.reconnect_min, ""
-        log.info("fleet status: connected to %s", self.broker.url)
+        log.info("fleet status: connected to %s", redact(self.broker.url))
         with self.lock:
             topics = list(self.by_topic)
             self.dirty = True
@@ -212,7 +214,8 @@ class FleetStatus:
                 r.last_restart = float(started)
             cp = b.get("restarted_from_checkpoint")
             r.gap_s = cp.get("gap_s") if isinstance(cp, dict) else None
-            r.checkpoint_rejected = b.get("checkpoint_rejected")
+            rej = b.get("checkpoint_rejected")  # a password in it masked (a twin of an earlier version)
+            r.checkpoint_rejected = redact(rej)[:500] if isinstance(rej, str) else None
             r.instance, r.pid, r.node_id = b.get("instance"), b.get("pid"), b.get("node_id")
         self._set(r, "running")
 

@@ -12,6 +12,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from .config import BrokerConfig
+from .redaction import redact
 
 # CONNACK reason codes of a credentials problem: MQTT 5 "Bad user name or password" (134) and "Not
 # authorized" (135); paho maps the MQTT 3.1.1 return codes 4 and 5 onto them.
@@ -36,27 +37,32 @@ def make_client(b: BrokerConfig, client_id: str, will: tuple[str, str] | None) -
     return c
 
 
+def _url(b: BrokerConfig) -> str:
+    """The broker's URL for a message (a password in it masked; the configuration refuses one)."""
+    return redact(b.url, b.url)
+
+
 def refused(rc: Any, b: BrokerConfig) -> tuple[str, str]:
     """(counter, message) for a connection the broker refused in its CONNACK."""
     code = getattr(rc, "value", rc)
     if code in AUTH_CODES:
         who = f"user {b.username!r}" if b.username else "no username given"
-        return "auth_failed", (f"authentication failed at {b.url}: the broker answered {str(rc)!r} ({who}; "
+        return "auth_failed", (f"authentication failed at {_url(b)}: the broker answered {str(rc)!r} ({who}; "
                                "check [broker] username and MBSD_TWIN_PASSWORD); retrying")
-    return "connect_refused", f"the broker at {b.url} refused the connection: {rc}; retrying"
+    return "connect_refused", f"the broker at {_url(b)} refused the connection: {rc}; retrying"
 
 
 def failed(exc: BaseException | None, b: BrokerConfig) -> tuple[str, str]:
     """(counter, message) for a connection attempt that failed below MQTT (TCP or TLS)."""
     if isinstance(exc, ssl.SSLCertVerificationError):
         ca = f"[broker] tls_ca = {b.tls_ca!r}" if b.tls_ca else "the system CA store ([broker] tls_ca unset)"
-        return "tls_failed", (f"TLS: the certificate of {b.url} did not verify against {ca}: "
+        return "tls_failed", (f"TLS: the certificate of {_url(b)} did not verify against {ca}: "
                               f"{exc.verify_message or exc}; retrying")
     if isinstance(exc, ssl.SSLError):
-        return "tls_failed", f"TLS handshake with {b.url} failed: {exc.reason or exc}; retrying"
+        return "tls_failed", f"TLS handshake with {_url(b)} failed: {exc.reason or exc}; retrying"
     if isinstance(exc, ConnectionRefusedError):
-        return "connect_failed", f"cannot connect to {b.url}: connection refused (is the broker running?); retrying"
-    return "connect_failed", f"cannot connect to {b.url}: {exc or 'unknown error'}; retrying"
+        return "connect_failed", f"cannot connect to {_url(b)}: connection refused (is the broker running?); retrying"
+    return "connect_failed", f"cannot connect to {_url(b)}: {exc or 'unknown error'}; retrying"
 
 
 def _on_socket_open(client: mqtt.Client, userdata: Any, sock: Any) -> None:

@@ -15,6 +15,7 @@ from ..model.model import Mechanism
 from .config import BrokerConfig
 from .link import set_nodelay
 from .protocol import Topics, encode
+from .redaction import redact
 from .rig import MessageSource, RigConfig, Trajectory, fault_manifest
 from .rig_messages import expected_counts, message_plan, payload, schedule
 
@@ -32,13 +33,13 @@ def connect(url: str, client_id: str, will: tuple[str, str] | None = None, proto
     try:
         c.connect(b.host, b.port, keepalive=30)
     except OSError as exc:
-        raise ConnectionError(f"the rig cannot connect to {url}: {exc}") from exc
+        raise ConnectionError(f"the rig cannot connect to {redact(url, url)}: {exc}") from exc
     c.loop_start()
     t_end = time.monotonic() + 10
     while not c.is_connected():
         if time.monotonic() > t_end:
             c.loop_stop()
-            raise ConnectionError(f"the rig got no MQTT connection to {url} within 10 s")
+            raise ConnectionError(f"the rig got no MQTT connection to {redact(url, url)} within 10 s")
         time.sleep(0.01)
     return c
 

@@ -53,7 +53,9 @@ from .probe import RoundTrip
 from .protocol import Topics, encode, parse_command
 from .ratelog import RateLimitedLog
 from .recorder import FORMAT
+from .redaction import redact
 from .sinks import RecordingSink
+from .worker_guard import WorkerWatch, health_tick, internal_error, run_worker
 
 log = logging.getLogger("mbsd_twin.twin")
 
@@ -95,7 +97,11 @@ class TwinService:
         self.instance = uuid.uuid4().hex[:8]
         self.rtt = RoundTrip(cfg.service.rtt_warn_ms)  # broker round trip of probe pairs (probe.py)
         self.client = self._make_client()
-        self.worker = threading.Thread(target=self._work, name="twin-worker", daemon=True)
+        self.worker = threading.Thread(target=run_worker, args=(self,), name="twin-worker", daemon=True)
+        # a worker thread that dies all the same (worker_guard.py): on_worker_death, by default a stop;
+        # ``worker_died`` says why (``twin serve`` then exits non-zero, a fleet twin's process at once)
+        self.on_worker_death: Callable[[str], None] = lambda reason: self.stopping.set()
+        self.watch = WorkerWatch(self.worker, self.stopping, lambda reason: self.on_worker_death(reason))
         self.http: Any = None
         # --- extension hook (mbsd_twin.dashboard): taps see every published message (worker thread);
         # http_routes / http_post_routes are extra GET / POST routes of the HTTP server. The dashboard
@@ -165,7 +171,7 @@ class TwinService:
         self.connected.set()
         self.metrics.connected.set(1)
         self.metrics.reconnects.set(self.connects - 1)
-        log.info("connected to %s (session %d)", self.cfg.broker.url, self.connects)
+        log.info("connected to %s (session %d)", redact(self.cfg.broker.url), self.connects)
 
     def _on_disconnect(self, client: mqtt.Client, userdata: Any, flags: Any, rc: Any, props: Any = None) -> None:
         was = self.connected.is_set()
@@ -221,47 +227,35 @@ class TwinService:
                     self.lock.notify()
 
     # --------------------------------------------------------------- worker
-    def _work(self) -> None:
-        next_health = time.monotonic()
-        while not self.stopping.is_set():
-            with self.lock:
-                if not self.batches and not self.commands.queue:
-                    self.lock.wait(0.05)
-                now = time.monotonic()
-                self.intake.flush(now)
-                cmd = self.commands.next(len(self.batches))  # bounded share: commands.py
-                item = self.intake.take(now) if cmd is None else None
-                if item is not None:
-                    self.commands.batch_taken()
-                depth = len(self.batches)
+    def _work_once(self, next_health: float) -> float:
+        """One turn of the worker loop (:func:`.worker_guard.run_worker`): a command or a batch, the
+        ticks, the health message when due; the next health time."""
+        with self.lock:
+            if not self.batches and not self.commands.queue:
+                self.lock.wait(0.05)
+            now = time.monotonic()
+            self.intake.flush(now)
+            cmd = self.commands.next(len(self.batches))  # bounded share: commands.py
+            item = self.intake.take(now) if cmd is None else None
+            if item is not None:
+                self.commands.batch_taken()
+            depth = len(self.batches)
+        try:
+            if cmd is not None:
+                self._run_command(cmd)
+            if item is not None:
+                self._process(item, depth)
+        except Exception:
+            internal_error(self, "worker error", "unexpected error in the twin worker")
+        for tick in self.ticks:
             try:
-                if cmd is not None:
-                    self._run_command(cmd)
-                if item is not None:
-                    self._process(item, depth)
+                tick(time.monotonic())
             except Exception:
-                self.rlog.warning("worker error", "unexpected error in the twin worker", level=logging.ERROR,
-                                  exc_info=True)
-                self.counts["internal_error"] += 1
-            for tick in self.ticks:
-                try:
-                    tick(time.monotonic())
-                except Exception:
-                    self.rlog.warning("tick error", "a worker tick failed", level=logging.ERROR, exc_info=True)
-                    self.counts["internal_error"] += 1
-            if time.monotonic() >= next_health:
-                next_health = time.monotonic() + self.cfg.service.health_interval
-                self._health_tick()
-
-    def _health_tick(self) -> None:
-        """Publish the health message (its warnings also logged, at most once a minute each) and
-        send the next pair of round-trip probes."""
-        h = self.health()
-        for w in h["warnings"]:
-            self.rlog.warning("health warning", "%s", w)
-        self.publish(Out(self.topics.twin("health"), encode(h)))
-        if self.connected.is_set() and not self.superseded:
-            self.rtt.send(self.client, self.topics.twin("probe"))
+                internal_error(self, "tick error", "a worker tick failed")
+        if time.monotonic() >= next_health:
+            next_health = time.monotonic() + self.cfg.service.health_interval
+            health_tick(self)
+        return next_health
 
     def _adapt(self, lag: float, depth: int) -> int:
         """The hold for the next batch: coarser under pressure (lag above ``lag_high``, the queue
@@ -341,13 +335,18 @@ class TwinService:
             return
         if not self.topics.owns(out.topic):  # the service only publishes under its own prefix
             raise ValueError(f"refusing to publish outside {self.topics.twin('')}: {out.topic}")
-        info = self.client.publish(out.topic, out.payload, qos=out.qos, retain=out.retain, properties=props)
+        try:
+            info = self.client.publish(out.topic, out.payload, qos=out.qos, retain=out.retain, properties=props)
+            failed = info.rc != mqtt.MQTT_ERR_SUCCESS
+        except Exception as exc:  # e.g. a payload the client refuses: this message is lost, not the worker
+            self.rlog.warning("publish error", "publishing on %s failed: %r", out.topic, exc, level=logging.ERROR)
+            failed = True
         for tap in self.taps:
             try:
                 tap(out)
             except Exception as exc:
                 self.rlog.warning("tap", "a message tap failed: %r", exc)
-        if info.rc != mqtt.MQTT_ERR_SUCCESS:
+        if failed:
             self.counts["publish_failed"] += 1
 
     # --------------------------------------------------------------- health
@@ -366,6 +365,11 @@ class TwinService:
         if self.history is not None:
             self.history.start()
         self.worker.start()
+        self.watch.start()
+
+    @property
+    def worker_died(self) -> str:
+        return self.watch.died
 
     def stop(self, timeout: float = 3.0) -> None:
         """Graceful: publish ``offline`` (retained), flush, disconnect."""

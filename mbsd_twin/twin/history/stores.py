@@ -126,8 +126,11 @@ class _SqlStore:
                 self.conn = self._open()
             return fn(self.conn)
         except self._errors() as exc:
+            from ..redaction import redact
+
             self.drop()
-            raise StoreError(f"{what} {self.name}: {str(exc).strip() or type(exc).__name__}") from exc
+            why = redact(str(exc).strip(), getattr(self, "dsn", "")) or type(exc).__name__  # never a password
+            raise StoreError(f"{what} {self.name}: {why}") from exc
 
     def drop(self) -> None:
         if self.conn is not None:
