@@ -253,7 +253,9 @@ def _filter(core: Any) -> dict[str, Spec]:
     known = {p.name for p in est.sim.parameters}
     lin = record({"__record__": const("Linearisation"),
                   "h": number(low=0.0), "n_steps": integer(1), "F": array((n, n)), "H": array((m, n)),
-                  "Q": array((n, n)), "Qa": optional(array((n, n))), "z": optional(array((d,)))})
+                  "Q": array((n, n)), "Qa": optional(array((n, n))), "z": optional(array((d,))),
+                  "B": mapping(array((n,)), set(est.ports).__contains__, "not an input port")},
+                 optional_keys=("B",))  # a format-3 row before the gaps' input effects: none
     step = record({"__record__": const("Prediction"),
                    "H": array((m, n)), "y": array((m,))})
     fields: dict[str, Spec] = {"x": array((n,)), "P": array((n, n)),
