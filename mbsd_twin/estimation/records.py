@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 F64 = NDArray[np.float64]
-PARAM_WRITE = 0.05  # a parameter estimate is written into the Simulator once it moved this many σ
+PARAM_WRITE = 0.2  # a parameter estimate is written into the Simulator once it moved this many σ
 
 
 @dataclass

@@ -167,8 +167,14 @@ def _bad_value(name: str, vals: list[Any]) -> Invalid:
 
 
 def encode(obj: Any) -> str:
-    """Deterministic compact JSON (float repr round-trips; NaN is never produced)."""
-    return json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    """Deterministic compact JSON (floats in their shortest round-trip form; NaN and ±inf, which JSON
+    has not, become null). orjson: the outputs of a batch are encoded in a few µs, against about 20 µs
+    per sample of the standard encoder; what orjson cannot take (integers beyond 64 bits, keys that
+    are no strings) goes through the standard one."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+    except TypeError:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False)
 
 
 def parse_command(payload: bytes) -> dict[str, Any] | None:
