@@ -1,5 +1,6 @@
 """The dashboard's history endpoint at scale (issue #30 item 6): a store of ``--samples`` stored
-samples (default 20 M: two 1 kHz channels of 10 M each, one with σ, in blocks of 500 samples merged
+samples (default 20 M: two 1 kHz channels of 10 M each, one with σ (varying, as an estimate's does),
+in blocks of 500 samples merged
 from 25 messages of 20, as the twin writes them), served by the dashboard's history route
 (:class:`mbsd_twin.dashboard.history.HistoryView` behind the twin's HTTP server) in a process of its
 own; each request's wall time (HTTP, as a client sees it) and the server's peak RSS above its RSS
@@ -8,6 +9,11 @@ before each request). A request is repeated with a different ``points`` (no cach
 with the same query shows the cached reply.
 
     .venv/bin/python benchmarks/bench_dashboard_history.py [--samples 20000000] [--backend sqlite|postgresql|both]
+        [--block-messages 25]
+
+``--block-messages 500`` stores blocks of 10 s (the longest the writer merges, e.g. a spool written
+back): then every block of the whole span crosses a bucket edge (2000 buckets of 5 s) and every
+sample is read — the worst case.
 
 PostgreSQL: a database of its own on 127.0.0.1:5432 (user postgres, trust), created and dropped here.
 """
@@ -34,25 +40,25 @@ ASSET, T0, DT, PER_MSG, MSGS_PER_BLOCK = "sc-01", 1_767_225_600.0, 1e-3, 20, 25
 CHANNELS = (("state.theta", False), ("estimates.piston.mass", True))
 
 
-def fill(store: Any, samples: int) -> float:
+def fill(store: Any, samples: int, msgs_per_block: int = MSGS_PER_BLOCK) -> float:
     """``samples`` split over the channels; the s it took."""
     from mbsd_twin.twin.history.rows import Block
 
     t_start = time.perf_counter()
-    per_block = PER_MSG * MSGS_PER_BLOCK
+    per_block = PER_MSG * msgs_per_block
     n_blocks = samples // len(CHANNELS) // per_block
     rng = np.random.default_rng(3)
-    k_msg = np.arange(MSGS_PER_BLOCK)
+    k_msg = np.arange(msgs_per_block)
     for c, (name, with_sigma) in enumerate(CHANNELS):
-        for first in range(0, n_blocks, 400):
+        for first in range(0, n_blocks, 20):
             blocks = []
-            for k in range(first, min(first + 400, n_blocks)):
+            for k in range(first, min(first + 20, n_blocks)):
                 t0 = T0 + k * per_block * DT
                 v = np.sin(2 * np.pi * (t0 + np.arange(per_block) * DT) / 60.0 + c)
                 v += 0.01 * rng.standard_normal(per_block)
-                parts = np.column_stack([t0 + k_msg * PER_MSG * DT, np.full(MSGS_PER_BLOCK, PER_MSG)]).ravel()
+                parts = np.column_stack([t0 + k_msg * PER_MSG * DT, np.full(msgs_per_block, PER_MSG)]).ravel()
                 blocks.append(Block(ASSET, name, t0, DT, per_block, v.astype("<f8").tobytes(),
-                                    np.full(per_block, 0.1).tobytes() if with_sigma else None,
+                                    (0.1 + 1e-3 * rng.standard_normal(per_block)).tobytes() if with_sigma else None,
                                     parts.astype("<f8").tobytes()))
             store.write(blocks, [])
     store.close()
@@ -134,6 +140,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=20_000_000)
     ap.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="both")
+    ap.add_argument("--block-messages", type=int, default=MSGS_PER_BLOCK,
+                    help=f"messages of {PER_MSG} samples merged into one stored block")
     ap.add_argument("--serve", nargs=2, metavar=("BACKEND", "WHERE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
@@ -143,11 +151,11 @@ def main() -> None:
     from mbsd_twin.twin.history.stores import SqliteStore
 
     print(f"{args.samples} stored samples ({len(CHANNELS)} channels at 1 kHz, blocks of "
-          f"{PER_MSG * MSGS_PER_BLOCK}); load average {os.getloadavg()[0]:.1f}")
+          f"{PER_MSG * args.block_messages}); load average {os.getloadavg()[0]:.1f}")
     if args.backend in ("sqlite", "both"):
         with tempfile.TemporaryDirectory(prefix="bench-dash-") as tmp:
             path = str(Path(tmp) / "h.sqlite")
-            print(f"SQLite: filled in {fill(SqliteStore(path), args.samples):.0f} s")
+            print(f"SQLite: filled in {fill(SqliteStore(path), args.samples, args.block_messages):.0f} s")
             run("sqlite", path, args.samples)
     if args.backend in ("postgresql", "both"):
         import psycopg
@@ -157,7 +165,7 @@ def main() -> None:
             admin.execute(f"CREATE DATABASE {name}")
             try:
                 dsn = f"host=127.0.0.1 port=5432 user=postgres dbname={name}"
-                print(f"PostgreSQL: filled in {fill(PostgresStore(dsn), args.samples):.0f} s")
+                print(f"PostgreSQL: filled in {fill(PostgresStore(dsn), args.samples, args.block_messages):.0f} s")
                 run("postgresql", dsn, args.samples)
             finally:
                 admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))

@@ -13,8 +13,8 @@ two blocks per bucket, not the number of samples. Bucket ``i`` holds the samples
 closed at ``t_to`` — the same buckets as :func:`mbsd_twin.dashboard.history.downsample` of the whole
 range.
 
-Memory: ``CHUNK_ROWS`` blocks at a time (a merged block holds at most 10 s of samples) and arrays of
-``points``; nothing grows with the range.
+Memory: ``CHUNK_ROWS`` blocks at a time (a merged block holds at most 10 s of samples), the times
+of ``SPLIT_SAMPLES`` samples at a time, and arrays of ``points``; nothing grows with the range.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 CHUNK_ROWS = 64  # blocks fetched and folded at a time
+SPLIT_SAMPLES = 65_536  # samples whose times are computed at a time (blocks across bucket edges)
 MARGIN_US = 10  # a block this close (µs) to a bucket edge is never reduced as a whole by the database
 
 StoredRow = tuple[float, float, int, bytes, bytes | None, bytes | None]  # t0, dt, n, value, sigma, parts
@@ -162,10 +163,18 @@ class Buckets:
             value = np.frombuffer(b"".join(r[4] for r in rs), dtype="<f8")
             starts = np.cumsum([0] + [int(r[2]) for r in rs[:-1]])
             self._reduce(b0[k], first[k], starts, value, _sigma(rs))
-        split = [rows[j] for j in np.flatnonzero(~reduced & ~whole)]
-        if split:
-            t, value, sigma = decode([(r[0], r[1], r[2], r[4], r[5], r[3]) for r in split], self.lo, self.hi)
-            self.add_samples(t, value, sigma)
+        batch: list[Row] = []
+        for j in np.flatnonzero(~reduced & ~whole):  # sample by sample, SPLIT_SAMPLES at a time at most
+            batch.append(rows[j])
+            if sum(int(r[2]) for r in batch) >= SPLIT_SAMPLES:
+                self._split(batch)
+                batch = []
+        if batch:
+            self._split(batch)
+
+    def _split(self, rows: list[Row]) -> None:
+        t, value, sigma = decode([(r[0], r[1], r[2], r[4], r[5], r[3]) for r in rows], self.lo, self.hi)
+        self.add_samples(t, value, sigma)
 
     def result(self) -> dict[str, Any]:
         """``n`` (samples in the range) and, per non-empty bucket: ``t`` (its first sample's time),

@@ -113,7 +113,7 @@ class PostgresStore(_SqlStore):
 
         options = f"-c statement_timeout={round(self.timeout * 1000)}"
         if not self.create:  # a reader (export, the dashboard): read-only transactions
-            options += " -c default_transaction_read_only=on"
+            options += " -c default_transaction_read_only=on -c jit=off"  # (a range's row estimate is large)
         conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=max(1, round(self.timeout)),
                                options=options)
         loader, dumper = _loader_dumper()
@@ -145,12 +145,17 @@ class PostgresStore(_SqlStore):
                       "AND column_name = 'vn' AND table_schema = current_schema()")
 
     def _stream(self, conn: Any, sql: str, args: tuple[Any, ...]) -> Iterator[list[Any]]:
-        """A server-side cursor: ``CHUNK_ROWS`` rows at a time, never the whole result in memory."""
-        with conn.transaction(), conn.cursor(name="history_range", binary=True) as cur:
-            cur.itersize = CHUNK_ROWS
-            cur.execute(sql, args)
-            while rows := cur.fetchmany(CHUNK_ROWS):
-                yield rows
+        """Rows as the server produces them, ``CHUNK_ROWS`` at a time (libpq's chunked-rows mode:
+        the server keeps sending while the client folds; never the whole result in memory)."""
+        cur = conn.cursor(binary=True)
+        chunk: list[Any] = []
+        for row in cur.stream(sql, args, size=CHUNK_ROWS):
+            chunk.append(row)
+            if len(chunk) == CHUNK_ROWS:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
 
     def _insert_blocks(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
         with cur.copy(f"COPY blocks ({', '.join(BLOCK_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
