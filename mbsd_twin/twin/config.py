@@ -286,10 +286,12 @@ class TwinConfig:
     source: str = field(default="", compare=False)  # the TOML file read ("" none): named in messages
 
     def config_hash(self) -> str:
-        """Hash of everything except secrets (and the file name)."""
+        """Hash of everything except secrets, the file name and the dashboard's read limits (which
+        change nothing the twin computes: a checkpoint stays valid across them)."""
         d = dataclasses.asdict(self)
         d["broker"].pop("password", None)
         d.pop("source", None)
+        d.pop("dashboard", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
