@@ -58,6 +58,7 @@ STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; 
           "history.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
 Reply = tuple[int, str, bytes, dict[str, str]]
 WINDOW_S = 20.0  # s of rig time the charts show (and the NIS mean is taken over)
+SINCE_LIMIT = 5000  # rows one data reply holds at most (the newest)
 
 
 def _static(name: str) -> bytes:
@@ -208,14 +209,16 @@ class Dashboard:
             cursor = int(q.get("since", ["0"])[0])
         except ValueError:
             return 400, "text/plain", b"since must be an integer", {}
-        version, now = self.store.version, time.monotonic()
+        # every cursor older than the rows a reply can hold gives the same reply: one cache entry
+        version, now, total = self.store.version, time.monotonic(), self.store.total
+        cursor = total - min(max(0, total - max(0, cursor)), len(self.store.rows), SINCE_LIMIT)
         hit = self.data_cache.get(cursor, lambda tag: tag[0] == version or now - tag[1] < self.limits.data_cache_s)
         if hit is not None:
             return hit
         return self.data_cache.put(cursor, (version, now), self._data(cursor))
 
     def _data(self, cursor: int) -> Reply:
-        total, rows = self.store.since(cursor)
+        total, rows = self.store.since(cursor, SINCE_LIMIT)
         snap = self.store.snapshot(WINDOW_S)
         pose = self._pose(snap["latest"])
         bounds = self.motion_bounds([pose.get("sim"), pose.get("meas")] if pose else [])
