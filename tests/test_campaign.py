@@ -198,7 +198,8 @@ def _sweep_job(name: str, grid: dict[str, list[float]], duration: float = 0.05, 
             f'output_interval = {interval}\noutputs = ["block.x"]\nstatistics = ["final"]\n[jobs.grid]\n{rows}\n')
 
 
-def test_a_campaign_is_counted_not_expanded_and_refused_above_max_tasks(tmp_path: Path) -> None:
+def test_a_campaign_is_counted_not_expanded_and_refused_above_max_tasks(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     """2.2·10¹⁰ grid points (the product of five lists of 115, 116, 117, 118 and 119 values, plus one
     FMU task) are counted, never made, and refused naming the key and the count."""
     sizes = (115, 116, 117, 118, 119)
@@ -211,6 +212,13 @@ def test_a_campaign_is_counted_not_expanded_and_refused_above_max_tasks(tmp_path
     msg = str(info.value)
     assert "key 'max_tasks'" in msg and f"has {total} tasks" in msg and "max_tasks = 100000" in msg
     assert "job 'huge': 21916472760" in msg and str(path) in msg
+    # the command line: exit status 2 and the message, no traceback, nothing written
+    from mbsd_twin.cli import main
+
+    assert main(["campaign", "run", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mbsd-twin campaign: error: ") and "max_tasks" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
     # the limit is the file's own key: six tasks pass max_tasks = 6 and are refused at 5
     small = _sweep_job("six", {"spring.stiffness": [100.0, 200.0, 300.0], "block.mass": [1.0, 2.0]})
     path.write_text("max_tasks = 6\n" + small)
