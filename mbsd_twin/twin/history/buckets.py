@@ -121,15 +121,20 @@ class Buckets:
         np.add.at(self.ssum, ids, ssum)
         np.add.at(self.sn, ids, sn)
 
+    @staticmethod
+    def _aggregate(starts: np.ndarray, value: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, ...]:
+        """count, min, max, sum and count of the finite values, sum and count of the finite σ of the
+        segments ``[starts[j], starts[j + 1])``."""
+        ok, s_ok = np.isfinite(value), np.isfinite(sigma)
+        return (np.diff(np.append(starts, len(value))), np.fmin.reduceat(value, starts),
+                np.fmax.reduceat(value, starts), np.add.reduceat(np.where(ok, value, 0.0), starts),
+                np.add.reduceat(ok.astype(np.int64), starts), np.add.reduceat(np.where(s_ok, sigma, 0.0), starts),
+                np.add.reduceat(s_ok.astype(np.int64), starts))
+
     def _reduce(self, ids: np.ndarray, first: np.ndarray, starts: np.ndarray, value: np.ndarray,
                 sigma: np.ndarray) -> None:
         """Fold segments ``[starts[j], starts[j + 1])`` of the samples into buckets ``ids[j]``."""
-        ok, s_ok = np.isfinite(value), np.isfinite(sigma)
-        count = np.diff(np.append(starts, len(value)))
-        self._fold(ids, first, count, np.fmin.reduceat(value, starts), np.fmax.reduceat(value, starts),
-                   np.add.reduceat(np.where(ok, value, 0.0), starts), np.add.reduceat(ok.astype(np.int64), starts),
-                   np.add.reduceat(np.where(s_ok, sigma, 0.0), starts),
-                   np.add.reduceat(s_ok.astype(np.int64), starts))
+        self._fold(ids, first, *self._aggregate(starts, value, sigma))
 
     def add_samples(self, t: np.ndarray, value: np.ndarray, sigma: np.ndarray) -> None:
         """Samples in time order (those outside [t_from, t_to] are skipped)."""
@@ -173,8 +178,29 @@ class Buckets:
             self._split(batch)
 
     def _split(self, rows: list[Row]) -> None:
-        t, value, sigma = decode([(r[0], r[1], r[2], r[4], r[5], r[3]) for r in rows], self.lo, self.hi)
-        self.add_samples(t, value, sigma)
+        """Blocks across a bucket edge or an end of the range, message by message (``parts``): a
+        message inside one bucket is folded whole; only the samples of the few messages across an
+        edge get their times (``t0 + k·dt`` of their message, as :func:`decode` computes them)."""
+        pt0 = np.concatenate([np.frombuffer(r[3], dtype="<f8")[0::2] if r[3] is not None
+                              else np.array([float(r[0])]) for r in rows])
+        pn = np.concatenate([np.frombuffer(r[3], dtype="<f8")[1::2] if r[3] is not None
+                             else np.array([float(r[2])]) for r in rows]).astype(np.int64)
+        pdt = np.repeat([float(r[1]) for r in rows], [len(r[3]) // 16 if r[3] is not None else 1 for r in rows])
+        value = np.frombuffer(b"".join(r[4] for r in rows), dtype="<f8")
+        sigma = _sigma(rows)
+        starts = np.cumsum(pn) - pn
+        plast = pt0 + (pn - 1) * pdt
+        b0, b1 = self.bucket(pt0), self.bucket(plast)
+        inside = (b0 == b1) & (pt0 >= self.lo) & (plast <= self.hi)
+        if inside.any():
+            agg = self._aggregate(starts, value, sigma)
+            self._fold(b0[inside], pt0[inside], *(a[inside] for a in agg))
+        cross = np.flatnonzero(~inside)
+        if len(cross):
+            n = pn[cross]
+            k = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+            idx = np.repeat(starts[cross], n) + k
+            self.add_samples(np.repeat(pt0[cross], n) + k * np.repeat(pdt[cross], n), value[idx], sigma[idx])
 
     def result(self) -> dict[str, Any]:
         """``n`` (samples in the range) and, per non-empty bucket: ``t`` (its first sample's time),
