@@ -158,6 +158,17 @@ def test_ray_cluster_gives_the_pool_numbers(ray_cluster: str, pool_summary: dict
     assert not broken["ok"] and "block.no_such_output" in broken["tasks"][0]["error"]
 
 
+def test_ray_submits_lazily_and_reports_an_overrun(ray_cluster: str, tmp_path: Path) -> None:
+    backend = RayBackend(ray_cluster)
+    try:
+        outstanding = _lazy_run(backend, tmp_path, 2)
+        assert max(outstanding) == 2 and outstanding[0] == 2
+        path = _write(tmp_path, "task_timeout = 1.5\n" + SLOW + QUICK)
+        _check_overrun(run_campaign(load_campaign(path), backend, tmp_path / "out", io.StringIO()))
+    finally:
+        backend.close()
+
+
 def test_calibrate_over_recordings(tmp_path: Path) -> None:
     """Two recordings of the synthetic rig whose piston is 1.8 kg (the model says 1.5): each fit
     finds 1.8 within its standard error; ``expected`` decides pass or fail per recording."""
@@ -178,3 +189,86 @@ def test_calibrate_over_recordings(tmp_path: Path) -> None:
         assert abs(f["piston.mass"] - 1.8) < 4 * f["piston.mass.stderr"] and f["piston.mass.stderr"] < 0.01
         assert 0.8 < f["reduced_chi2"] < 1.2 and Path(task["point"]["recording"]).name.startswith("rig-")
     assert [t["figures"] for t in jobs["right"]["tasks"]] == [t["figures"] for t in jobs["wrong"]["tasks"]]
+
+
+# ------------------------------------------------------------------ limits (issue #30 item 7)
+def _sweep_job(name: str, grid: dict[str, list[float]], duration: float = 0.05, interval: float = 0.001) -> str:
+    rows = "\n".join(f'"{k}" = {v}' for k, v in grid.items())
+    return (f'[[jobs]]\nkind = "sweep"\nname = "{name}"\nmechanism = "{MSD}"\nduration = {duration}\n'
+            f'output_interval = {interval}\noutputs = ["block.x"]\nstatistics = ["final"]\n[jobs.grid]\n{rows}\n')
+
+
+def test_a_campaign_is_counted_not_expanded_and_refused_above_max_tasks(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """2.2·10¹⁰ grid points (the product of five lists of 115, 116, 117, 118 and 119 values, plus one
+    FMU task) are counted, never made, and refused naming the key and the count."""
+    sizes = (115, 116, 117, 118, 119)
+    grid = {f"p{k}": [float(x) for x in range(n)] for k, n in enumerate(sizes)}
+    path = _write(tmp_path, _sweep_job("huge", grid) + FMU)
+    with pytest.raises(CampaignError) as info:
+        load_campaign(path)
+    total = math.prod(sizes) + 1
+    assert total == 21_916_472_761  # 115·116 = 13,340; ·117 = 1,560,780; ·118 = 184,172,040; ·119
+    msg = str(info.value)
+    assert "key 'max_tasks'" in msg and f"has {total} tasks" in msg and "max_tasks = 100000" in msg
+    assert "job 'huge': 21916472760" in msg and str(path) in msg
+    # the command line: exit status 2 and the message, no traceback, nothing written
+    from mbsd_twin.cli import main
+
+    assert main(["campaign", "run", str(path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("mbsd-twin campaign: error: ") and "max_tasks" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+    # the limit is the file's own key: six tasks pass max_tasks = 6 and are refused at 5
+    small = _sweep_job("six", {"spring.stiffness": [100.0, 200.0, 300.0], "block.mass": [1.0, 2.0]})
+    path.write_text("max_tasks = 6\n" + small)
+    assert load_campaign(path).limits.max_tasks == 6
+    path.write_text("max_tasks = 5\n" + small)
+    with pytest.raises(CampaignError, match=r"key 'max_tasks': the campaign has 6 tasks .* above max_tasks = 5"):
+        load_campaign(path)
+
+
+def _lazy_run(backend: PoolBackend | RayBackend, tmp_path: Path, in_flight: int) -> list[int]:
+    """Run a 12-point sweep through ``backend`` with a counting iterator of its tasks; for each result,
+    the tasks taken from the iterator and not yet returned when it came."""
+    from mbsd_twin.campaign import expand, run_task
+
+    campaign = load_campaign(_write(tmp_path, f"max_in_flight = {in_flight}\n" + _sweep_job(
+        "lazy", {"spring.stiffness": [100.0 + k for k in range(12)]})))
+    drawn = [0]
+
+    def counting() -> Iterator[Any]:
+        for task in expand(campaign):
+            drawn[0] += 1
+            yield task
+
+    outstanding, returned = [], 0
+    for _, _task, res in backend.run(run_task, counting(), campaign.limits.max_in_flight):
+        outstanding.append(drawn[0] - returned)
+        returned += 1
+        assert res["ok"], res
+    assert returned == 12 and drawn[0] == 12
+    return outstanding
+
+
+def test_the_pool_submits_lazily_with_bounded_tasks_in_flight(tmp_path: Path) -> None:
+    outstanding = _lazy_run(PoolBackend(2), tmp_path, 3)
+    assert max(outstanding) == 3 and outstanding[0] == 3
+
+
+SLOW = _sweep_job("slow", {"spring.stiffness": [100.0]}, duration=20000.0, interval=0.01)  # hours of stepping
+QUICK = _sweep_job("quick", {"spring.stiffness": [100.0, 400.0]})
+
+
+def _check_overrun(summary: dict[str, Any]) -> None:
+    jobs = {j["name"]: j for j in summary["jobs"]}
+    (slow,) = jobs["slow"]["tasks"]
+    assert not slow["ok"] and slow["error"].startswith("TaskTimeout: ") and "task_timeout = 1.5 s" in slow["error"]
+    assert jobs["quick"]["ok"] and jobs["quick"]["passed"] == 2 and not summary["ok"]
+
+
+def test_a_task_past_its_wall_clock_budget_is_that_tasks_error(tmp_path: Path) -> None:
+    path = _write(tmp_path, "task_timeout = 1.5\n" + SLOW + QUICK)
+    summary = run_campaign(load_campaign(path), PoolBackend(2), tmp_path / "out", io.StringIO())
+    _check_overrun(summary)
+    assert "TaskTimeout" in (tmp_path / "out/summary.md").read_text()

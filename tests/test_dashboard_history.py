@@ -91,11 +91,12 @@ def test_history_api_names_bad_requests(twin: tuple[Any, str, str]) -> None:
     assert d["span"][0] == T0 and d["span"][1] > time.time() - 3600  # the past hour and the twin's own data
     assert _api(addr, "?from=yesterday&to=1&channel=state.theta") == (400, {"error": (
         "from 'yesterday': expected seconds of rig time (e.g. 1767225600.5) or an ISO 8601 time "
-        "(e.g. 2026-01-01T00:00:00Z)")})
+        "(e.g. 2026-01-01T00:00:00Z)"), "parameter": "from"})
     status, d = _api(addr, f"?from={T0}&to={T0 + 1}&channel=state.nope")
-    assert status == 400 and "channel 'state.nope'" in d["error"]
+    assert status == 400 and "channel 'state.nope'" in d["error"] and d["parameter"] == "channel"
     status, d = _api(addr, f"?from={T0}&to={T0 + 1}&channel=state.theta&points=5000")
-    assert status == 400 and d["error"] == "points 5000: expected 1 to 2000"
+    assert status == 400 and d == {"error": "points 5000: expected 1 to 2000 ([dashboard] history_points)",
+                                   "parameter": "points", "bound": 2000}
 
 
 def test_downsample_keeps_short_ranges_as_they_are() -> None:

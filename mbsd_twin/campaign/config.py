@@ -12,6 +12,7 @@ Relative paths (mechanisms, recordings) are relative to the campaign file's fold
 from __future__ import annotations
 
 import glob
+import math
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -79,10 +80,20 @@ Job = SweepJob | FmuJob | CalibrateJob
 
 
 @dataclass(frozen=True)
+class Limits:
+    """The campaign file's top-level limits (docs/campaigns.md, "Limits")."""
+
+    max_tasks: int = 100_000  # a campaign of more tasks is refused (counted, never expanded)
+    task_timeout: float = 3600.0  # s of wall-clock time a task may take; an overrun is that task's error
+    max_in_flight: int = 0  # tasks submitted and not yet finished; 0: twice the backend's workers
+
+
+@dataclass(frozen=True)
 class Campaign:
     name: str
     source: Path
     jobs: tuple[Job, ...]
+    limits: Limits = Limits()
 
 
 class _Table:
@@ -185,9 +196,11 @@ def load_campaign(path: str | Path) -> Campaign:
     jobs = data.get("jobs")
     if not isinstance(jobs, list) or not jobs or not all(isinstance(j, dict) for j in jobs):
         raise CampaignError(f"{path}: key 'jobs': expected one or more [[jobs]] tables")
-    extra = sorted(set(data) - {"name", "jobs"})
+    extra = sorted(set(data) - {"name", "jobs", *LIMIT_KEYS})
     if extra:
-        raise CampaignError(f"{path}: key {extra[0]!r}: unknown top-level key; known: name, jobs")
+        raise CampaignError(f"{path}: key {extra[0]!r}: unknown top-level key; known: name, jobs, "
+                            + ", ".join(LIMIT_KEYS))
+    limits = _limits(path, data)
     out: list[Job] = []
     for k, raw in enumerate(jobs):
         t = _Table(path, f"jobs[{k}]", raw)
@@ -198,4 +211,48 @@ def load_campaign(path: str | Path) -> Campaign:
         t.where = f"jobs[{k}] ({name})"
         out.append(PARSERS[kind](t, name))
         t.finish()
-    return Campaign(str(data.get("name", path.stem)), path, tuple(out))
+    campaign = Campaign(str(data.get("name", path.stem)), path, tuple(out), limits)
+    check_size(campaign)
+    return campaign
+
+
+LIMIT_KEYS = ("max_tasks", "task_timeout", "max_in_flight")
+
+
+def _whole(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _limits(path: Path, data: Mapping[str, Any]) -> Limits:
+    t = _Table(path, "top level", data)
+    d = Limits()
+    return Limits(int(t.get("max_tasks", lambda v: _whole(v) and v > 0, "a positive integer", d.max_tasks)),
+                  t.number("task_timeout", d.task_timeout),
+                  int(t.get("max_in_flight", _whole, "an integer >= 0 (0: twice the workers)", d.max_in_flight)))
+
+
+def task_counts(campaign: Campaign) -> dict[str, int]:
+    """Tasks per job, counted without expanding: a sweep's grid sizes multiplied, one task per
+    recording of a calibration, one per FMU comparison."""
+    out = {}
+    for job in campaign.jobs:
+        if isinstance(job, SweepJob):
+            out[job.name] = math.prod(len(v) for v in job.grid.values())
+        elif isinstance(job, CalibrateJob):
+            out[job.name] = len(job.recordings)
+        else:
+            out[job.name] = 1
+    return out
+
+
+def check_size(campaign: Campaign) -> int:
+    """The campaign's task count; :class:`CampaignError` naming ``max_tasks`` and the count when it
+    is above the limit."""
+    counts = task_counts(campaign)
+    total = sum(counts.values())
+    limit = campaign.limits.max_tasks
+    if total > limit:
+        big = max(counts, key=lambda k: counts[k])
+        raise CampaignError(f"{campaign.source}: key 'max_tasks': the campaign has {total} tasks (job {big!r}: "
+                            f"{counts[big]}), above max_tasks = {limit}; split it or raise max_tasks")
+    return total

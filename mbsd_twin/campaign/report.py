@@ -16,13 +16,17 @@ from .tasks import Task
 KIND_TITLES = {"sweep": "Parameter sweeps", "fmu_vs_native": "FMU vs native", "calibrate": "Calibrations"}
 
 
-def summarise(campaign: Campaign, tasks: list[Task], results: dict[int, dict[str, Any]], backend: str,
+def summarise(campaign: Campaign, done: list[tuple[Task, dict[str, Any]]], backend: str,
               wall: float) -> dict[str, Any]:
-    """The summary as plain data: per job its tasks (point, ok, figures, error, wall) and verdict."""
+    """The summary as plain data: per job its tasks (point, ok, figures, error, wall) in task order
+    and verdict."""
+    by_job: dict[int, list[tuple[Task, dict[str, Any]]]] = {}
+    for t, res in done:
+        by_job.setdefault(id(t.job), []).append((t, res))
     jobs = []
     for job in campaign.jobs:
-        rows = [{"index": t.index, "point": t.point, **results[k]}
-                for k, t in enumerate(tasks) if t.job is job]
+        rows = [{"index": t.index, "point": t.point, **res}
+                for t, res in sorted(by_job.get(id(job), []), key=lambda p: p[0].index)]
         jobs.append({"name": job.name, "kind": job.kind, "ok": all(r["ok"] for r in rows),
                      "passed": sum(r["ok"] for r in rows), "tasks": rows})
     return {"campaign": campaign.name, "source": str(campaign.source), "backend": backend, "wall": wall,

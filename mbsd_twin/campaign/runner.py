@@ -1,4 +1,4 @@
-"""Run a campaign: expand its jobs into tasks, run them on a backend, show progress as they finish
+"""Run a campaign: count its tasks, make them lazily as a backend takes them, run them, show progress as they finish
 (a rich progress bar on a terminal, one plain line per task otherwise) and write the summary."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .backends import Backend
-from .config import Campaign
+from .config import Campaign, check_size
 from .report import summarise, write_summary
 from .tasks import Task, expand, run_task
 
@@ -72,14 +72,16 @@ def progress(total: int, stream: TextIO | None = None) -> _Plain | _Bar:
 def run_campaign(campaign: Campaign, backend: Backend, out: str | Path,
                  stream: TextIO | None = None) -> dict[str, Any]:
     """Run every task of ``campaign`` on ``backend``; write ``summary.json`` and ``summary.md``
-    into ``out`` and return the summary."""
-    tasks = expand(campaign)
-    results: dict[int, dict[str, Any]] = {}
+    into ``out`` and return the summary. The tasks are counted first (refused above ``max_tasks``:
+    :class:`~mbsd_twin.errors.CampaignError`) and made lazily as the backend takes them."""
+    total = check_size(campaign)
+    done: list[tuple[Task, dict[str, Any]]] = []
     t0 = time.perf_counter()
-    with progress(len(tasks), stream) as tick:
-        for k, res in backend.run(run_task, tasks):
-            results[k] = res
-            tick(tasks[k], res)
-    summary = summarise(campaign, tasks, results, backend.name, time.perf_counter() - t0)
+    with progress(total, stream) as tick:
+        for _, task, res in backend.run(run_task, expand(campaign), campaign.limits.max_in_flight,
+                                        campaign.limits.task_timeout):
+            done.append((task, res))
+            tick(task, res)
+    summary = summarise(campaign, done, backend.name, time.perf_counter() - t0)
     write_summary(summary, Path(out))
     return summary

@@ -1,14 +1,20 @@
 """The unit of work of a campaign: one :class:`Task` (a sweep's grid point, one FMU-vs-native
 comparison, one recording's calibration) run by :func:`run_task` — the same function in a process
-pool worker and in a Ray task. It never raises: a failure is returned as the result's ``error``."""
+pool worker and in a Ray task. It never raises: a failure, or a run past the task's wall-clock
+budget (``task_timeout``), is returned as the result's ``error``. :func:`expand` makes the tasks
+lazily, one at a time, as the backend submits them."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
+import signal
 import tempfile
+import threading
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from .. import Simulator, load_mechanism
-from .config import CalibrateJob, Campaign, FmuJob, Job, SweepJob
+from .config import CalibrateJob, Campaign, FmuJob, Job, SweepJob, check_size
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,7 @@ class Task:
     job: Job
     index: int  # position within the job
     point: dict[str, Any]  # sweep: grid values; calibrate: {"recording": path}; fmu: {}
+    budget: float = math.inf  # s of wall-clock time (the campaign's task_timeout)
 
     @property
     def label(self) -> str:
@@ -33,29 +40,60 @@ class Task:
         return f"{self.job.name}[{self.index}]" + (f" {args}" if args else "")
 
 
-def expand(campaign: Campaign) -> list[Task]:
-    """Every task of every job, in campaign order."""
-    out: list[Task] = []
+def expand(campaign: Campaign) -> Iterator[Task]:
+    """Every task of every job, in campaign order, made one at a time (a sweep's grid points by
+    ``itertools.product``, never as a list); the campaign's size is checked first
+    (:func:`~.config.check_size`)."""
+    check_size(campaign)
+    budget = campaign.limits.task_timeout
     for job in campaign.jobs:
-        points: list[dict[str, Any]]
+        points: Iterator[dict[str, Any]]
         if isinstance(job, SweepJob):
             names = list(job.grid)
-            points = [dict(zip(names, vals, strict=True)) for vals in itertools.product(*job.grid.values())]
+            points = (dict(zip(names, vals, strict=True)) for vals in itertools.product(*job.grid.values()))
         elif isinstance(job, CalibrateJob):
-            points = [{"recording": str(r)} for r in job.recordings]
+            points = ({"recording": str(r)} for r in job.recordings)
         else:
-            points = [{}]
-        out += [Task(job, k, p) for k, p in enumerate(points)]
-    return out
+            points = iter([{}])
+        yield from (Task(job, k, p, budget) for k, p in enumerate(points))
+
+
+class TaskTimeout(BaseException):
+    """A task ran past its wall-clock budget (the campaign's ``task_timeout``). A BaseException, so
+    that no ``except Exception`` in the task's own code swallows it."""
+
+
+@contextlib.contextmanager
+def wall_budget(seconds: float) -> Iterator[None]:
+    """Raise :class:`TaskTimeout` in the running code after ``seconds`` of wall-clock time (SIGALRM
+    through ``setitimer``: in the main thread, where pool workers and Ray tasks run; elsewhere, or
+    with an infinite budget, nothing — the Ray backend's cancellation is the backstop)."""
+    if not math.isfinite(seconds) or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def overrun(signum: int, frame: Any) -> None:
+        raise TaskTimeout(f"the task ran past its wall-clock budget, task_timeout = {seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, overrun)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def run_task(task: Task) -> dict[str, Any]:
     """``{"ok", "figures", "error", "wall"}`` of one task (``error`` holds the traceback's last
-    lines when the task raised)."""
+    lines when the task raised, or the budget when it ran past ``task.budget``)."""
     t0 = time.perf_counter()
     try:
-        ok, figures = RUNNERS[task.job.kind](task)
+        with wall_budget(task.budget):
+            ok, figures = RUNNERS[task.job.kind](task)
         error = ""
+    except TaskTimeout as exc:
+        ok, figures, error = False, {}, f"TaskTimeout: {exc}"
     except Exception as exc:
         ok, figures = False, {}
         tail = traceback.format_exc().strip().splitlines()[-3:]

@@ -16,9 +16,16 @@ on) adds a :class:`~.store.Store` tap and the routes:
   (``bounds``), the mean NIS over the time window with its χ² 95 % band
   (:func:`.figures.nis_band`) and the CUSUM threshold;
 - ``/dashboard/api/history``: with ``[history]`` configured, any stored time range of the asset's
-  channels, read-only and downsampled (:mod:`.history`); 404 without a history store;
+  channels, read-only, clamped to what is stored, downsampled while it is read and refused beyond
+  the ``[dashboard]`` bounds (:mod:`.history`); 404 without a history store;
 - POST ``/dashboard/api/cmd/<name>`` (only when a control is offered): the command relayed over
   MQTT as the requesting user (:mod:`.commands`).
+
+The read routes (``config``, ``data``, ``history``) are rate-limited per client address
+(``[dashboard] rate``/``burst``: 429 beyond) and their replies cached (:mod:`.guard`): a ``data``
+reply is reused for its cursor while the store has not changed (or for ``data_cache_s``), a
+``history`` reply while its range holds the same stored samples. No read route holds the store's
+lock (the one the twin's worker takes in the tap) longer than it takes to copy the new rows.
 
 Poses: the synchronised body's angle (simulated or measured) is imposed on a private
 :class:`~mbsd_twin.Simulator` (``set_configuration``) and every body follows from the constraints,
@@ -27,17 +34,20 @@ which fixes the pose of a one-degree-of-freedom mechanism such as the slider cra
 
 from __future__ import annotations
 
-import json
 import math
 import threading
+import time
+from collections.abc import Callable
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from ..model.model import Mechanism
+from ..twin.metrics import request_client
 from ..viz.animate import Pose, Sketch
 from .commands import CommandRelay
 from .figures import base_units, cusum_threshold, measured_channels, nis_band, unit_of
+from .guard import RateLimit, ReplyCache, json_reply
 from .history import HistoryView
 from .store import Store
 
@@ -48,6 +58,7 @@ STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; 
           "history.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
 Reply = tuple[int, str, bytes, dict[str, str]]
 WINDOW_S = 20.0  # s of rig time the charts show (and the NIS mean is taken over)
+SINCE_LIMIT = 5000  # rows one data reply holds at most (the newest)
 
 
 def _static(name: str) -> bytes:
@@ -55,9 +66,7 @@ def _static(name: str) -> bytes:
 
 
 def _json(obj: Any) -> Reply:
-    text = json.dumps(obj, separators=(",", ":"), allow_nan=True)
-    text = text.replace("NaN", "null").replace("-Infinity", "null").replace("Infinity", "null")
-    return 200, "application/json", text.encode(), {"Cache-Control": "no-store"}
+    return json_reply(200, obj)
 
 
 class PoseSolver:
@@ -104,13 +113,23 @@ class Dashboard:
         cmds = service.cfg.commands
         self.relay = CommandRelay(service.cfg.broker, service.topics, cmds.enabled, service.cfg.source)
         self._threshold: dict[float | None, float | None] = {}  # CUSUM threshold by sample interval
-        h = service.cfg.history
-        self.history = HistoryView(h, core.asset) if h.enabled else None
+        h, lim = service.cfg.history, service.cfg.dashboard
+        self.limits = lim
+        self.history = HistoryView(h, core.asset, lim) if h.enabled else None
+        self.rate = RateLimit(lim.rate, lim.burst)
+        self.data_cache = ReplyCache(lim.cache_entries)
 
     def routes(self) -> dict[str, Any]:
         return {"/": self.root, "/dashboard": self.page, "/dashboard/static": self.static,
-                "/dashboard/api/config": self.config, "/dashboard/api/data": self.data,
-                "/dashboard/api/history": self.history_range}
+                "/dashboard/api/config": self.limited(self.config), "/dashboard/api/data": self.limited(self.data),
+                "/dashboard/api/history": self.limited(self.history_range)}
+
+    def limited(self, route: Callable[[str], Reply]) -> Callable[[str], Reply]:
+        """``route`` behind the per-client rate limit (429 at once beyond it)."""
+        def guarded(path: str) -> Reply:
+            wait = self.rate.wait(request_client())
+            return self.rate.refuse(wait) if wait > 0 else route(path)
+        return guarded
 
     # ---------------------------------------------------------------- routes
     def root(self, path: str) -> Reply:
@@ -190,7 +209,16 @@ class Dashboard:
             cursor = int(q.get("since", ["0"])[0])
         except ValueError:
             return 400, "text/plain", b"since must be an integer", {}
-        total, rows = self.store.since(cursor)
+        # every cursor older than the rows a reply can hold gives the same reply: one cache entry
+        version, now, total = self.store.version, time.monotonic(), self.store.total
+        cursor = total - min(max(0, total - max(0, cursor)), len(self.store.rows), SINCE_LIMIT)
+        hit = self.data_cache.get(cursor, lambda tag: tag[0] == version or now - tag[1] < self.limits.data_cache_s)
+        if hit is not None:
+            return hit
+        return self.data_cache.put(cursor, (version, now), self._data(cursor))
+
+    def _data(self, cursor: int) -> Reply:
+        total, rows = self.store.since(cursor, SINCE_LIMIT)
         snap = self.store.snapshot(WINDOW_S)
         pose = self._pose(snap["latest"])
         bounds = self.motion_bounds([pose.get("sim"), pose.get("meas")] if pose else [])
@@ -200,9 +228,7 @@ class Dashboard:
     def history_range(self, path: str) -> Reply:
         if self.history is None:
             return 404, "text/plain", b"no history store configured ([history] path or dsn)", {}
-        status, body = self.history.reply(path)
-        code, ctype, data, headers = _json(body)
-        return status, ctype, data, headers
+        return self.history.reply(path)
 
     def filter_figures(self) -> dict[str, Any]:
         """``nis``: mean NIS over the last ``WINDOW_S`` s of rows and its χ² 95 % band;

@@ -13,6 +13,7 @@ Thread-safe: the tap runs in the service's worker thread, readers in HTTP thread
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import threading
@@ -57,6 +58,7 @@ class Store:
         self.crossings = Crossings(alarms)
         self.alarm_counts: dict[str, int] = {"raised": 0, "cleared": 0}
         self.messages = 0
+        self.version = 0  # changes with everything the readers show (read without the lock: one int)
         self._pending: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
@@ -81,6 +83,7 @@ class Store:
                     self.alarm_counts[ev] = self.alarm_counts.get(ev, 0) + 1
                 else:
                     setattr(self, leaf, body)
+                self.version += 1
 
     def _join(self) -> None:
         msgs, self._pending = self._pending, {}
@@ -103,6 +106,7 @@ class Store:
             self.crossings.feed(msgs)
             self.total += len(new)
             self.messages += 1
+            self.version += 1
 
     def _grow(self, msgs: dict[str, dict[str, Any]]) -> None:
         """Append the columns of keys not seen before (in the order t, sim, resid, meas, virt, est)."""
@@ -132,12 +136,14 @@ class Store:
 
     def since(self, cursor: int, limit: int = 5000) -> tuple[int, list[tuple[float, ...]]]:
         """Rows added after ``cursor`` (at most ``limit``, the newest; NaN-padded to all columns);
-        the new cursor."""
+        the new cursor. The lock (which the twin's worker takes in the tap) is held only to copy the
+        references of the rows."""
         with self._lock:
-            total, held = self.total, len(self.rows)
+            total, held, width = self.total, len(self.rows), len(self.columns)
             n = min(max(0, total - max(0, cursor)), held, limit)
-            rows = [self._padded(self.rows[i]) for i in range(held - n, held)]
-        return total, rows
+            rows = list(itertools.islice(reversed(self.rows), n))
+        rows.reverse()
+        return total, [r + (math.nan,) * (width - len(r)) for r in rows]
 
     def snapshot(self, window: float | None = None) -> dict[str, Any]:
         """Health, latest, counts, the alarm events and the re-initialisations (``resyncs``: rig time

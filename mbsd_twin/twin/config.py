@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from .config_checks import check_broker, check_commands, check_core, check_history, check_service, shown
+from .config_checks import (
+    check_broker,
+    check_commands,
+    check_core,
+    check_dashboard,
+    check_history,
+    check_service,
+    shown,
+)
 
 ENV = {  # environment variable → (section, key)
     "MBSD_TWIN_BROKER": ("broker", "url"),
@@ -245,6 +253,21 @@ class HistoryConfig:
 
 
 @dataclass(frozen=True)
+class DashboardConfig:
+    """The dashboard's read endpoints (docs/history.md, "The dashboard's history view"): bounds of a
+    history request, the per-client rate limit and the reply caches."""
+
+    history_points: int = 2000  # buckets per channel a history request may ask for (points), at most
+    history_channels: int = 8  # distinct channels per history request, at most
+    history_samples: int = 50_000_000  # stored samples one history request may read (all its channels), at most
+    history_wait: float = 2.0  # s a history request waits for the one being read before it (then 503)
+    rate: float = 20.0  # read requests per s per client address (token bucket; 429 beyond)
+    burst: int = 40  # read requests a client address may make at once
+    data_cache_s: float = 0.1  # s a data reply is reused for its cursor even if the store changed
+    cache_entries: int = 32  # replies kept per read endpoint (history: also at most 16 MB)
+
+
+@dataclass(frozen=True)
 class MetricsConfig:
     host: str = "127.0.0.1"
     port: int = 0  # 0: no HTTP endpoint
@@ -259,18 +282,22 @@ class TwinConfig:
     record: RecordConfig = RecordConfig()
     metrics: MetricsConfig = MetricsConfig()
     history: HistoryConfig = HistoryConfig()
+    dashboard: DashboardConfig = DashboardConfig()
     source: str = field(default="", compare=False)  # the TOML file read ("" none): named in messages
 
     def config_hash(self) -> str:
-        """Hash of everything except secrets (and the file name)."""
+        """Hash of everything except secrets, the file name and the dashboard's read limits (which
+        change nothing the twin computes: a checkpoint stays valid across them)."""
         d = dataclasses.asdict(self)
         d["broker"].pop("password", None)
         d.pop("source", None)
+        d.pop("dashboard", None)
         return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 _SECTIONS = {"broker": BrokerConfig, "core": CoreConfig, "service": ServiceConfig, "commands": CommandsConfig,
-             "record": RecordConfig, "metrics": MetricsConfig, "history": HistoryConfig}
+             "record": RecordConfig, "metrics": MetricsConfig, "history": HistoryConfig,
+             "dashboard": DashboardConfig}
 
 
 def _coerce(value: Any, default: Any) -> tuple[bool, Any]:
@@ -385,6 +412,7 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
         problems.append("[record] need 0 < retry_min <= retry_max")
     check_commands(cfg.commands, problems)
     check_history(cfg.history, problems)
+    check_dashboard(cfg.dashboard, problems)
     if problems:
         raise ConfigError(problems, path or "<defaults>")
     return cfg

@@ -12,7 +12,15 @@ from urllib.parse import urlparse
 from .redaction import redact, url_password_problem
 
 if TYPE_CHECKING:
-    from .config import BrokerConfig, CommandsConfig, CoreConfig, HistoryConfig, MetricsConfig, ServiceConfig
+    from .config import (
+        BrokerConfig,
+        CommandsConfig,
+        CoreConfig,
+        DashboardConfig,
+        HistoryConfig,
+        MetricsConfig,
+        ServiceConfig,
+    )
 
 
 def shown(value: Any) -> str:
@@ -180,3 +188,14 @@ def check_history(h: HistoryConfig, problems: list[str]) -> None:
         problems.append(f"[history] retention_days must be >= 0 (0: keep all), got {h.retention_days!r}")
     if not 0 < h.retry_min <= h.retry_max:
         problems.append("[history] need 0 < retry_min <= retry_max")
+
+
+def check_dashboard(d: DashboardConfig, problems: list[str]) -> None:
+    for key in ("history_points", "history_channels", "history_samples", "burst", "cache_entries"):
+        if getattr(d, key) < 1:
+            problems.append(f"[dashboard] {key} must be >= 1, got {getattr(d, key)!r}")
+    for key in ("history_wait", "rate"):
+        if not (math.isfinite(getattr(d, key)) and getattr(d, key) > 0):
+            problems.append(f"[dashboard] {key} must be a finite number > 0, got {getattr(d, key)!r}")
+    if not (math.isfinite(d.data_cache_s) and d.data_cache_s >= 0):
+        problems.append(f"[dashboard] data_cache_s must be a finite number >= 0 (s), got {d.data_cache_s!r}")

@@ -62,6 +62,12 @@ Route = Callable[[str], tuple[int, str, bytes, dict[str, str]]]
 # A mounted POST route: (path, request headers with lower-case names, body) → the same.
 PostRoute = Callable[[str, dict[str, str], bytes], tuple[int, str, bytes, dict[str, str]]]
 MAX_POST_BYTES = 8192  # a larger request body is refused unread (413)
+_REQUEST = threading.local()  # per HTTP thread: the address of the client whose request it serves
+
+
+def request_client() -> str:
+    """The address of the client whose request the calling HTTP thread serves ("" outside one)."""
+    return str(getattr(_REQUEST, "client", ""))
 
 
 def serve_http(host: str, port: int, metrics: Metrics, health: Callable[[], dict[str, Any]],
@@ -77,6 +83,7 @@ def serve_http(host: str, port: int, metrics: Metrics, health: Callable[[], dict
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server API
+            _REQUEST.client = self.client_address[0]
             headers: dict[str, str] = {}
             if self.path.startswith("/metrics"):
                 body, ctype, code = generate_latest(metrics.registry), CONTENT_TYPE_LATEST, 200
@@ -90,6 +97,7 @@ def serve_http(host: str, port: int, metrics: Metrics, health: Callable[[], dict
             self._answer(code, ctype, body, headers)
 
         def do_POST(self) -> None:  # noqa: N802 - http.server API
+            _REQUEST.client = self.client_address[0]
             length = self.headers.get("Content-Length") or "0"
             size = int(length) if length.isdigit() else -1
             if not 0 <= size <= MAX_POST_BYTES:

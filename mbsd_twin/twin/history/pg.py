@@ -12,12 +12,14 @@ it as NULL.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from ..pg_schema import lock_schema
-from .stores import DAY_US, LONG_INDEX, _SqlStore
+from .buckets import CHUNK_ROWS
+from .stores import BLOCK_COLUMNS, DAY_US, LONG_INDEX, _SqlStore
 
 FLOAT8_ARRAY_OID, FLOAT8_OID = 1022, 701
 _ELEMENT = np.dtype([("len", ">i4"), ("v", ">f8")])  # one array element in the binary format
@@ -30,6 +32,9 @@ CREATE TABLE IF NOT EXISTS blocks (series INTEGER NOT NULL REFERENCES series (id
                                    t1_us BIGINT NOT NULL, t0 DOUBLE PRECISION NOT NULL, dt DOUBLE PRECISION NOT NULL,
                                    n INTEGER NOT NULL, value DOUBLE PRECISION[] NOT NULL,
                                    sigma DOUBLE PRECISION[], parts DOUBLE PRECISION[]);
+ALTER TABLE blocks ADD COLUMN IF NOT EXISTS vmin DOUBLE PRECISION, ADD COLUMN IF NOT EXISTS vmax DOUBLE PRECISION,
+    ADD COLUMN IF NOT EXISTS vsum DOUBLE PRECISION, ADD COLUMN IF NOT EXISTS vn INTEGER,
+    ADD COLUMN IF NOT EXISTS ssum DOUBLE PRECISION, ADD COLUMN IF NOT EXISTS sn INTEGER;
 CREATE INDEX IF NOT EXISTS blocks_series_t ON blocks (series, t0_us);
 CREATE TABLE IF NOT EXISTS events (asset TEXT NOT NULL, kind TEXT NOT NULL, t DOUBLE PRECISION,
                                    wall DOUBLE PRECISION NOT NULL, body TEXT NOT NULL);
@@ -108,7 +113,7 @@ class PostgresStore(_SqlStore):
 
         options = f"-c statement_timeout={round(self.timeout * 1000)}"
         if not self.create:  # a reader (export, the dashboard): read-only transactions
-            options += " -c default_transaction_read_only=on"
+            options += " -c default_transaction_read_only=on -c jit=off"  # (a range's row estimate is large)
         conn = psycopg.connect(self.dsn, autocommit=True, connect_timeout=max(1, round(self.timeout)),
                                options=options)
         loader, dumper = _loader_dumper()
@@ -135,10 +140,27 @@ class PostgresStore(_SqlStore):
     def _read_cursor(conn: Any) -> Any:
         return conn.cursor(binary=True)  # arrays in binary (decoded by numpy: Float8ArrayLoader)
 
+    FLOOR = "floor({})"
+    HAS_AGGREGATES = ("SELECT count(*) FROM information_schema.columns WHERE table_name = 'blocks' "
+                      "AND column_name = 'vn' AND table_schema = current_schema()")
+
+    def _stream(self, conn: Any, sql: str, args: tuple[Any, ...]) -> Iterator[list[Any]]:
+        """Rows as the server produces them, ``CHUNK_ROWS`` at a time (libpq's chunked-rows mode:
+        the server keeps sending while the client folds; never the whole result in memory)."""
+        cur = conn.cursor(binary=True)
+        chunk: list[Any] = []
+        for row in cur.stream(sql, args, size=CHUNK_ROWS):
+            chunk.append(row)
+            if len(chunk) == CHUNK_ROWS:
+                yield chunk
+                chunk = []
+        if chunk:
+            yield chunk
+
     def _insert_blocks(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
-        cols = "series, t0_us, t1_us, t0, dt, n, value, sigma, parts"
-        with cur.copy(f"COPY blocks ({cols}) FROM STDIN (FORMAT BINARY)") as copy:
-            copy.set_types(["int4", "int8", "int8", "float8", "float8", "int4", "float8[]", "float8[]", "float8[]"])
+        with cur.copy(f"COPY blocks ({', '.join(BLOCK_COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "int8", "int8", "float8", "float8", "int4", "float8[]", "float8[]", "float8[]",
+                            "float8", "float8", "float8", "int4", "float8", "int4"])
             for row in rows:
                 copy.write_row(row)
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from .buckets import AGG_COLUMNS, CHUNK_ROWS, MARGIN_US, Buckets, block_aggregates, decode, last_sample
 from .rows import MERGE_SPAN_S, Block, Event
 
 DAY_US = 86_400_000_000
@@ -39,55 +40,16 @@ def _us(t: float) -> int:
     return math.floor(t * 1e6)
 
 
+BLOCK_COLUMNS = ("series", "t0_us", "t1_us", "t0", "dt", "n", "value", "sigma", "parts", *AGG_COLUMNS)
+
+
 def _block_rows(blocks: Sequence[Block], ids: dict[tuple[str, str], int]) -> list[tuple[Any, ...]]:
-    return [(ids[(b.asset, b.channel)], _us(b.t0), _us(b.t1), b.t0, b.dt, b.n, b.value, b.sigma, b.parts)
-            for b in blocks]
+    return [(ids[(b.asset, b.channel)], _us(b.t0), _us(b.t1), b.t0, b.dt, b.n, b.value, b.sigma, b.parts,
+             *block_aggregates(b.value, b.sigma)) for b in blocks]
 
 
 def _event_rows(events: Sequence[Event]) -> list[tuple[Any, ...]]:
     return [(e.asset, e.kind, e.t, e.wall, e.body) for e in events]
-
-
-Row = tuple[float, float, int, bytes, bytes | None, bytes | None]  # t0, dt, n, value, sigma, parts
-
-
-def _times(rows: Sequence[Row]) -> np.ndarray:
-    """The sample times of the blocks: each message's ``t0 + k·dt`` (as its subscribers compute them)."""
-    t0s: list[float] = []
-    ns: list[float] = []
-    dts: list[float] = []
-    for t0, dt, n, _, _, parts in rows:
-        if parts is None:
-            t0s.append(t0)
-            ns.append(n)
-            dts.append(dt)
-        else:
-            pairs = np.frombuffer(parts, dtype="<f8")
-            t0s.extend(pairs[0::2].tolist())
-            ns.extend(pairs[1::2].tolist())
-            dts.extend([dt] * (len(pairs) // 2))
-    counts = np.array(ns, dtype=np.int64)
-    k = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(np.array(t0s), counts) + k * np.repeat(np.array(dts), counts)
-
-
-def decode(rows: Sequence[Row], t_from: float, t_to: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(t, value, sigma) of one channel's blocks (ordered by t0) within [t_from, t_to]; NaN: null."""
-    if not rows:
-        return np.empty(0), np.empty(0), np.empty(0)
-    _, _, ns, values, sigmas, _ = zip(*rows, strict=True)
-    value = np.frombuffer(b"".join(values), dtype="<f8")
-    if all(s is None for s in sigmas):
-        sigma = np.full(len(value), np.nan)
-    else:
-        nan = {k: np.full(k, np.nan).tobytes() for k in set(ns)}
-        sigma = np.frombuffer(b"".join(s if s is not None else nan[k] for s, k in zip(sigmas, ns, strict=True)),
-                              dtype="<f8")
-    t = _times(rows)
-    if t_from <= t[0] and t[-1] <= t_to:
-        return t, value, sigma
-    keep = (t >= t_from) & (t <= t_to)
-    return t[keep], value[keep], sigma[keep]
 
 
 class _SqlStore:
@@ -105,7 +67,8 @@ class _SqlStore:
         raise NotImplementedError
 
     def _insert_blocks(self, cur: Any, rows: list[tuple[Any, ...]]) -> None:
-        cur.executemany(f"INSERT INTO blocks VALUES ({', '.join([self.P] * 9)})", rows)
+        cur.executemany(f"INSERT INTO blocks ({', '.join(BLOCK_COLUMNS)}) "
+                        f"VALUES ({', '.join([self.P] * len(BLOCK_COLUMNS))})", rows)
 
     def _errors(self) -> tuple[type[BaseException], ...]:
         raise NotImplementedError
@@ -174,15 +137,82 @@ class _SqlStore:
         are found by index ranges: those starting at most ``MERGE_SPAN_S`` before ``t_from`` (the
         index (series, t0_us)) and the rare longer ones starting earlier (the partial index
         ``blocks_long``) — never a scan of the channel's whole history."""
+        sql, args = self._range_sql("b.t0_us, b.t0, b.dt, b.n, b.value, b.sigma, b.parts", asset, channel,
+                                    t_from, t_to)
+        rows = self._call("reading", lambda conn: self._fetch(conn, f"{sql} ORDER BY 1", args))
+        return decode([r[1:] for r in rows], t_from, t_to)
+
+    def _range_sql(self, cols: str, asset: str, channel: str, t_from: float, t_to: float,
+                   join: str = "") -> tuple[str, tuple[Any, ...]]:
+        """SELECT ``cols`` of the channel's blocks that may hold samples in [t_from, t_to]: by the index
+        (series, t0_us) and, for blocks longer than ``MERGE_SPAN_S``, the partial index ``blocks_long``."""
         p = self.P
-        sql = ("SELECT b.t0_us, b.t0, b.dt, b.n, b.value, b.sigma, b.parts FROM blocks b JOIN series s "
-               f"ON s.id = b.series WHERE s.asset = {p} AND s.channel = {p} AND b.t0_us <= {p} AND b.t1_us >= {p} AND ")
-        sql = f"{sql}b.t0_us >= {p} UNION ALL {sql}b.t0_us < {p} AND {LONG_BLOCK} ORDER BY 1"
+        sql = (f"SELECT {cols} FROM blocks b JOIN series s ON s.id = b.series {join} WHERE s.asset = {p} "
+               f"AND s.channel = {p} AND b.t0_us <= {p} AND b.t1_us >= {p} AND ")
+        sql = f"{sql}b.t0_us >= {p} UNION ALL {sql}b.t0_us < {p} AND {LONG_BLOCK}"
         lo = _us(t_from) - 1 if math.isfinite(t_from) else -(1 << 62)
         hi = _us(t_to) + 1 if math.isfinite(t_to) else 1 << 62
-        args = (asset, channel, hi, lo, lo - LONG_US) * 2
-        rows = self._call("reading", lambda conn: self._fetch(conn, sql, args))
-        return decode([r[1:] for r in rows], t_from, t_to)
+        return sql, (asset, channel, hi, lo, lo - LONG_US) * 2
+
+    def channel_span(self, asset: str, channel: str) -> tuple[float, float] | None:
+        """(first, last) sample time of one channel (None without samples): two lookups in the index
+        (series, t0_us), whatever the channel's length (blocks of a channel do not overlap)."""
+        p = self.P
+        first = (f"SELECT b.t0, b.dt, b.n, b.parts FROM blocks b JOIN series s ON s.id = b.series "
+                 f"WHERE s.asset = {p} AND s.channel = {p} ORDER BY b.t0_us")
+        rows = self._call("reading", lambda conn: (self._fetch(conn, f"{first} LIMIT 1", (asset, channel)),
+                                                   self._fetch(conn, f"{first} DESC LIMIT 1", (asset, channel))))
+        if not rows[0]:
+            return None
+        return float(rows[0][0][0]), last_sample(rows[1][0])
+
+    def range_total(self, asset: str, channel: str, t_from: float, t_to: float) -> int:
+        """Samples of the blocks a range query of [t_from, t_to] reads (at least those in the range)."""
+        sql, args = self._range_sql("b.n", asset, channel, t_from, t_to)
+        rows = self._call("reading", lambda conn: self._fetch(conn, f"SELECT coalesce(sum(n), 0) FROM ({sql}) q", args))
+        return int(rows[0][0])
+
+    FLOOR = "CAST({} AS INTEGER)"  # floor of a number >= 0 (SQLite has no floor() in every build)
+
+    HAS_AGGREGATES = "SELECT count(*) FROM pragma_table_info('blocks') WHERE name = 'vn'"
+
+    def _bucket_sql(self, asset: str, channel: str, b: Buckets, stored: bool) -> tuple[str, tuple[Any, ...]]:
+        """The blocks of a downsampled range as :data:`.buckets.Row`, in time order: a block whose
+        samples all lie in one bucket (with ``MARGIN_US`` to spare) comes as its stored aggregates,
+        without its arrays (``stored``: the table has them; a store of an earlier schema that no
+        writer has opened since sends every block whole)."""
+        if not stored:
+            sql, args = self._range_sql("b.t0, b.dt, b.n, b.parts, b.value, b.sigma, NULL, NULL, NULL, NULL, NULL, "
+                                        "NULL, b.t0_us", asset, channel, b.lo, b.hi)
+            return f"{sql} ORDER BY 13", args
+        lo_us, hi_us = b.lo * 1e6, b.hi * 1e6
+        w_us = (hi_us - lo_us) / b.points
+        first, last = f"b.t0_us - {MARGIN_US} - {lo_us!r}", f"b.t1_us + {MARGIN_US} - {lo_us!r}"
+        inside = (f"b.vn IS NOT NULL AND {first} >= 0 AND b.t1_us + {MARGIN_US} <= {hi_us!r} AND "
+                  f"{self.FLOOR.format(f'({first}) / {w_us!r}')} = {self.FLOOR.format(f'({last}) / {w_us!r}')}")
+        cols = (f"b.t0, b.dt, b.n, b.parts, CASE WHEN {inside} THEN NULL ELSE b.value END, "
+                f"CASE WHEN {inside} THEN NULL ELSE b.sigma END, {', '.join(f'b.{c}' for c in AGG_COLUMNS)}, b.t0_us")
+        sql, args = self._range_sql(cols, asset, channel, b.lo, b.hi)
+        return f"{sql} ORDER BY 13", args
+
+    def _stream(self, conn: Any, sql: str, args: tuple[Any, ...]) -> Iterator[list[Any]]:
+        cur = conn.cursor()
+        cur.execute(sql, args)
+        while rows := cur.fetchmany(CHUNK_ROWS):
+            yield rows
+
+    def downsample(self, asset: str, channel: str, t_from: float, t_to: float, points: int) -> dict[str, Any]:
+        """One channel's [t_from, t_to] as at most ``points`` buckets (:mod:`.buckets`), streamed: the
+        memory used does not grow with the range."""
+        b = Buckets(t_from, t_to, points)
+
+        def run(conn: Any) -> None:
+            stored = bool(self._fetch(conn, self.HAS_AGGREGATES, ())[0][0])
+            sql, args = self._bucket_sql(asset, channel, b, stored)
+            for rows in self._stream(conn, sql, args):
+                b.add_rows(rows)
+        self._call("reading", run)
+        return b.result()
 
     def span(self, asset: str) -> list[float] | None:
         """[first, last] rig time (s) of the asset's stored blocks; None when it has none."""
@@ -232,7 +262,8 @@ CREATE TABLE IF NOT EXISTS series (id INTEGER PRIMARY KEY, asset TEXT NOT NULL, 
                                    UNIQUE (asset, channel));
 CREATE TABLE IF NOT EXISTS blocks (series INTEGER NOT NULL REFERENCES series (id), t0_us INTEGER NOT NULL,
                                    t1_us INTEGER NOT NULL, t0 REAL NOT NULL, dt REAL NOT NULL, n INTEGER NOT NULL,
-                                   value BLOB NOT NULL, sigma BLOB, parts BLOB);
+                                   value BLOB NOT NULL, sigma BLOB, parts BLOB, vmin REAL, vmax REAL, vsum REAL,
+                                   vn INTEGER, ssum REAL, sn INTEGER);
 CREATE INDEX IF NOT EXISTS blocks_series_t ON blocks (series, t0_us);
 CREATE TABLE IF NOT EXISTS events (asset TEXT NOT NULL, kind TEXT NOT NULL, t REAL, wall REAL NOT NULL,
                                    body TEXT NOT NULL);
@@ -259,8 +290,19 @@ class SqliteStore(_SqlStore):
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 conn.executescript(SQLITE_SCHEMA)
+                _add_aggregates(conn)
         except BaseException:
             conn.close()
             raise
         return conn
 
+
+
+def _add_aggregates(conn: sqlite3.Connection) -> None:
+    """A store of an earlier schema gets the aggregate columns (its older blocks keep them NULL and
+    are reduced from their values when read)."""
+    have = {r[1] for r in conn.execute("PRAGMA table_info(blocks)")}
+    for col in AGG_COLUMNS:
+        if col not in have:
+            conn.execute(f"ALTER TABLE blocks ADD COLUMN {col} {'INTEGER' if col in ('vn', 'sn') else 'REAL'}")
+    conn.commit()
