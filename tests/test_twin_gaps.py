@@ -71,8 +71,10 @@ def test_iterated_update_is_the_map_estimate() -> None:
     away along the prior's Cholesky factor (about 0.3 rad and 6 rad/s): the iterated update lands
     on the minimiser of
     (x − x̂)ᵀP⁻¹(x − x̂) + Σ ((y − h(x))/σ)² — found by scipy with h from a second Simulator —
-    within a thousandth of the posterior σ, with an NIS within the χ²(4) 0.999 bound (18.5); one
-    linear update's NIS is far beyond it (the bearing forces bend over 0.3 rad)."""
+    within a thousandth of the posterior σ, and its fit (Σ ((y − h(x))/σ)², reported as the
+    correction's NIS) is the MAP's, well within the noise; one linear update stops more than 0.3
+    posterior σ away (the bearing forces bend over 0.3 rad) and its innovation's NIS is far beyond
+    the χ²(4) 0.999 bound (18.5)."""
     est = _estimator()
     est.initialize(0.0, {"crank.theta": 0.3}, {"crank.omega": 38.0}, {"motor_torque": 1.9})
     est.predict(interval_steps(0.0, 0.05, {"motor_torque": 1.9}, {"motor_torque": 1.9}), {"motor_torque": 1.9},
@@ -98,11 +100,13 @@ def test_iterated_update_is_the_map_estimate() -> None:
     linear.x, linear.P, linear.step, linear.inputs = x_hat.copy(), P.copy(), est.step, est.inputs
     linear.sim.restore(est.sim.snapshot())
     inn = iterated.update(est, dict(zip(MEAS, y.tolist(), strict=True)))
-    assert inn is not None and inn.nis < 18.5
     sd = np.sqrt(np.diag(est.P))
     assert np.all(np.abs(est.x - x_map) <= 1e-3 * sd), (est.x, x_map, sd)
+    fit_map = float(np.sum(((y - h(x_map)) / sigma) ** 2))
+    assert inn is not None and inn.nis == pytest.approx(fit_map, rel=1e-2) and inn.nis < 1.0
     once = linear.update(dict(zip(MEAS, y.tolist(), strict=True)))
     assert once is not None and once.nis > 100.0
+    assert np.max(np.abs(linear.x - x_map) / sd) > 0.3
 
 
 def _gap_errors(with_inputs: bool, loss: float = 0.2) -> np.ndarray:

@@ -12,8 +12,15 @@ outputs at that state, no integration) and solves
     xᵢ₊₁ = x̂ + Kᵢ·(y − h(xᵢ) − Hᵢ·(x̂ − xᵢ)),   Kᵢ = P·Hᵢᵀ·(Hᵢ·P·Hᵢᵀ + R)⁻¹
 
 until the step is below ``TOL`` σ of each component (at most ``MAX_ITER`` times); the covariance
-and the NIS are those of the last linearisation. A parameter's column of H stays the prediction's
-(its effect on the outputs at one state is smooth; moving it would rebuild the model)."""
+is that of the last linearisation. A parameter's column of H stays the prediction's (its effect on
+the outputs at one state is smooth; moving it would rebuild the model).
+
+What it returns to judge the correction by is the fit, not the prior: the residuals of the
+measurements at the corrected state, y − h(x), in σ of each channel, and their sum of squares as
+``nis``. Whether the gap's prior was a little too confident does not matter once the measurements
+have placed the state (the correction is no statistic of the change tests); a correction that
+found no state explaining the measurements (a wrong branch of the motion) leaves residuals far
+beyond their noise."""
 
 from __future__ import annotations
 
@@ -32,8 +39,8 @@ TOL = 1e-3  # σ: the Gauss–Newton step at which the iteration stops
 
 
 def update(est: StateEstimator, measured: Mapping[str, float]) -> Innovation | None:
-    """:meth:`~.ekf.StateEstimator.update`, iterated; the innovation of the last linearisation
-    (y − h(x) − H·(x̂ − x) at the final x: at a linear model, the plain innovation)."""
+    """:meth:`~.ekf.StateEstimator.update`, iterated; the fit at the corrected state x: ``nu``
+    = y − h(x), ``sd`` the channels' σ, ``nis`` = Σ (nu/sd)² (see the module's docstring)."""
     if est.step is None:
         raise RuntimeError("update before predict")
     rows = [i for i, m in enumerate(est.meas) if m in measured]
@@ -45,16 +52,17 @@ def update(est: StateEstimator, measured: Mapping[str, float]) -> Innovation | N
     x, h, H = x_hat, est.step.y[rows], np.ascontiguousarray(est.step.H[rows])
     for _ in range(MAX_ITER):
         nu = wrap(y - h, ang) - H @ (x_hat - x)
-        Pn, dx, nis, sd, dx_sd = nb_kalman.update(P, H, r, nu)
+        Pn, dx, _, _, dx_sd = nb_kalman.update(P, H, r, nu)
         x_new = _bounded(est, x_hat + dx)
         done = bool(np.all(np.abs(x_new - x) <= TOL * np.sqrt(np.maximum(np.diag(Pn), 1e-300))))
+        fit = wrap(y - h, ang) - H @ (x_new - x)  # y − h(x_new) to first order about x
         x = x_new
         if done:
             break
         h, H = _observed(est, x, rows, H)
     est.P, est.x = Pn, x
     est._corrected()
-    return Innovation([est.meas[i] for i in rows], nu, sd, float(nis), x - x_hat, dx_sd)
+    return Innovation([est.meas[i] for i in rows], fit, r.copy(), float(np.sum((fit / r) ** 2)), x - x_hat, dx_sd)
 
 
 def _bounded(est: StateEstimator, x: F64) -> F64:

@@ -147,12 +147,12 @@ class CoreConfig:
     augment: tuple[AugmentConfig, ...] = (AugmentConfig("motor_torque.bias", 0.5, 0.01),
                                           AugmentConfig("piston.mass", 0.2, 0.002))
     jacobian_every: int = 20  # most corrections between finite-difference Jacobians of the filter's step
-    jacobian_tolerance: float = 0.05  # σ: refresh sooner, by travel, when the Jacobians change faster
+    jacobian_tolerance: float = 0.1  # σ: refresh sooner, by travel, when the Jacobians change faster
     divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
     divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window
     isolation_window: float = 0.1  # s after a change alarm's onset replayed to isolate its cause; 0: off
     max_gap: float = 0.5  # s: predict through gaps up to this long; longer ones re-initialise
-    max_gap_sd: float = 6.283  # coordinate unit (rad): ... unless the prediction's σ of a coordinate exceeds this
+    max_gap_sd: float = math.inf  # coordinate unit (rad): ... unless the prediction's σ of a coordinate exceeds this
     change_settle: int = 20  # samples after a re-initialisation that keeps the unknowns before the tests re-arm
     t0_jitter_bound: float = 0.05  # s: a batch's t0 this close to the time base's expectation is jitter
     clock_step_batches: int = 3  # batches in a row beyond the bound, agreeing on one offset: a clock step
