@@ -147,7 +147,7 @@ class CoreConfig:
     augment: tuple[AugmentConfig, ...] = (AugmentConfig("motor_torque.bias", 0.5, 0.01),
                                           AugmentConfig("piston.mass", 0.2, 0.002))
     jacobian_every: int = 20  # most corrections between finite-difference Jacobians of the filter's step
-    jacobian_tolerance: float = 0.1  # σ: refresh sooner, by travel, when the Jacobians change faster
+    jacobian_tolerance: float = 0.05  # σ: refresh sooner, by travel, when the Jacobians change faster
     divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
     divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window
     isolation_window: float = 0.1  # s after a change alarm's onset replayed to isolate its cause; 0: off
