@@ -23,7 +23,10 @@ from mbsd_twin.estimation import iterated
 from mbsd_twin.estimation.ekf import FilterConfig, StateEstimator
 from mbsd_twin.estimation.holds import interval_steps
 from mbsd_twin.estimation.records import GapNoise
+from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.gaps import line_error
+from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
 
 SLIDER = "examples/mechanisms/slider_crank.toml"
 MEAS = {"crank.theta": NOISE["theta"], "crank.omega": NOISE["omega"], "main_bearing.fx": NOISE["f_x"],
@@ -58,6 +61,16 @@ def test_line_error_of_a_sine_is_its_closed_form(gap: float) -> None:
     holes = np.ones(t.size, dtype=bool)
     holes[300:420] = holes[1100:1180] = False  # lost batches in the history change little
     assert line_error(t[holes], A * np.sin(w * t[holes]), gap)[2] == pytest.approx(vv, rel=0.25)
+
+
+def stream_38() -> tuple[list[dict], object]:
+    return messages(Rig(speed=38.0, seed=2), 2.2)
+
+
+def _batch(m: dict) -> SensorBatch:
+    b = parse_sensor(encode(m).encode(), m["asset"], 1 << 22)
+    assert isinstance(b, SensorBatch)
+    return b
 
 
 def _estimator() -> StateEstimator:
@@ -158,3 +171,24 @@ def test_gap_uncertainty_covers_the_input_the_twin_did_not_see() -> None:
     assert beyond(z) <= 0.1, beyond(z)
     assert float(np.median(z ** 2)) < 0.25
     assert beyond(alone) > 2 * beyond(z), (beyond(alone), beyond(z))
+
+
+def test_a_refused_gap_correction_leaves_the_unknowns_as_predicted() -> None:
+    """38 rad/s, 100 ms lost, then a one-sample batch whose angle is half a turn off (a sensor
+    glitch no state of the model explains together with the speed and forces): the iterated correction is refused by its fit and the filter
+    re-initialises there (`gap_rejected`), with the torque bias and piston mass exactly as they
+    were before the gap (the prediction leaves them be) and written into the model as such — not
+    as the refused correction moved them."""
+    msgs, _ = stream_38()
+    core = TwinCore(CoreConfig(), mt.load_mechanism(SLIDER))
+    for m in msgs[:100]:
+        core.step(_batch(m))
+    est = core.tracker.est
+    before = est.x[2 * est.d:].copy()
+    bad = msgs[105]  # one sample of it: the correction at it, nothing after
+    ch = {k: v[:1] for k, v in bad["ch"].items()} | {"theta": [bad["ch"]["theta"][0] + math.pi]}
+    core.step(_batch({**bad, "n": 1, "ch": ch}))
+    assert core.timebase.figures()["gap_rejected"] == 1 and core.stats["resync"]["gap"] == 1
+    assert np.array_equal(est.x[2 * est.d:], before)
+    i = est.param["piston.mass"]
+    assert abs(est.applied["piston.mass"] - est.x[i]) <= 0.2 * math.sqrt(est.P[i, i])

@@ -162,6 +162,7 @@ class StateEstimator:
         self.next_travel = 0.0  # coordinates' travel after which the Jacobians are refreshed (linearisation.adopt)
         self.refreshes = 0  # linearisations so far
         self.gap_sd = 0.0  # the largest σ of a coordinate predicted across the last gap (its unit)
+        self.gap_prior: tuple[F64, F64] | None = None  # (x, P) predicted across the last gap, before its correction
         self.initialised = False  # a restart keeps the unknowns' covariance
         self.inputs: dict[str, float] = {}  # measured inputs at the current sample (no bias)
         self.ports = [p.name for p in sim.input_ports]
@@ -365,6 +366,7 @@ class StateEstimator:
         if gap is not None and rows:  # a wide prior: the iterated update (:mod:`.iterated`)
             self.predict(steps, at_next, gap)
             self.gap_sd = float(np.sqrt(np.diag(self.P)[:self.d]).max())
+            self.gap_prior = (self.x.copy(), self.P.copy())
             return iterated.update(self, measured) if self.gap_sd <= gap.max_sd else None
         if p is None:
             self.predict(steps, at_next, gap)

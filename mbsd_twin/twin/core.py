@@ -282,6 +282,7 @@ class TwinCore:
             self._start(batch, b, "solver_failure")
             return self.tracker.row(at, meas, None), None
         if isinstance(self.tracker, EkfTracker) and self.gaps.failed(inn, self.tracker.gap_spread()):
+            self.tracker.undo_gap_correction()
             self._start(batch, b, "gap")
             return self.tracker.row(at, meas, None), None
         return row, inn
