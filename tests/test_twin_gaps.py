@@ -175,10 +175,10 @@ def test_gap_uncertainty_covers_the_input_the_twin_did_not_see() -> None:
 
 def test_a_refused_gap_correction_leaves_the_unknowns_as_predicted() -> None:
     """38 rad/s, 100 ms lost, then a one-sample batch whose angle is half a turn off (a sensor
-    glitch no state of the model explains together with the speed and forces): the iterated correction is refused by its fit and the filter
-    re-initialises there (`gap_rejected`), with the torque bias and piston mass exactly as they
-    were before the gap (the prediction leaves them be) and written into the model as such — not
-    as the refused correction moved them."""
+    glitch no state of the model explains together with the speed and forces): the iterated
+    correction is refused by its fit and the filter re-initialises there (`gap_rejected`), with
+    the torque bias and piston mass exactly as they were before the gap (the prediction leaves
+    them be) and written into the model as such — not as the refused correction moved them."""
     msgs, _ = stream_38()
     core = TwinCore(CoreConfig(), mt.load_mechanism(SLIDER))
     for m in msgs[:100]:
