@@ -1,26 +1,33 @@
 """Fencing an older instance of a fleet twin (issue #19: after a Ray node loss the orphaned actor
-runs on beside its successor for a moment). Two fleet members of the same asset in this process,
-through a real mosquitto, with one SQLite history and one checkpoint store: the older one sees the
-newer one's birth on the asset's status topic and stops at once — no more outputs, history rows or
-checkpoints, and a clean disconnect, so its ``offline`` will does not replace the newer birth."""
+runs on beside its successor for a moment; issue #30: no message of an outsider fences a twin).
+Two fleet members of the same asset in this process, through a real mosquitto, with one SQLite
+history and one checkpoint store (SQLite or PostgreSQL): the newer one takes the asset's lease in
+the store; the older one, hinted by the newer birth and at its next checkpoint, finds it lost and
+stops at once — no more outputs, history rows or checkpoints, a clean disconnect (its ``offline``
+will does not replace the newer birth), then its process exit (here: recorded). A forged birth,
+retained or not, from the future or plausible, fences nobody."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import paho.mqtt.client as mqtt
+import pytest
 from conftest import Broker
 from test_fleet import wait_for
+from test_history import pg_db  # noqa: F401  (fixture)
 
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.twin.checkpoint_store import CheckpointStore
 from mbsd_twin.twin.fleet_config import AssetSpec, FleetSettings
 from mbsd_twin.twin.fleet_feed import FleetFeeder
+from mbsd_twin.twin.fleet_fence import EXIT_SUPERSEDED
 from mbsd_twin.twin.fleet_member import Member
 from mbsd_twin.twin.history.stores import SqliteStore
 from mbsd_twin.twin.rig_client import connect
@@ -28,9 +35,18 @@ from mbsd_twin.twin.rig_client import connect
 RATE = 200.0
 
 
-def test_a_newer_instance_fences_the_older_one(tmp_path: Path, broker: Broker) -> None:
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield str(tmp_path / "cp.sqlite")
+        return
+    _, (admin, name) = request.getfixturevalue("pg_db")
+    yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+
+
+def test_a_newer_instance_fences_the_older_one(tmp_path: Path, broker: Broker, store_url: str) -> None:
     db = tmp_path / "h.sqlite"
-    settings = FleetSettings(broker=broker.url, store=str(tmp_path / "cp.sqlite"), checkpoint_interval=0.5)
+    settings = FleetSettings(broker=broker.url, store=store_url, checkpoint_interval=0.5)
     spec = AssetSpec("a1", overrides={"history": {"path": str(db), "batch_interval": 0.2},
                                       "service": {"health_interval": 0.5}})
     status: list[dict[str, Any]] = []
@@ -45,22 +61,25 @@ def test_a_newer_instance_fences_the_older_one(tmp_path: Path, broker: Broker) -
     feeder = FleetFeeder(load_mechanism(bundled_slider_crank()), broker.url, ["a1"], rate=RATE, batch=10,
                          duration=10.0).start()
     a = Member(spec, settings)
+    exits: list[int] = []
+    a.on_exit = exits.append  # in a fleet: os._exit, and its supervisor starts it again
     b: Member | None = None
     try:
         a.start()
-        wait_for("the first twin's outputs", lambda: a.svc.core.stats["batches"] > 20, 60)
-        time.sleep(1.0)  # a checkpoint of the first twin
-        b = Member(spec, settings)  # resumes from it, as Ray's restarted actor does
+        wait_for("the first twin's outputs and a checkpoint", lambda: a.svc.core.stats["batches"] > 20
+                 and a.svc.counts["checkpoints"] > 1, 60)
+        b = Member(spec, settings)  # takes the lease, resumes from the checkpoint, as Ray's restarted actor does
+        assert (a.fence.generation, b.fence.generation) == (1, 2)
         b.start()
-        wait_for("the first twin fenced", lambda: a.svc.superseded, 10)
-        assert b.svc.instance in a.svc.superseded and b.resumed.get("restarted_from_checkpoint")
+        wait_for("the first twin fenced, its process ended", lambda: exits, 10)
+        assert exits == [EXIT_SUPERSEDED] and a.svc.superseded and b.resumed.get("restarted_from_checkpoint")
+        assert b.svc.instance in a.svc.superseded and "generation 2" in a.svc.superseded
         saved = a.svc.counts["checkpoints"]
-        time.sleep(2.0)  # both running: without the fence the first would store every sample twice
-        wait_for("a checkpoint of the second twin", lambda: b.svc.counts["checkpoints"] > 1,  # type: ignore[union-attr]
-                 10)
-        assert a.svc.counts["checkpoints"] == saved
+        # both running on: without the fence the first would store every sample twice
+        wait_for("checkpoints of the second twin", lambda: b.svc.counts["checkpoints"] > 4,  # type: ignore[union-attr]
+                 20)
+        assert a.svc.counts["checkpoints"] == saved and a.svc.core.stats["batches"] > 0
         a.stop()
-        time.sleep(0.5)
         b_batches = b.svc.core.stats["batches"]
         b.stop()
         offline = {"state": "offline", "instance": b.svc.instance}
@@ -81,6 +100,8 @@ def test_a_newer_instance_fences_the_older_one(tmp_path: Path, broker: Broker) -
     store = SqliteStore(str(db), create=False)
     t, _, _ = store.query("a1", "state.theta", -np.inf, np.inf)
     ck = CheckpointStore(settings.store).load("a1")
+    lease = CheckpointStore(settings.store).holder("a1")
+    assert lease is not None and (lease.generation, lease.instance) == (2, b.svc.instance)
     store.close()
     ids = np.rint(np.asarray(t) * RATE).astype(np.int64)
     assert len(np.unique(ids)) == len(ids), "samples stored twice"
