@@ -129,3 +129,83 @@ def test_an_unreachable_checkpoint_store_is_no_restart(tmp_path: Path, broker: B
     rows = [json.loads(b) for kind, _, _, b in SqliteStore(str(db)).events("a1") if kind == "status"]
     assert [r["state"] for r in rows] == ["checkpoint_unavailable"], rows
     assert rows[0]["history_last_t"] is None and "127.0.0.1" in rows[0]["checkpoint_rejected"]
+
+
+FORGED = {"state": "online", "instance": "x", "pid": 1, "started_at": 9999999999}
+
+
+class States:
+    """Arrival times (monotonic) of the twin's state messages and every message on its status topic."""
+
+    def __init__(self, url: str, asset: str) -> None:
+        self.t: list[float] = []
+        self.lock = threading.Lock()
+        self.client = connect(url, f"states-{asset}-{time.monotonic_ns()}")
+        self.client.on_message = self._on
+        self.client.subscribe(f"dt/v1/{asset}/twin/state", 0)
+
+    def _on(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
+        with self.lock:
+            self.t.append(time.monotonic())
+
+    def between(self, t0: float, t1: float) -> int:
+        with self.lock:
+            return sum(t0 <= t < t1 for t in self.t)
+
+    def close(self) -> None:
+        self.client.loop_stop()
+        self.client.disconnect()
+
+
+def sent_between(feeder: FleetFeeder, asset: str, t0: float, t1: float) -> int:
+    return sum(t0 <= t < t1 for t in list(feeder.sent_at[asset].values()))
+
+
+def forge(url: str, topic: str) -> None:
+    """The forged births of issue #30 on ``topic``: retained and not, from the far future and
+    plausible (started now, after the twin), a burst of 200 with fresh instance ids."""
+    c = connect(url, f"mallory-{time.monotonic_ns()}")
+    for body, retain in ((FORGED, True), (FORGED, False), ({**FORGED, "instance": "y", "started_at": time.time()},
+                                                            False)):
+        c.publish(topic, json.dumps(body), qos=1, retain=retain).wait_for_publish(5)
+    for i in range(200):
+        c.publish(topic, json.dumps({**FORGED, "instance": f"z{i}", "started_at": time.time()}), qos=0)
+    c.publish(topic, json.dumps(FORGED), qos=1).wait_for_publish(5)
+    c.loop_stop()
+    c.disconnect()
+
+
+def test_a_forged_birth_fences_nobody(tmp_path: Path, broker: Broker) -> None:
+    """Issue #30: ``{"state":"online","instance":"x","pid":1,"started_at":9999999999}`` on the
+    twin's status topic, retained or not, and plausible ones with fresh instance ids: the store
+    says the twin holds the lease, so it keeps publishing (>= 95 % of its states in the next 10 s),
+    never ends its process; a twin restarted under the retained forgery is not fenced either."""
+    settings = FleetSettings(broker=broker.url, store=str(tmp_path / "cp.sqlite"), checkpoint_interval=0.5)
+    spec = AssetSpec("a1", overrides={"service": {"health_interval": 0.5}})
+    feeder = FleetFeeder(load_mechanism(bundled_slider_crank()), broker.url, ["a1"], rate=RATE, batch=10,
+                         duration=10.0).start()
+    states = States(broker.url, "a1")
+    exits: list[int] = []
+    members: list[Member] = []
+    try:
+        for round_ in range(2):  # the second: a restart with the retained forgery on the topic
+            m = Member(spec, settings)
+            m.on_exit = exits.append
+            members.append(m)
+            m.start()
+            wait_for("the twin's states", lambda m=m: m.svc.core.stats["batches"] > 20, 60)
+            if round_ == 0:
+                forge(broker.url, "dt/v1/a1/twin/status")
+            t0 = time.monotonic()
+            wait_for("10 s of states", lambda t0=t0: time.monotonic() > t0 + 10.5, 15)
+            sent, got = sent_between(feeder, "a1", t0, t0 + 10), states.between(t0 + 0.2, t0 + 10.2)
+            assert got >= 0.95 * sent and sent > 150, (round_, got, sent)
+            assert not m.svc.superseded and exits == [] and m.fence.generation == round_ + 1
+            assert m.svc.counts["fence_ignored"] >= 1, dict(m.svc.counts)
+            m.stop()
+    finally:
+        for m in members:
+            if not m.svc.stopping.is_set():
+                m.stop()
+        feeder.stop()
+        states.close()
