@@ -66,12 +66,14 @@ class Witness:
         self.store = CheckpointStore(store)
         self.pid_of = pid_of
         self.counts = counts
-        self.pending: dict[str, dict[str, dict[str, Any]]] = {}  # asset → instance → its latest birth
+        self.pending: dict[str, dict[str, dict[str, Any]]] = {}  # asset → instance → its first birth
         self.problem = ""
 
     def offer(self, asset: str, body: dict[str, Any]) -> None:
         births = self.pending.setdefault(asset, {})
-        births.pop(body["instance"], None)
+        if body["instance"] in births:  # the first of an instance's births: a copy with other fields is not it
+            self.counts["births_ignored"] += 1
+            return
         births[body["instance"]] = body
         while len(births) > MAX_PENDING:  # a flood of invented instances: the oldest go unheard
             births.pop(next(iter(births)))
