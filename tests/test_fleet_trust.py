@@ -30,8 +30,10 @@ from test_fleet_fence import FORGED, States, forge, send, sent_between
 
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.twin.fleet_acl import mosquitto_hash
-from mbsd_twin.twin.fleet_config import login_password
+from mbsd_twin.twin.fleet_config import load_fleet, login_password
 from mbsd_twin.twin.fleet_feed import FleetFeeder
+from mbsd_twin.twin.fleet_fence import EXIT_SUPERSEDED
+from mbsd_twin.twin.fleet_member import Member
 from mbsd_twin.twin.rig_client import connect
 
 SECRET = "fl33t-s3cret"
@@ -207,3 +209,37 @@ def test_a_refused_fleet_status_is_logged_once_and_counted(tmp_path: Path) -> No
         stop(proc)
         acl.stop()
     assert log.read_text().count("refused the publication") == 1, log.read_text()[-3000:]
+
+
+def test_a_fenced_fleet_twin_exits_and_its_fleet_starts_it_again(tmp_path: Path, broker: Broker) -> None:
+    """The store's lease, not a message, fences; a fenced twin's process exits (status 75) and the
+    local fleet starts it again, which takes the lease back: a newer instance of ``a1`` started
+    beside the fleet (a Member in this process, as Ray's restarted actor would be) fences the
+    fleet's twin off, then is fenced off itself by the twin the fleet restarted."""
+    fleet = tmp_path / "fleet.toml"
+    write(fleet, fleet_text(broker.url, ["a1"], "status_interval = 1.0\n"))
+    feeder = FleetFeeder(load_mechanism(bundled_slider_crank()), broker.url, ["a1"], rate=200.0, batch=10,
+                         duration=10.0).start()
+    fw = FleetWatch(broker.url)
+    proc = serve(fleet, tmp_path / "fleet.log")
+    newer: Member | None = None
+    exits: list[int] = []
+    try:
+        first = wait_for("a1 running", lambda: running(fw, ["a1"]), 90)["assets"]["a1"]
+        cfg = load_fleet(str(fleet))
+        newer = Member(cfg.assets[0], cfg.settings)
+        newer.on_exit = exits.append
+        newer.start()
+        back = wait_for("a1 running again, restarted", lambda: fw.find(
+            lambda m: fw.asset(m, "a1").get("restarts") == 1 and fw.asset(m, "a1").get("state") == "running"), 60)
+        wait_for("the newer instance fenced off by the restarted one", lambda: exits, 30)
+        a1 = back["assets"]["a1"]
+        assert exits == [EXIT_SUPERSEDED] and newer.svc.superseded and a1["pid"] != first["pid"]
+        assert newer.fence.generation == 2 and a1["instance"] not in (first["instance"], newer.svc.instance)
+        assert f"exit code {EXIT_SUPERSEDED}" in (tmp_path / "fleet.log").read_text()
+    finally:
+        if newer is not None:
+            newer.stop()
+        stop(proc)
+        feeder.stop()
+        fw.close()
