@@ -243,3 +243,17 @@ def test_a_fenced_fleet_twin_exits_and_its_fleet_starts_it_again(tmp_path: Path,
         stop(proc)
         feeder.stop()
         fw.close()
+
+
+def test_the_shipped_acl_has_the_generated_fleet_blocks(tmp_path: Path) -> None:
+    """services/mosquitto.acl lists the fleet user and one twin login per asset of
+    examples/fleet/fleet.toml exactly as ``mbsd-twin fleet acl`` writes them."""
+    example = (ROOT / "examples" / "fleet" / "fleet.toml").read_text()
+    fleet = tmp_path / "fleet.toml"
+    logins = '[fleet]\ntwin_username = "twin-{asset}"\nfleet_username = "fleet"\n'
+    fleet.write_text(example.replace("[fleet]\n", logins))
+    r = subprocess.run([sys.executable, "-m", "mbsd_twin.cli", "fleet", "acl", str(fleet)], env=ENV, cwd=ROOT,
+                       capture_output=True, text=True, timeout=60, check=True)
+    generated = "\n".join(ln for ln in r.stdout.splitlines() if not ln.startswith("# generated"))
+    shipped = (ROOT / "services" / "mosquitto.acl").read_text()
+    assert generated in shipped and "user twin-sc-02" in generated and "user fleet" in generated
