@@ -190,3 +190,39 @@ def forge(url: str, topic: str, auth: tuple[str, str] | None = None) -> None:
     send(url, topic, [({**FORGED, "instance": f"z{i}", "started_at": time.time()}, False) for i in range(200)], auth,
          qos=0)
     send(url, topic, [(FORGED, False)], auth)
+
+
+def test_a_forged_birth_fences_nobody(tmp_path: Path, broker: Broker) -> None:
+    """Issue #30: ``{"state":"online","instance":"x","pid":1,"started_at":9999999999}`` on the
+    twin's status topic, retained or not, and plausible ones with fresh instance ids: the store
+    says the twin holds the lease, so it keeps publishing (>= 95 % of its states in the next 10 s),
+    never ends its process; a twin restarted under the retained forgery is not fenced either."""
+    settings = FleetSettings(broker=broker.url, store=str(tmp_path / "cp.sqlite"), checkpoint_interval=0.5)
+    spec = AssetSpec("a1", overrides={"service": {"health_interval": 0.5}})
+    feeder = FleetFeeder(load_mechanism(bundled_slider_crank()), broker.url, ["a1"], rate=RATE, batch=10,
+                         duration=10.0).start()
+    states = States(broker.url, "a1")
+    exits: list[int] = []
+    members: list[Member] = []
+    try:
+        for round_ in range(2):  # the second: a restart with the retained forgery on the topic
+            m = Member(spec, settings)
+            m.on_exit = exits.append
+            members.append(m)
+            m.start()
+            wait_for("the twin's states", lambda m=m: m.svc.core.stats["batches"] > 20, 60)
+            if round_ == 0:
+                forge(broker.url, "dt/v1/a1/twin/status")
+            t0 = time.monotonic()
+            wait_for("10 s of states", lambda t0=t0: time.monotonic() > t0 + 10.5, 15)
+            sent, got = sent_between(feeder, "a1", t0, t0 + 10), states.between(t0 + 0.2, t0 + 10.2)
+            assert got >= 0.95 * sent and sent > 150, (round_, got, sent)
+            assert not m.svc.superseded and exits == [] and m.fence.generation == round_ + 1
+            assert m.svc.counts["fence_ignored"] >= 1, dict(m.svc.counts)
+            m.stop()
+    finally:
+        for m in members:
+            if not m.svc.stopping.is_set():
+                m.stop()
+        feeder.stop()
+        states.close()
