@@ -24,7 +24,7 @@ from test_fleet import wait_for
 from test_history import pg_db  # noqa: F401  (fixture)
 
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
-from mbsd_twin.twin.checkpoint_store import CheckpointStore
+from mbsd_twin.twin.checkpoint_store import Checkpoint, CheckpointStore, LeaseLost
 from mbsd_twin.twin.fleet_config import AssetSpec, FleetSettings
 from mbsd_twin.twin.fleet_feed import FleetFeeder
 from mbsd_twin.twin.fleet_fence import EXIT_SUPERSEDED
@@ -226,3 +226,37 @@ def test_a_forged_birth_fences_nobody(tmp_path: Path, broker: Broker) -> None:
                 m.stop()
         feeder.stop()
         states.close()
+
+
+def test_leases_taken_together_get_distinct_generations(store_url: str) -> None:
+    """Eight instances of one asset take its lease at the same moment, each with its own connection
+    (on a new database: the tables are created on the way): eight distinct generations, 1 to 8, the
+    last taker holds it; a checkpoint of any other generation is refused, the holder's written."""
+    got: list[tuple[int, str]] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def take(i: int) -> None:
+        s = CheckpointStore(store_url)
+        try:
+            start.wait(30)
+            got.append((s.acquire("a1", f"i{i}", 1000 + i, None, 1000.0 + i), f"i{i}"))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            s.close()
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert errors == [] and sorted(g for g, _ in got) == list(range(1, 9)), (errors, got)
+    store = CheckpointStore(store_url)
+    holder = store.holder("a1")
+    assert holder is not None and (holder.generation, holder.instance) == max(got)
+    with pytest.raises(LeaseLost) as e:
+        store.save(Checkpoint("a1", 1.0, None, "h", b"old"), 7)
+    assert "generation 7" in str(e.value) and holder.instance in str(e.value) and store.load("a1") is None
+    store.save(Checkpoint("a1", 2.0, None, "h", b"new"), 8)
+    assert store.load("a1").state == b"new"  # type: ignore[union-attr]
+    store.close()

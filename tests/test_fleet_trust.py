@@ -257,3 +257,16 @@ def test_the_shipped_acl_has_the_generated_fleet_blocks(tmp_path: Path) -> None:
     generated = "\n".join(ln for ln in r.stdout.splitlines() if not ln.startswith("# generated"))
     shipped = (ROOT / "services" / "mosquitto.acl").read_text()
     assert generated in shipped and "user twin-sc-02" in generated and "user fleet" in generated
+
+
+def test_fleet_acl_passwords_need_the_secret_and_the_logins(tmp_path: Path) -> None:
+    """``fleet acl --passwords`` without the secret in its environment, or for a fleet without its
+    own logins: exit status 2, the message naming the variable or the keys, nothing printed."""
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text('[fleet]\npassword_env = "PLANT_PW"\n[[asset]]\nid = "a1"\n')
+    run = [sys.executable, "-m", "mbsd_twin.cli", "fleet", "acl", str(fleet), "--passwords"]
+    env = {k: v for k, v in ENV.items() if k != "PLANT_PW"}
+    r = subprocess.run(run, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "PLANT_PW" in r.stderr and r.stdout == "" and "Traceback" not in r.stderr
+    r = subprocess.run(run, env={**env, "PLANT_PW": SECRET}, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "twin_username" in r.stderr and r.stdout == "" and SECRET not in r.stderr

@@ -60,13 +60,13 @@ class Fence:
         self.svc.birth_extra["generation"] = self.generation
         log.info("%s: lease taken, generation %d (instance %s)", self.asset, self.generation, self.svc.instance)
 
-    def birth(self, st: dict[str, Any]) -> None:
-        """A non-retained message on the twin's own status topic (network thread): an ``online``
-        birth of another instance that started after this one, not in the future, is a hint."""
+    def birth(self, st: dict[str, Any], retained: bool) -> None:
+        """A message on the twin's own status topic (network thread): an ``online`` birth of another
+        instance, not retained, that started after this one and not in the future, is a hint."""
         if st.get("state") != "online" or st.get("instance") == self.svc.instance:
             return
         theirs = st.get("started_at")
-        if isinstance(theirs, bool) or not isinstance(theirs, int | float) or not math.isfinite(theirs) \
+        if retained or isinstance(theirs, bool) or not isinstance(theirs, int | float) or not math.isfinite(theirs) \
                 or not self.started_at < theirs <= time.time() + MAX_SKEW:
             self.svc.counts["fence_ignored"] += 1
             return

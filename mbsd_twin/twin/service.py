@@ -118,7 +118,7 @@ class TwinService:
         self.birth_extra: dict[str, Any] = {}
         # on_own_status (set by fleet_member) sees every non-retained message on the twin's own status
         # topic: hints of other instances of the asset (fleet_fence.py); ``supersede`` stops publishing.
-        self.on_own_status: Callable[[dict[str, Any]], None] | None = None
+        self.on_own_status: Callable[[dict[str, Any], bool], None] | None = None
         self.superseded = ""  # why this instance stopped publishing ("": it has not)
         self.t_started = time.monotonic()
         if cfg.metrics.port:
@@ -202,10 +202,8 @@ class TwinService:
                 self._command_in(msg)
             elif msg.topic == self.topics.twin("status") and self.on_own_status:
                 st = parse_command(bytes(msg.payload))
-                if st and not msg.retain:  # a retained birth is an old one, or anyone's (fleet_fence.py)
-                    self.on_own_status(st)
-                elif st:
-                    self.counts["fence_ignored"] += 1
+                if st:
+                    self.on_own_status(st, bool(msg.retain))  # retained: an old birth, or anyone's
         except Exception:  # never let one message stop the network thread
             self.rlog.warning("message error", "unexpected error handling a message on %s", msg.topic,
                               level=logging.ERROR, exc_info=True)
@@ -322,9 +320,8 @@ class TwinService:
         self.publish(Out(topic, payload, qos=1), props)
 
     def supersede(self, reason: str) -> None:
-        """Fence this instance off for good (a newer instance holds the asset's lease, fleet_fence.py):
-        no more input, output or history; a clean disconnect, so no ``offline`` will overwrites the
-        newer birth. The fleet member then ends the process."""
+        """Fence this instance off for good (a newer one holds the asset's lease, fleet_fence.py): no
+        input, output or history; a clean disconnect (no ``offline`` will over the newer birth)."""
         if self.superseded:
             return
         self.superseded = reason
