@@ -120,7 +120,7 @@ class Member:
     def _tick(self, now: float) -> None:
         """Worker tick: the lease (fleet_fence.py), then the checkpoint when due (only while held)."""
         self.fence.tick(now)
-        if not self.svc.superseded:
+        if not self.svc.superseded and self.fence.generation is not None:
             self.checkpointer.generation = self.fence.generation
             self.checkpointer(now)
 
@@ -134,7 +134,8 @@ class Member:
 
     def stop(self) -> None:
         self.svc.stop()  # the worker has stopped: the core is quiet
-        if not self.svc.superseded:  # a superseded twin's state is older than its successor's checkpoints
+        if not self.svc.superseded and self.fence.generation is not None:  # else: not this instance's to write
+            self.checkpointer.generation = self.fence.generation
             self.checkpointer.save()
         self.store.close()
 
