@@ -51,12 +51,12 @@ def write(path: Path, text: str) -> None:
 class Observer:
     """The twins' status (every birth/will, in order), last health and state counts per asset."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, auth: tuple[str, str] | None = None) -> None:
         self.status: dict[str, list[dict[str, Any]]] = {}
         self.health: dict[str, dict[str, Any]] = {}
         self.states: dict[str, int] = {}
         self.lock = threading.Lock()
-        self.client = connect(url, f"fleet-observer-{os.getpid()}")
+        self.client = connect(url, f"fleet-observer-{os.getpid()}", auth=auth)
         self.client.on_message = self._on
         self.client.subscribe([("dt/v1/+/twin/status", 1), ("dt/v1/+/twin/health", 0), ("dt/v1/+/twin/state", 0)])
 
@@ -184,10 +184,10 @@ def test_local_fleet(tmp_path: Path, broker: Broker, feeder: FleetFeeder) -> Non
 class FleetWatch:
     """Every message of the fleet's retained status topic, in order."""
 
-    def __init__(self, url: str, topic: str = "dt/v1/fleet/status") -> None:
+    def __init__(self, url: str, topic: str = "dt/v1/fleet/status", auth: tuple[str, str] | None = None) -> None:
         self.msgs: list[dict[str, Any]] = []
         self.lock = threading.Lock()
-        self.client = connect(url, f"fleet-status-{os.getpid()}")
+        self.client = connect(url, f"fleet-status-{os.getpid()}", auth=auth)
         self.client.on_message = self._on
         self.client.subscribe(topic, 1)
 

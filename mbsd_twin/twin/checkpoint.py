@@ -39,7 +39,7 @@ from ..estimation.records import Linearisation, Prediction
 from .alarms import ChangeAlarms
 from .checkpoint_check import EST as _EST
 from .checkpoint_check import checked
-from .checkpoint_store import Checkpoint, CheckpointStore
+from .checkpoint_store import Checkpoint, CheckpointStore, LeaseLost
 from .core import TwinCore
 from .tracking import EkfTracker
 
@@ -145,6 +145,8 @@ class Checkpointer:
         self.next = time.monotonic() + interval
         self.counts = counts  # the service's counters (in its health): checkpoints, checkpoint_failed
         self.last_error = ""
+        self.generation: int | None = None  # the asset's lease this instance holds (None: saves unconditionally)
+        self.on_lease_lost: Callable[[LeaseLost], None] = lambda exc: None
 
     def __call__(self, now: float) -> None:
         if now < self.next:
@@ -153,10 +155,15 @@ class Checkpointer:
         self.save()
 
     def save(self) -> None:
+        """One checkpoint; with a ``generation`` (the asset's lease, fleet_member.py) only while this
+        instance holds it: a lost lease calls ``on_lease_lost`` and writes nothing."""
         core = self.core()
         try:
-            self.store.save(Checkpoint(self.asset, time.time(), core.last_t, self.config_hash, capture(core)))
+            self.store.save(Checkpoint(self.asset, time.time(), core.last_t, self.config_hash, capture(core)),
+                            self.generation)
             self.counts["checkpoints"] += 1
+        except LeaseLost as exc:
+            self.on_lease_lost(exc)
         except Exception as exc:  # a full disk or a lost database connection never stops the twin
             self.counts["checkpoint_failed"] += 1
             self.last_error = f"{type(exc).__name__}: {exc}"

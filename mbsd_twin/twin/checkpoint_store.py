@@ -3,6 +3,12 @@
 SQLite file (default) or PostgreSQL (psycopg 3). Each save replaces the asset's row in one
 transaction (atomic: a reader sees the old row or the new one, never a torn one).
 
+Ownership of an asset (docs/fleet.md, "Fencing"): the table ``twin_leases`` (asset, generation,
+instance, pid, node, taken_at) says which instance of a twin owns the asset. A starting twin takes
+the lease (``acquire``: the generation counts up in one statement); a save with ``generation``
+checks, in the same transaction as the write, that the lease is still that generation and raises
+:class:`LeaseLost` otherwise. What anyone publishes on MQTT never decides it.
+
 Kept apart from the twin's history store on purpose (its own module and table); once that lands
 the table can move into the history database by pointing ``[fleet] store`` at the same URL.
 """
@@ -14,6 +20,7 @@ import math
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +30,12 @@ from .redaction import redact
 TABLE = "twin_checkpoints"
 _DDL = (f"CREATE TABLE IF NOT EXISTS {TABLE} (asset TEXT PRIMARY KEY, saved_at DOUBLE PRECISION NOT NULL, "
         "rig_time DOUBLE PRECISION, config_hash TEXT NOT NULL, state {blob} NOT NULL)")
+_SAVE = (f"INSERT INTO {TABLE} (asset, saved_at, rig_time, config_hash, state) VALUES (?, ?, ?, ?, ?) "
+         "ON CONFLICT (asset) DO UPDATE SET saved_at = excluded.saved_at, rig_time = excluded.rig_time, "
+         "config_hash = excluded.config_hash, state = excluded.state")
+LEASES = "twin_leases"
+_LEASE_DDL = (f"CREATE TABLE IF NOT EXISTS {LEASES} (asset TEXT PRIMARY KEY, generation BIGINT NOT NULL, "
+              "instance TEXT NOT NULL, pid BIGINT, node TEXT, taken_at DOUBLE PRECISION NOT NULL)")
 
 
 @dataclass(frozen=True)
@@ -42,6 +55,29 @@ def sqlite_path(url: str) -> str:
     return url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else url
 
 
+@dataclass(frozen=True)
+class Lease:
+    """Who owns an asset: the ``generation``-th instance to take it, ``instance`` (its id), its
+    ``pid`` and Ray ``node`` (None: a local process), ``taken_at`` (its start, wall time in s)."""
+
+    asset: str
+    generation: int
+    instance: str
+    pid: int | None
+    node: str | None
+    taken_at: float
+
+
+class LeaseLost(RuntimeError):
+    """A newer instance took the asset's lease: this one must stop (``holder``: the newer one)."""
+
+    def __init__(self, asset: str, mine: int, holder: Lease | None) -> None:
+        self.holder = holder
+        who = "nobody" if holder is None else (f"instance {holder.instance} (generation {holder.generation}, pid "
+                                              f"{holder.pid}, node {holder.node}, started at {holder.taken_at})")
+        super().__init__(f"the lease of asset {asset!r} (generation {mine}) is held by {who}")
+
+
 class BadRow(ValueError):
     """A row of the table whose columns are not of their types (the state itself is checked by
     :mod:`.checkpoint_check`)."""
@@ -59,6 +95,21 @@ def _row(asset: Any, saved: Any, rig: Any, h: Any, state: Any) -> Checkpoint:
         raise BadRow(f"checkpoint row of {asset!r}: state: expected bytes, got {type(state).__name__}")
     return Checkpoint(str(asset), number("saved_at", saved), None if rig is None else number("rig_time", rig), h,
                       bytes(state))
+
+
+def _lease(asset: Any, gen: Any, inst: Any, pid: Any, node: Any, taken: Any) -> Lease:
+    """A lease row, type-checked (it is read by the fleet process too: nothing unbounded passes)."""
+    def text(name: str, v: Any, none: bool) -> Any:
+        if (v is None and none) or (isinstance(v, str) and len(v) <= 128):
+            return v
+        raise BadRow(f"lease row of {asset!r}: {name}: expected a short text, got {repr(v)[:60]}")
+
+    if isinstance(gen, bool) or not isinstance(gen, int) or (pid is not None and (isinstance(pid, bool) or not
+                                                                                  isinstance(pid, int))):
+        raise BadRow(f"lease row of {asset!r}: generation/pid: expected integers, got {gen!r}, {pid!r}")
+    if isinstance(taken, bool) or not isinstance(taken, int | float) or not math.isfinite(taken):
+        raise BadRow(f"lease row of {asset!r}: taken_at: expected a finite number, got {repr(taken)[:60]}")
+    return Lease(str(asset), gen, text("instance", inst, False), pid, text("node", node, True), float(taken))
 
 
 class CheckpointStore:
@@ -81,6 +132,7 @@ class CheckpointStore:
                 with pg.transaction():  # twins starting together: one creates the table, the others wait
                     lock_schema(pg)
                     pg.execute(_DDL.format(blob="BYTEA"))
+                    pg.execute(_LEASE_DDL)
             except BaseException:
                 pg.close()
                 raise
@@ -91,18 +143,44 @@ class CheckpointStore:
         conn: Any = sqlite3.connect(path, timeout=10.0, check_same_thread=False, isolation_level=None)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(_DDL.format(blob="BLOB"))
+        conn.execute(_LEASE_DDL)
         return conn
 
     def _run(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
         """Run one statement; on a failure the connection is dropped (the next call reconnects) and
         the error raised naming the store."""
-        q = sql.replace("?", "%s") if self.pg else sql
+        return self._tx(lambda run: run(sql, args), tx=False)
+
+    def _tx(self, body: Callable[[Callable[[str, tuple[Any, ...]], list[Any]]], Any], tx: bool = True) -> Any:
+        """``body(run)`` in one transaction (``tx``; SQLite: ``BEGIN IMMEDIATE``, the write lock
+        first; PostgreSQL: a transaction block), ``run(sql, args)`` giving a statement's rows.
+        :class:`LeaseLost` passes through (the transaction rolled back); any other failure drops
+        the connection and is raised as ``OSError`` naming the store."""
         with self.lock:
             try:
                 if self.conn is None:
                     self.conn = self._connect()
-                cur = self.conn.execute(q, args)
-                return list(cur.fetchall()) if cur.description else []
+                conn = self.conn
+
+                def run(sql: str, args: tuple[Any, ...]) -> list[Any]:
+                    cur = conn.execute(sql.replace("?", "%s") if self.pg else sql, args)
+                    return list(cur.fetchall()) if cur.description else []
+
+                if not tx:
+                    return body(run)
+                if self.pg:
+                    with conn.transaction():
+                        return body(run)
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    out = body(run)
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                return out
+            except LeaseLost:
+                raise
             except Exception as exc:
                 self._drop()
                 raise OSError(redact(f"checkpoint store {self.shown()}: {type(exc).__name__}: {exc}", self.url)) \
@@ -118,11 +196,43 @@ class CheckpointStore:
                 self.conn.close()
         self.conn = None
 
-    def save(self, cp: Checkpoint) -> None:
-        self._run(f"INSERT INTO {TABLE} (asset, saved_at, rig_time, config_hash, state) VALUES (?, ?, ?, ?, ?) "
-                  "ON CONFLICT (asset) DO UPDATE SET saved_at = excluded.saved_at, rig_time = excluded.rig_time, "
-                  "config_hash = excluded.config_hash, state = excluded.state",
-                  (cp.asset, cp.saved_at, cp.rig_time, cp.config_hash, cp.state))
+    def save(self, cp: Checkpoint, generation: int | None = None) -> None:
+        """Replace the asset's row; with ``generation``, only while that generation holds the
+        asset's lease (checked in the same transaction: :class:`LeaseLost` otherwise)."""
+        def body(run: Callable[[str, tuple[Any, ...]], list[Any]]) -> None:
+            if generation is not None:
+                rows = run(f"SELECT asset, generation, instance, pid, node, taken_at FROM {LEASES} WHERE asset = ?"
+                           + (" FOR UPDATE" if self.pg else ""), (cp.asset,))
+                if not rows or rows[0][1] != generation:
+                    raise LeaseLost(cp.asset, generation, _lease(*rows[0]) if rows else None)
+            run(_SAVE, (cp.asset, cp.saved_at, cp.rig_time, cp.config_hash, cp.state))
+        self._tx(body, tx=generation is not None)
+
+    def acquire(self, asset: str, instance: str, pid: int | None, node: str | None, started_at: float,
+                only_if_newer: bool = False) -> int:
+        """Take the asset's lease for ``instance`` (started at ``started_at``, wall time): its new
+        generation, one more than the last holder's (one transaction). ``only_if_newer``: not when
+        the holder started later than ``started_at`` (:class:`LeaseLost` naming it) — a twin that
+        could not take the lease at its start does not take it from a successor afterwards."""
+        def body(run: Callable[[str, tuple[Any, ...]], list[Any]]) -> int:
+            rows = run(f"SELECT asset, generation, instance, pid, node, taken_at FROM {LEASES} WHERE asset = ?"
+                       + (" FOR UPDATE" if self.pg else ""), (asset,))
+            held = _lease(*rows[0]) if rows else None
+            if held is not None and only_if_newer and held.taken_at > started_at:
+                raise LeaseLost(asset, 0, held)
+            # a row inserted by a concurrent first taker (no row to lock above): counted up all the same
+            return run(f"INSERT INTO {LEASES} (asset, generation, instance, pid, node, taken_at) VALUES "
+                       f"(?, 1, ?, ?, ?, ?) ON CONFLICT (asset) DO UPDATE SET generation = {LEASES}.generation + 1, "
+                       "instance = excluded.instance, pid = excluded.pid, node = excluded.node, "
+                       "taken_at = excluded.taken_at RETURNING generation",
+                       (asset, instance, pid, node, started_at))[0][0]
+        return int(self._tx(body))
+
+    def holder(self, asset: str) -> Lease | None:
+        """The asset's lease (None: nobody took it yet); :class:`BadRow` when the row is not of its types."""
+        rows = self._run(f"SELECT asset, generation, instance, pid, node, taken_at FROM {LEASES} WHERE asset = ?",
+                         (asset,))
+        return _lease(*rows[0]) if rows else None
 
     def load(self, asset: str) -> Checkpoint | None:
         rows = self._run(f"SELECT asset, saved_at, rig_time, config_hash, state FROM {TABLE} WHERE asset = ?",

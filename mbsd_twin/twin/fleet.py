@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .checkpoint_store import CheckpointStore
 from .fleet_config import AssetSpec, FleetConfig, FleetError, FleetSettings, load_fleet
 from .fleet_member import run_process
 from .fleet_status import FleetStatus
@@ -32,6 +33,7 @@ class Backend(Protocol):
     def stop(self, asset: str) -> None: ...
     def check(self) -> None: ...
     def dead(self) -> dict[str, bool]: ...
+    def pid(self, asset: str) -> int | None: ...
     def status(self) -> dict[str, Any]: ...
     def close(self) -> None: ...
 
@@ -106,6 +108,11 @@ class LocalBackend:
         """The assets whose process is not alive: True when it will not be restarted again."""
         return {aid: c.given_up for aid, c in self.children.items() if not c.proc.is_alive()}
 
+    def pid(self, asset: str) -> int | None:
+        """The pid of the asset's process while it is alive (what its lease must name)."""
+        c = self.children.get(asset)
+        return c.proc.pid if c is not None and c.proc.is_alive() else None
+
     def status(self) -> dict[str, Any]:
         return {aid: {"pid": c.proc.pid, "alive": c.proc.is_alive(), "restarts": c.restarts}
                 for aid, c in self.children.items()}
@@ -125,7 +132,8 @@ class Fleet:
         self.mtime = os.stat(path).st_mtime_ns
         self.rejected: str = ""  # the last bad edit's problems ("" none)
         broker, topic = self.cfg.status_target()
-        self.status = FleetStatus(broker, topic, backend.name, self.cfg.settings.status_interval, self.cfg.path)
+        self.status = FleetStatus(broker, topic, backend.name, self.cfg.settings.status_interval, self.cfg.path,
+                                  self.cfg.settings.store, backend.pid if backend.name == "local" else None)
         for spec in self.cfg.assets:
             self._start(spec, self.cfg.settings)
 
@@ -177,6 +185,8 @@ class Fleet:
             else:
                 log.info("asset %s added to %s: starting its twin", aid, self.path)
             self._start(spec, new.settings)
+        if new.settings.store != self.cfg.settings.store:
+            self.status.witness.store = CheckpointStore(new.settings.store)
         self.cfg = new
 
     def run(self, stop: Any) -> None:

@@ -1,4 +1,5 @@
-"""``mbsd-twin fleet serve FLEET.toml [--ray ADDRESS]`` (registered by mbsd_twin.cli; docs/fleet.md)."""
+"""``mbsd-twin fleet serve FLEET.toml [--ray ADDRESS]`` and ``mbsd-twin fleet acl FLEET.toml [--passwords]``
+(registered by mbsd_twin.cli; docs/fleet.md)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,29 @@ def _cmd_fleet_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_fleet_acl(args: argparse.Namespace) -> int:
+    """Print the fleet's mosquitto ACL lines, or (``--passwords``) its password-file lines."""
+    import os
+
+    from .fleet_acl import acl_text, password_lines
+    from .fleet_config import FleetError, load_fleet
+
+    try:
+        fleet = load_fleet(args.fleet)
+        if not args.passwords:
+            sys.stdout.write(acl_text(fleet))
+            return 0
+        secret = os.environ.get(fleet.settings.password_env, "")
+        if not secret:
+            raise ValueError(f"the environment variable {fleet.settings.password_env} ([fleet] password_env) is "
+                             "not set: the passwords are derived from the secret in it")
+        sys.stdout.write(password_lines(fleet, secret))
+    except (FleetError, ValueError) as exc:
+        print(f"mbsd-twin fleet acl: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def add_fleet(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fleet", help="run one twin per asset of a fleet file (docs/fleet.md)")
     fsub = p.add_subparsers(dest="fleet_command", required=True)
@@ -41,3 +65,8 @@ def add_fleet(sub: argparse._SubParsersAction) -> None:
     s.add_argument("fleet", help="fleet TOML file ([fleet] settings, one [[asset]] per twin)")
     s.add_argument("--ray", metavar="ADDRESS", help="run each twin as a Ray actor on this cluster (or 'auto')")
     s.set_defaults(func=_cmd_fleet_serve)
+    a = fsub.add_parser("acl", help="print the mosquitto ACL of the fleet's users (one twin login per asset)")
+    a.add_argument("fleet", help="fleet TOML file")
+    a.add_argument("--passwords", action="store_true",
+                   help="print the password-file lines instead (hashed; from the secret in [fleet] password_env)")
+    a.set_defaults(func=_cmd_fleet_acl)

@@ -8,7 +8,10 @@ file and the key (a running fleet reports a bad edit and keeps the assets it has
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
+import hmac
 import os
 import re
 import tomllib
@@ -20,6 +23,7 @@ from .config import BrokerConfig, ConfigError, TwinConfig, load_config
 from .redaction import redact, url_password_problem
 
 ASSET_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # one MQTT topic level, no wildcards
+LOGIN = re.compile(r"^(?:[A-Za-z0-9_.-]|\{asset\}){1,64}$")  # a broker user name ({asset}: the asset id)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
@@ -46,6 +50,8 @@ class FleetSettings:
     status_topic: str = ""  # the fleet's retained status topic; "": "{[core] prefix}/fleet/status"
     status_interval: float = 10.0  # s between publications of the fleet status (also at every change)
     password_env: str = "MBSD_TWIN_PASSWORD"  # the variable of each twin's own environment with the broker password
+    twin_username: str = ""  # each twin's broker login, "{asset}" replaced ("": the twin config's [broker] username)
+    fleet_username: str = ""  # the fleet status's broker login ("": the twin config's [broker] username)
 
 
 @dataclass(frozen=True)
@@ -65,15 +71,32 @@ class AssetSpec:
             over.setdefault("service", {})["mechanism"] = self.mechanism
         if fleet.broker and "url" not in over.get("broker", {}):
             over.setdefault("broker", {})["url"] = fleet.broker
-        return with_password(load_config(self.config or fleet.config or None, env={}, overrides=over), fleet)
+        return with_password(load_config(self.config or fleet.config or None, env={}, overrides=over), fleet,
+                             fleet.twin_username.replace("{asset}", self.id))
 
 
-def with_password(cfg: TwinConfig, fleet: FleetSettings) -> TwinConfig:
+def with_password(cfg: TwinConfig, fleet: FleetSettings, login: str = "") -> TwinConfig:
     """``cfg`` with the broker password of this process's own environment (the variable ``[fleet]
     password_env`` names), read where the twin runs — a fleet child process, a Ray actor on its node
-    — so it never travels as an argument or on a command line; unset: the twin TOML's, if any."""
-    password = os.environ.get(fleet.password_env, "")
-    return dataclasses.replace(cfg, broker=dataclasses.replace(cfg.broker, password=password)) if password else cfg
+    — so it never travels as an argument or on a command line; unset: the twin TOML's, if any.
+    ``login``: a login of its own (an asset's twin, the fleet): that user name, and its password
+    derived from the secret in ``password_env`` (:func:`login_password`)."""
+    secret = os.environ.get(fleet.password_env, "")
+    b = cfg.broker
+    if login:
+        b = dataclasses.replace(b, username=login, password=login_password(secret, login) if secret else b.password)
+    elif secret:
+        b = dataclasses.replace(b, password=secret)
+    return dataclasses.replace(cfg, broker=b)
+
+
+def login_password(secret: str, login: str) -> str:
+    """The broker password of ``login`` (an asset's twin user, the fleet user): derived from the one
+    secret of ``[fleet] password_env``, so each login has its own password (a twin's, leaked, opens
+    only its asset's topics) while the fleet's processes hold one secret. ``mbsd-twin fleet acl
+    --passwords`` writes the broker's password lines from the same secret."""
+    mac = hmac.new(secret.encode(), f"mbsd-twin broker login {login}".encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(mac).decode()[:32]
 
 
 @dataclass(frozen=True)
@@ -91,7 +114,7 @@ class FleetConfig:
         prefix``)."""
         s = self.settings
         cfg = with_password(load_config(s.config or None, env={}, overrides={"broker": {"url": s.broker}} if s.broker
-                                        else None), s)
+                                        else None), s, s.fleet_username)
         return cfg.broker, s.status_topic or f"{cfg.core.prefix}/fleet/status"
 
 
@@ -126,6 +149,10 @@ def _settings(table: Any, base: str, problems: list[str]) -> FleetSettings:
         problems.append(f"[fleet] status_topic: no wildcards (+, #) in a topic to publish on, got {s.status_topic!r}")
     if not ENV_NAME.match(s.password_env):
         problems.append(f"[fleet] password_env: an environment variable name, got {s.password_env!r}")
+    for key in ("twin_username", "fleet_username"):
+        if getattr(s, key) and not LOGIN.match(getattr(s, key)):
+            problems.append(f"[fleet] {key}: 1-64 letters, digits, '_', '.', '-' (and {{asset}}), got "
+                            f"{getattr(s, key)!r}")
     if s.ray_strategy not in ("SPREAD", "DEFAULT"):
         problems.append(f"[fleet] ray_strategy: SPREAD or DEFAULT, got {s.ray_strategy!r}")
     for key, instead in (("store", "give it in PGPASSWORD or ~/.pgpass of the processes that run the twins"),

@@ -19,7 +19,8 @@ from .rig_client import connect
 
 class FleetFeeder:
     def __init__(self, mech: Mechanism, url: str, assets: list[str], rate: float = 1000.0, batch: int = 20,
-                 duration: float = 10.0, prefix: str = "dt/v1", msgs: list[dict[str, Any]] | None = None) -> None:
+                 duration: float = 10.0, prefix: str = "dt/v1", msgs: list[dict[str, Any]] | None = None,
+                 auth: tuple[str, str] | None = None) -> None:
         self.cfg = RigConfig(rate=rate, batch=batch)
         self.msgs = msgs or stream(mech, self.cfg, duration)  # ``msgs``: a stream computed before
         self.url, self.prefix = url, prefix
@@ -27,7 +28,7 @@ class FleetFeeder:
         self.period = batch / rate
         self.sent_at: dict[str, dict[int, float]] = {a: {} for a in assets}
         self.stopping = threading.Event()
-        self.client = connect(url, f"fleet-feeder-{id(self):x}")
+        self.client = connect(url, f"fleet-feeder-{id(self):x}", auth=auth)
         self.thread = threading.Thread(target=self._run, name="fleet-feeder", daemon=True)
         self.lock = threading.Lock()
 

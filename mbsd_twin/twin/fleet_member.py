@@ -20,11 +20,13 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .checkpoint import Checkpointer, apply
 from .checkpoint_store import BadRow, CheckpointStore
 from .fleet_config import AssetSpec, FleetSettings
+from .fleet_fence import Fence
 from .protocol import encode
 from .redaction import redact
 from .service import TwinService
@@ -42,14 +44,20 @@ class Member:
         self.cfg = spec.twin_config(settings)
         self.svc = TwinService(self.cfg)
         self.store = CheckpointStore(settings.store)
+        # ``on_exit(code)``: how this twin's process ends once fenced off (fleet_fence.py) or its worker died
+        self.on_exit: Callable[[int], None] = _exit_process
+        self.fence = Fence(self.svc, self.store, spec.id, (birth or {}).get("node_id"), lambda code: self.on_exit(code),
+                           settings.checkpoint_interval)
         self.resumed: dict[str, Any] = {}
         self._resume()
         self.checkpointer = Checkpointer(lambda: self.svc.core, self.store, spec.id, self.cfg.config_hash(),
                                          settings.checkpoint_interval, self.svc.counts)
-        self.svc.ticks.append(lambda now: None if self.svc.superseded else self.checkpointer(now))
-        self.svc.on_own_status = self._own_status
-        self.svc.on_worker_death = _exit_process  # a mute twin is worse than a restarted one
-        self.svc.birth_extra.update({"pid": os.getpid(), "started_at": time.time(), **(birth or {}), **self.resumed})
+        self.checkpointer.on_lease_lost = self.fence.lost
+        self.svc.ticks.append(self._tick)
+        self.svc.on_own_status = self.fence.birth  # a hint only: the store decides (fleet_fence.py)
+        self.svc.on_worker_death = lambda reason: self.on_exit(EXIT_WORKER_DIED)  # mute is worse than restarted
+        self.svc.birth_extra.update({"pid": os.getpid(), "started_at": self.fence.started_at, **(birth or {}),
+                                     **self.resumed})
         if self.resumed and self.svc.history is not None:  # the restart and its gap into the history store
             self.svc.history.offer(self.svc.topics.twin("status"), encode(
                 {"state": "restarted" if self.found else "checkpoint_unavailable", "asset": spec.id,
@@ -61,6 +69,8 @@ class Member:
         self.found = False
         for attempt in range(3):
             try:
+                if self.fence.generation is None:  # the lease first: the checkpoint is then this instance's
+                    self.fence.take()
                 cp = self.store.load(self.spec.id)
                 break
             except BadRow as exc:  # a tampered or corrupt row: no retry
@@ -107,15 +117,12 @@ class Member:
             log.warning("%s: newest stored sample unknown (%s)", self.spec.id, exc)
             return None
 
-    def _own_status(self, st: dict[str, Any]) -> None:
-        """A birth of a newer instance of this asset (a Ray actor restarted elsewhere while this one,
-        its node lost, still runs): this one stops at once — no outputs, history rows or checkpoints
-        after the newer birth, and no ``offline`` will over it."""
-        theirs, mine = st.get("started_at"), self.svc.birth_extra["started_at"]
-        if st.get("state") == "online" and st.get("instance") != self.svc.instance \
-                and isinstance(theirs, int | float) and theirs > mine:
-            self.svc.supersede(f"instance {st.get('instance')} of {self.spec.id} (pid {st.get('pid')}, node "
-                               f"{st.get('node_id')}) started at {theirs}, after this one ({mine})")
+    def _tick(self, now: float) -> None:
+        """Worker tick: the lease (fleet_fence.py), then the checkpoint when due (only while held)."""
+        self.fence.tick(now)
+        if not self.svc.superseded and self.fence.generation is not None:
+            self.checkpointer.generation = self.fence.generation
+            self.checkpointer(now)
 
     def start(self) -> None:
         self.svc.start()
@@ -127,17 +134,19 @@ class Member:
 
     def stop(self) -> None:
         self.svc.stop()  # the worker has stopped: the core is quiet
-        if not self.svc.superseded:  # a superseded twin's state is older than its successor's checkpoints
+        if not self.svc.superseded and self.fence.generation is not None:  # else: not this instance's to write
+            self.checkpointer.generation = self.fence.generation
             self.checkpointer.save()
         self.store.close()
 
 
-def _exit_process(reason: str) -> None:
-    """The twin's worker thread died (:mod:`.worker_guard`): end this process at once with a
-    non-zero status — its will tells the broker and the fleet it is offline, and its supervisor
-    (the local fleet, Ray) starts it again from its last checkpoint."""
-    logging.shutdown()  # flush the CRITICAL line saying why
-    os._exit(EXIT_WORKER_DIED)
+def _exit_process(code: int) -> None:
+    """The twin stopped publishing — its worker thread died (:mod:`.worker_guard`,
+    ``EXIT_WORKER_DIED``: its will tells the broker and the fleet it is offline) or a newer instance
+    holds the asset's lease (``EXIT_SUPERSEDED``) —: end this process at once with a non-zero status,
+    so its supervisor (the local fleet, Ray) starts it again from the asset's last checkpoint."""
+    logging.shutdown()  # flush the line saying why
+    os._exit(code)
 
 
 def run_process(spec: AssetSpec, settings: FleetSettings) -> None:

@@ -75,6 +75,10 @@ class RayBackend:
         of a restart from the twin's will and its new birth."""
         return {}
 
+    def pid(self, asset: str) -> int | None:
+        """Not known without a call to the actor: births are confirmed by the store's lease alone."""
+        return None
+
     def status(self, timeout: float = 5.0) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for aid, a in self.actors.items():

@@ -7,26 +7,30 @@ retained will ``{"state": "offline", …}``. What it says per asset comes from t
 - the fleet itself: an asset added or changed is ``starting``, a removed one ``stopped``; the local
   backend reports a dead process (``restarting``) and one given up after ``max_restarts``
   (``failed``);
-- the twins' own retained ``{p}/{a}/twin/status``: an ``online`` birth makes the asset ``running``
-  (pid, instance, Ray node id, the checkpoint's ``gap_s``); the ``offline`` will of the running
-  instance (its process died) makes it ``restarting``; a birth of a new instance while the asset
-  was ``running`` (a Ray node lost: the orphan's will may come later or never) counts a restart too.
+- the twins' own retained ``{p}/{a}/twin/status``, believed only as far as :mod:`.fleet_trust`
+  confirms it: an ``online`` birth whose instance holds the asset's lease in the checkpoint store
+  (and, locally, whose pid is the fleet's own child) makes the asset ``running`` (pid, instance,
+  Ray node id from the lease; the checkpoint's ``gap_s`` from the birth, checked); on Ray the
+  ``offline`` will of the running instance makes it ``restarting`` (locally the fleet sees its
+  processes die itself and ignores wills); a confirmed birth of a new instance while the asset was
+  ``running`` (a Ray node lost: the orphan's will may come later or never) counts a restart too.
 
-A birth whose ``started_at`` (wall time) is earlier than the fleet's (re)start of that asset is a
-stale retained one and ignored, so is the will of an instance other than the current one.
+A lease taken before the fleet's (re)start of that asset is stale (a retained birth of an earlier
+run). Messages not believed are counted in the status's ``counts``; so are publications of the
+status the broker refused (its ACL: logged once).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +38,7 @@ import paho.mqtt.client as mqtt
 
 from . import link
 from .config import BrokerConfig
+from .fleet_trust import Witness, parse
 from .protocol import encode
 from .redaction import redact
 
@@ -68,8 +73,15 @@ class FleetStatus:
     wills from the broker, ``tick`` from the fleet's poll loop (publishes when something changed or
     every ``interval`` s), ``close`` at the fleet's stop (state ``offline``, every asset ``stopped``)."""
 
-    def __init__(self, broker: BrokerConfig, topic: str, backend: str, interval: float, fleet: str) -> None:
+    def __init__(self, broker: BrokerConfig, topic: str, backend: str, interval: float, fleet: str, store: str,
+                 pid_of: Callable[[str], int | None] | None) -> None:
+        """``store``: the checkpoint store (its leases confirm births); ``pid_of``: the local
+        backend's pid of an asset's process (None: Ray, whose twins' wills are believed instead)."""
         self.topic, self.backend, self.interval = topic, backend, interval
+        self.counts = {"births_ignored": 0, "wills_ignored": 0, "messages_ignored": 0, "publish_refused": 0,
+                       "publish_failed": 0}
+        self.witness = Witness(store, pid_of, self.counts)
+        self.wills = pid_of is None
         self.head = {"v": 1, "fleet": fleet, "host": socket.gethostname(), "pid": os.getpid(),
                      "backend": backend, "started_at": time.time()}
         self.assets: dict[str, AssetStatus] = {}
@@ -82,6 +94,7 @@ class FleetStatus:
         self.broker = broker
         self.client = link.make_client(broker, f"mbsd-fleet-{uuid.uuid4().hex[:8]}", (topic, will))
         self.client.on_connect, self.client.on_message = self._on_connect, self._on_message
+        self.client.on_publish = self._on_publish
         self.client.connect_async(broker.host, broker.port, keepalive=broker.keepalive)
         self.retry_at, self.backoff, self.problem = 0.0, broker.reconnect_min, ""
         os.register_at_fork(after_in_child=self._in_child)
@@ -144,7 +157,12 @@ class FleetStatus:
                     self._died(r, "failed" if given_up else "restarting")
 
     def tick(self, now: float) -> None:
+        confirmed = self.witness.confirm(self._t_start)  # the store's word on the births waiting
         with self.lock:
+            for asset, (_, fields) in confirmed.items():
+                r = self.assets.get(asset)
+                if r is not None and r.state != "stopped":
+                    self._birth(r, fields)
             due = self.dirty or now >= self.next
         if due and self.client.is_connected():
             self.publish(now)
@@ -153,9 +171,27 @@ class FleetStatus:
         with self.lock:
             self.dirty, self.next = False, now + self.interval
             self.seq += 1
-            body = {**self.head, "state": state, "seq": self.seq, "t": time.time(),
+            body = {**self.head, "state": state, "seq": self.seq, "t": time.time(), "counts": dict(self.counts),
                     "assets": {a: r.to_json() for a, r in sorted(self.assets.items())}}
-        return self.client.publish(self.topic, encode(body), qos=1, retain=True)
+        info = self.client.publish(self.topic, encode(body), qos=1, retain=True)
+        if info.rc != mqtt.MQTT_ERR_SUCCESS:
+            self.counts["publish_failed"] += 1
+            if self.counts["publish_failed"] == 1:
+                log.error("fleet status: publishing on %s failed (%s)", self.topic, mqtt.error_string(info.rc))
+        return info
+
+    def _on_publish(self, client: mqtt.Client, userdata: Any, mid: int, rc: Any, props: Any = None) -> None:
+        """The broker's answer to a publication of the status (MQTT 5: a refusal has a reason code;
+        MQTT 3.1.1 brokers drop a refused message silently)."""
+        if getattr(rc, "is_failure", False):
+            self.counts["publish_refused"] += 1
+            if self.counts["publish_refused"] == 1:  # logged once; counted in the status's counts
+                log.error("fleet status: the broker refused the publication on %s (%s): the fleet's user needs "
+                          "write access to it (docs/fleet.md, \"Access control\")", self.topic, rc)
+
+    def _t_start(self, asset: str) -> float | None:
+        r = self.assets.get(asset)
+        return None if r is None or r.state == "stopped" else r.t_start
 
     def close(self) -> None:
         """State ``offline`` with every asset ``stopped`` (waits up to 5 s for the broker), then a
@@ -187,36 +223,30 @@ class FleetStatus:
             client.subscribe(t, qos=1)
 
     def _on_message(self, client: mqtt.Client, userdata: Any, msg: mqtt.MQTTMessage) -> None:
-        try:
-            body = json.loads(msg.payload)
-        except ValueError:
-            return
-        if not isinstance(body, dict):
-            return
+        body = parse(bytes(msg.payload))
         with self.lock:
             asset = self.by_topic.get(msg.topic)
             r = self.assets.get(asset) if asset else None
             if r is None or r.state == "stopped":
                 return
-            if body.get("state") == "online":
-                self._birth(r, body)
-            elif body.get("state") == "offline" and body.get("instance") == r.instance and r.instance:
+            if body is None:
+                self.counts["messages_ignored"] += 1
+            elif body["state"] == "online":
+                self.witness.offer(r.name, body)  # confirmed (or not) by the store at the next tick
+            elif self.wills and body["instance"] == r.instance:
                 self._died(r, "restarting")
+            else:
+                self.counts["wills_ignored"] += 1
 
-    def _birth(self, r: AssetStatus, b: dict[str, Any]) -> None:
-        started = b.get("started_at")
-        if not isinstance(started, int | float) or started < r.t_start:
-            return  # a retained birth of an instance from before the fleet (re)started the asset
-        if b.get("instance") != r.instance:
+    def _birth(self, r: AssetStatus, f: dict[str, Any]) -> None:
+        """A confirmed birth (:func:`.fleet_trust.trusted_birth`: its fields checked and bounded)."""
+        if f["instance"] != r.instance:
             if r.instance is not None:
                 if r.state == "running":  # no death seen (a lost node's orphan may never send its will)
                     r.restarts += 1
-                r.last_restart = float(started)
-            cp = b.get("restarted_from_checkpoint")
-            r.gap_s = cp.get("gap_s") if isinstance(cp, dict) else None
-            rej = b.get("checkpoint_rejected")  # a password in it masked (a twin of an earlier version)
-            r.checkpoint_rejected = redact(rej)[:500] if isinstance(rej, str) else None
-            r.instance, r.pid, r.node_id = b.get("instance"), b.get("pid"), b.get("node_id")
+                r.last_restart = f["started_at"]
+            r.gap_s, r.checkpoint_rejected = f["gap_s"], f["checkpoint_rejected"]
+            r.instance, r.pid, r.node_id = f["instance"], f["pid"], f["node_id"]
         self._set(r, "running")
 
     def _died(self, r: AssetStatus, state: str) -> None:

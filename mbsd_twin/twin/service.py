@@ -116,9 +116,9 @@ class TwinService:
         # (the core is consistent there: checkpoints); birth_extra is merged into the retained birth.
         self.ticks: list[Callable[[float], None]] = []
         self.birth_extra: dict[str, Any] = {}
-        # on_own_status (set by fleet_member) sees every message on the twin's own status topic: the
-        # births of other instances of the asset; ``supersede`` fences this instance off (below).
-        self.on_own_status: Callable[[dict[str, Any]], None] | None = None
+        # on_own_status (set by fleet_member) sees every non-retained message on the twin's own status
+        # topic: hints of other instances of the asset (fleet_fence.py); ``supersede`` stops publishing.
+        self.on_own_status: Callable[[dict[str, Any], bool], None] | None = None
         self.superseded = ""  # why this instance stopped publishing ("": it has not)
         self.t_started = time.monotonic()
         if cfg.metrics.port:
@@ -203,7 +203,7 @@ class TwinService:
             elif msg.topic == self.topics.twin("status") and self.on_own_status:
                 st = parse_command(bytes(msg.payload))
                 if st:
-                    self.on_own_status(st)
+                    self.on_own_status(st, bool(msg.retain))  # retained: an old birth, or anyone's
         except Exception:  # never let one message stop the network thread
             self.rlog.warning("message error", "unexpected error handling a message on %s", msg.topic,
                               level=logging.ERROR, exc_info=True)
@@ -320,8 +320,8 @@ class TwinService:
         self.publish(Out(topic, payload, qos=1), props)
 
     def supersede(self, reason: str) -> None:
-        """Fence this instance off for good (a newer instance of the asset runs): no more input, no
-        output, no history; a clean disconnect, so no ``offline`` will overwrites the newer birth."""
+        """Fence this instance off for good (a newer one holds the asset's lease, fleet_fence.py): no
+        input, output or history; a clean disconnect (no ``offline`` will over the newer birth)."""
         if self.superseded:
             return
         self.superseded = reason
