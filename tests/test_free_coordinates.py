@@ -17,28 +17,57 @@ from mbsd_twin.simulation.start_values import NO_SLIP, free_coordinates
 ROOT = Path(__file__).resolve().parents[1]
 
 PINNED = {
-    'examples/mechanisms/cam_follower.toml': [],
-    'examples/mechanisms/chaplygin_sleigh.toml': ['sleigh.theta_start', 'sleigh.x_start', 'sleigh.y_start', 'sleigh.omega_start', 'sleigh.vx_start'],
-    'examples/mechanisms/double_pendulum.toml': ['upper.theta_start', 'lower.theta_start', 'upper.omega_start', 'lower.omega_start'],
-    'examples/mechanisms/engine_boxer.toml': [],
-    'examples/mechanisms/engine_inline_four.toml': [],
-    'examples/mechanisms/engine_single_cylinder.toml': [],
-    'examples/mechanisms/four_bar.toml': ['crank.theta_start', 'crank.omega_start'],
-    'examples/mechanisms/four_bar_bicycle_leg.toml': [],
-    'examples/mechanisms/four_bar_driven.toml': [],
-    'examples/mechanisms/geneva_drive.toml': [],
-    'examples/mechanisms/mass_spring_damper.toml': ['block.x_start', 'block.vx_start'],
-    'examples/mechanisms/pantograph.toml': [],
-    'examples/mechanisms/pendulum.toml': ['bar.theta_start', 'bar.omega_start'],
-    'examples/mechanisms/planetary_gear.toml': ['sun.theta_start', 'sun.omega_start'],
-    'examples/mechanisms/quick_return.toml': ['crank.theta_start', 'crank.omega_start'],
-    'examples/mechanisms/scotch_yoke.toml': [],
-    'examples/mechanisms/slider_crank.toml': ['crank.theta_start', 'crank.omega_start'],
-    'examples/mechanisms/slider_crank_driven.toml': [],
-    'examples/mechanisms/terrain_wheel.toml': ['wheel.theta_start', 'wheel.x_start', 'wheel.y_start', 'body.y_start', 'wheel.omega_start', 'wheel.vx_start', 'wheel.vy_start', 'body.vy_start'],
-    'examples/mechanisms/terrain_wheel_polygonal.toml': ['wheel.theta_start', 'wheel.x_start', 'wheel.y_start', 'body.y_start', 'wheel.omega_start', 'wheel.vx_start', 'wheel.vy_start', 'body.vy_start'],
-    'mbsd_twin/data/mechanisms/pendulum_driven.toml': ['bar.theta_start', 'bar.omega_start'],
-    'mbsd_twin/data/mechanisms/slider_crank.toml': ['crank.theta_start', 'crank.omega_start'],
+    "examples/mechanisms/cam_follower.toml": [],
+    "examples/mechanisms/chaplygin_sleigh.toml": [
+        "sleigh.theta_start",
+        "sleigh.x_start",
+        "sleigh.y_start",
+        "sleigh.omega_start",
+        "sleigh.vx_start",
+    ],
+    "examples/mechanisms/double_pendulum.toml": [
+        "upper.theta_start",
+        "lower.theta_start",
+        "upper.omega_start",
+        "lower.omega_start",
+    ],
+    "examples/mechanisms/engine_boxer.toml": [],
+    "examples/mechanisms/engine_inline_four.toml": [],
+    "examples/mechanisms/engine_single_cylinder.toml": [],
+    "examples/mechanisms/four_bar.toml": ["crank.theta_start", "crank.omega_start"],
+    "examples/mechanisms/four_bar_bicycle_leg.toml": [],
+    "examples/mechanisms/four_bar_driven.toml": [],
+    "examples/mechanisms/geneva_drive.toml": [],
+    "examples/mechanisms/mass_spring_damper.toml": ["block.x_start", "block.vx_start"],
+    "examples/mechanisms/pantograph.toml": [],
+    "examples/mechanisms/pendulum.toml": ["bar.theta_start", "bar.omega_start"],
+    "examples/mechanisms/planetary_gear.toml": ["sun.theta_start", "sun.omega_start"],
+    "examples/mechanisms/quick_return.toml": ["crank.theta_start", "crank.omega_start"],
+    "examples/mechanisms/scotch_yoke.toml": [],
+    "examples/mechanisms/slider_crank.toml": ["crank.theta_start", "crank.omega_start"],
+    "examples/mechanisms/slider_crank_driven.toml": [],
+    "examples/mechanisms/terrain_wheel.toml": [
+        "wheel.theta_start",
+        "wheel.x_start",
+        "wheel.y_start",
+        "body.y_start",
+        "wheel.omega_start",
+        "wheel.vx_start",
+        "wheel.vy_start",
+        "body.vy_start",
+    ],
+    "examples/mechanisms/terrain_wheel_polygonal.toml": [
+        "wheel.theta_start",
+        "wheel.x_start",
+        "wheel.y_start",
+        "body.y_start",
+        "wheel.omega_start",
+        "wheel.vx_start",
+        "wheel.vy_start",
+        "body.vy_start",
+    ],
+    "mbsd_twin/data/mechanisms/pendulum_driven.toml": ["bar.theta_start", "bar.omega_start"],
+    "mbsd_twin/data/mechanisms/slider_crank.toml": ["crank.theta_start", "crank.omega_start"],
 }
 
 
@@ -96,10 +125,60 @@ BUILT = {
     "ladder(3)": ladder(3),
 }
 PINNED_BUILT = {
-    'chain(5)': ['link0.theta_start', 'link1.theta_start', 'link2.theta_start', 'link3.theta_start', 'link4.theta_start', 'link0.omega_start', 'link1.omega_start', 'link2.omega_start', 'link3.omega_start', 'link4.omega_start'],
-    'free_bodies(3)': ['b0.theta_start', 'b1.theta_start', 'b2.theta_start', 'b0.x_start', 'b1.x_start', 'b2.x_start', 'b0.y_start', 'b1.y_start', 'b2.y_start', 'b0.omega_start', 'b1.omega_start', 'b2.omega_start', 'b0.vx_start', 'b1.vx_start', 'b2.vx_start', 'b0.vy_start', 'b1.vy_start', 'b2.vy_start'],
-    'mixed()': ['a.theta_start', 'free.theta_start', 'rod.theta_start', 'free.x_start', 'slider.x_start', 'free.y_start', 'a.omega_start', 'free.omega_start', 'rod.omega_start', 'free.vx_start', 'slider.vx_start', 'free.vy_start'],
-    'ladder(3)': ['l0.theta_start', 'l1.theta_start', 'l2.theta_start', 'l0.omega_start', 'l1.omega_start', 'l2.omega_start'],
+    "chain(5)": [
+        "link0.theta_start",
+        "link1.theta_start",
+        "link2.theta_start",
+        "link3.theta_start",
+        "link4.theta_start",
+        "link0.omega_start",
+        "link1.omega_start",
+        "link2.omega_start",
+        "link3.omega_start",
+        "link4.omega_start",
+    ],
+    "free_bodies(3)": [
+        "b0.theta_start",
+        "b1.theta_start",
+        "b2.theta_start",
+        "b0.x_start",
+        "b1.x_start",
+        "b2.x_start",
+        "b0.y_start",
+        "b1.y_start",
+        "b2.y_start",
+        "b0.omega_start",
+        "b1.omega_start",
+        "b2.omega_start",
+        "b0.vx_start",
+        "b1.vx_start",
+        "b2.vx_start",
+        "b0.vy_start",
+        "b1.vy_start",
+        "b2.vy_start",
+    ],
+    "mixed()": [
+        "a.theta_start",
+        "free.theta_start",
+        "rod.theta_start",
+        "free.x_start",
+        "slider.x_start",
+        "free.y_start",
+        "a.omega_start",
+        "free.omega_start",
+        "rod.omega_start",
+        "free.vx_start",
+        "slider.vx_start",
+        "free.vy_start",
+    ],
+    "ladder(3)": [
+        "l0.theta_start",
+        "l1.theta_start",
+        "l2.theta_start",
+        "l0.omega_start",
+        "l1.omega_start",
+        "l2.omega_start",
+    ],
 }
 
 
@@ -143,9 +222,16 @@ def _dense_choice(jac: np.ndarray, candidates: list[int]) -> list[int]:
     return kept
 
 
-CHECKED = [chain(12), mixed(), ladder(4), "examples/mechanisms/chaplygin_sleigh.toml",
-           "examples/mechanisms/terrain_wheel.toml", "examples/mechanisms/planetary_gear.toml",
-           "examples/mechanisms/four_bar.toml", "examples/mechanisms/quick_return.toml"]
+CHECKED = [
+    chain(12),
+    mixed(),
+    ladder(4),
+    "examples/mechanisms/chaplygin_sleigh.toml",
+    "examples/mechanisms/terrain_wheel.toml",
+    "examples/mechanisms/planetary_gear.toml",
+    "examples/mechanisms/four_bar.toml",
+    "examples/mechanisms/quick_return.toml",
+]
 
 
 @pytest.mark.parametrize("mech", CHECKED, ids=lambda m: m if isinstance(m, str) else m.name)
@@ -157,7 +243,7 @@ def test_choice_matches_the_dense_definition(mech: mt.Mechanism | str) -> None:
     nb = system.n_body
     candidates = [3 * b + 2 for b in range(nb)] + [3 * b for b in range(nb)] + [3 * b + 1 for b in range(nb)]
     rng = np.random.default_rng(33)
-    q0 = sim._y0[:system.n_coord]
+    q0 = sim._y0[: system.n_coord]
     for q in (q0, q0 + 0.05 * rng.standard_normal(q0.shape)):  # at the assembly and off it
         jac = system.jacobian(q, 0.0)[rows]
         holonomic = [k for k, r in enumerate(rows) if not system.constraint_names[int(r)].endswith(NO_SLIP)]
