@@ -12,7 +12,10 @@ import numpy as np
 import pytest
 
 import mbsd_twin as mt
+from mbsd_twin.physics.system import compile_mechanism
 from mbsd_twin.simulation.start_values import NO_SLIP, free_coordinates
+from mbsd_twin.solvers.kinematics import KinematicsOptions, assemble
+from mbsd_twin.solvers.newton import rank_info, redundant_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -249,3 +252,25 @@ def test_choice_matches_the_dense_definition(mech: mt.Mechanism | str) -> None:
         holonomic = [k for k, r in enumerate(rows) if not system.constraint_names[int(r)].endswith(NO_SLIP)]
         expected = (_dense_choice(jac[holonomic], candidates), _dense_choice(jac, candidates))
         assert free_coordinates(system, q, 0.0, rows) == expected
+
+
+def doubly_pinned() -> mt.Mechanism:
+    """A bar hinged to ground twice at the same point: two redundant rows."""
+    b = mt.MechanismBuilder("doubly-pinned")
+    b.body("bar", 1.0, 0.1, cg=(0.5, 0.0))
+    b.revolute("pin", "ground", "bar", (0.0, 0.0), (0.0, 0.0))
+    b.revolute("again", "ground", "bar", (0.0, 0.0), (0.0, 0.0))
+    return b.build()
+
+
+@pytest.mark.parametrize("mech", [*sorted(PINNED), *BUILT.values(), ladder(6), doubly_pinned()],
+                         ids=lambda m: m if isinstance(m, str) else m.name)
+def test_redundant_rows_match_the_dense_rank(mech: mt.Mechanism | str) -> None:
+    """The simulator's rows: the sparse shortcut agrees with the SVD rank and pivoted QR."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        system = compile_mechanism(mt.load_mechanism(ROOT / mech) if isinstance(mech, str) else mech)
+        q = assemble(system, None, 0.0, KinematicsOptions())
+    assert redundant_rows(system, q, 0.0) == rank_info(system, q, 0.0).redundant_rows
+    if isinstance(mech, mt.Mechanism) and mech.name == "doubly-pinned":
+        assert len(rank_info(system, q, 0.0).redundant_rows) == 2

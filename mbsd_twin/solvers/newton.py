@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 
 from ..physics.system import System
 from .linsolve import newton_step
+from .sparse_rank import pivot_columns
 
 F = NDArray[Any]
 
@@ -73,6 +74,15 @@ def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInf
     rank = int((s > rank_tol * max(s[0], 1e-300)).sum())
     _, _, piv = scipy.linalg.qr(Cq.T, pivoting=True, mode="economic")
     return RankInfo(rank, n - rank, sorted(int(p) for p in piv[rank:]), s)
+
+
+def redundant_rows(system: System, q: F, t: float, rank_tol: float = 1e-9) -> list[int]:
+    """The redundant rows of :func:`rank_info`, without its dense factorisations when one sparse
+    elimination of Cqᵀ already finds every row independent (a chain, a tree, most mechanisms)."""
+    Cq = system.jacobian(q, t)
+    if Cq.shape[0] and len(pivot_columns(Cq.T, range(Cq.shape[0]), rank_tol)) == Cq.shape[0]:
+        return []
+    return rank_info(system, q, t, rank_tol).redundant_rows
 
 
 def solve_positions(system: System, q_guess: F, t: F, opts: KinematicsOptions,

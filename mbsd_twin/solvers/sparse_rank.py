@@ -1,6 +1,6 @@
 """Rank decisions on a sparse constraint Jacobian in time about linear in its size.
 
-:func:`pivot_columns` is Gaussian elimination with partial (row) pivoting on the columns of a
+:func:`pivot_columns` is Gaussian elimination with threshold (row) pivoting on the columns of a
 matrix taken in a *given* order: a column is a pivot column when, after eliminating the pivot
 columns before it, some not yet used row still holds an entry above the tolerance. The pivot
 columns are the greedy column basis in that order (each independent of those before it, together
@@ -52,6 +52,13 @@ def _eliminate(rows: list[dict[int, float]], holders: dict[int, set[int]], pivot
                 holders[j].discard(r)
 
 
+def _pivot_row(rows: list[dict[int, float]], live: set[int], col: int, big: float) -> int:
+    """Threshold pivoting: of the rows whose entry is at least a tenth of the largest, the one
+    with the fewest entries (the least fill), then the largest entry, then the first."""
+    fit = [r for r in live if abs(rows[r][col]) >= 0.1 * big]
+    return min(fit, key=lambda r: (len(rows[r]), -abs(rows[r][col]), r))
+
+
 def pivot_columns(a: F, order: Sequence[int], rel_tol: float = 1e-9) -> list[int]:
     """The columns of ``a`` (in ``order``, which may leave columns out) that are independent of
     the pivot columns before them: an entry of magnitude above ``rel_tol`` times max(1, max|a|)
@@ -64,9 +71,10 @@ def pivot_columns(a: F, order: Sequence[int], rel_tol: float = 1e-9) -> list[int
         live = holders.get(int(col))
         if not live:
             continue
-        best = max(live, key=lambda r: (abs(rows[r][int(col)]), -r))
-        if abs(rows[best][int(col)]) <= tol:
+        big = max(abs(rows[r][int(col)]) for r in live)
+        if big <= tol:
             continue
+        best = _pivot_row(rows, live, int(col), big)
         pivots.append(int(col))
         live.discard(best)
         _eliminate(rows, holders, best, int(col), set(live), drop)
