@@ -168,6 +168,7 @@ class Dynamics:
         self.system, self.opts = system, opts
         self.n = system.n_coord
         q0 = assemble(system, None, t0, KinematicsOptions())
+        self._assembled = (t0, q0)  # initial_state(t0) starts from it (the same assembly)
         redundant = redundant_rows(system, q0, t0)
         self.rows = np.array(sorted(set(range(system.n_constraints)) - set(redundant)), dtype=np.intp)
         self.redundant = [system.constraint_names[r] for r in redundant]
@@ -257,7 +258,7 @@ class Dynamics:
         """Assembled q0, v0 checked (or projected, see ``initial_velocity.py``; what changed is in
         ``initial_report``), zero energy integrals."""
         s, tol = self.system, self.opts.velocity_tol
-        q = assemble(s, None, t0)
+        q = self._assembled[1].copy() if t0 == self._assembled[0] else assemble(s, None, t0)
         v0 = s.v0.copy()
         found = violations(s, q, v0, t0, tol)
         self.initial_report = InitialVelocityReport()
