@@ -66,7 +66,8 @@ def free_coordinates(system: System, q: F, t: float, rows: F) -> tuple[list[int]
     candidates = [3 * b + 2 for b in range(nb)] + [3 * b for b in range(nb)] + [3 * b + 1 for b in range(nb)]
     jac = system.jacobian(q, t)[rows]
     holonomic = [k for k, r in enumerate(rows) if not system.constraint_names[int(r)].endswith(NO_SLIP)]
-    return _independent(jac[holonomic], candidates), _independent(jac, candidates)
+    speeds = _independent(jac, candidates)
+    return (speeds if len(holonomic) == len(rows) else _independent(jac[holonomic], candidates)), speeds
 
 
 def _name(system: System, index: int, speed: bool) -> tuple[str, str, str]:

@@ -98,11 +98,13 @@ def solve_positions(system: System, q_guess: F, t: F, opts: KinematicsOptions,
     while it < opts.max_iter and (res > tol).any():
         it += 1
         act = np.flatnonzero(res > tol)
+        whole = len(act) == len(q)  # every point: no copy of the (B, m, n) Jacobians
+        Cq_act = Cq if whole else Cq[act]
         if free is None:
-            dq = newton_step(Cq[act], C[act], square)
+            dq = newton_step(Cq_act, C[act], square)
         else:
             dq = np.zeros((len(act), q.shape[1]))
-            dq[:, free] = newton_step(Cq[act][:, :, free], C[act], square)
+            dq[:, free] = newton_step(Cq_act[:, :, free], C[act], square)
         qa, ta, ra = q[act], t[act], res[act]
         alpha = np.ones(len(qa))
         for _ in range(12):  # backtracking: accept where the residual decreased
@@ -114,5 +116,9 @@ def solve_positions(system: System, q_guess: F, t: F, opts: KinematicsOptions,
                 break
             alpha = np.where(ok, alpha, 0.5 * alpha)
         q[act], C[act], res[act], Ct[act] = trial, Ca, rt, Cta
-        Cq[act] = Cqa
+        assert Cqa is not None
+        if whole:
+            Cq = Cqa
+        else:
+            Cq[act] = Cqa
     return q, res, it, Cq, Ct
