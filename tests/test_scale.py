@@ -112,3 +112,22 @@ def test_sparse_assembly_matches_the_dense_one(monkeypatch: pytest.MonkeyPatch) 
     dense = mt.Simulator(mech)._y0
     np.testing.assert_allclose(sparse, dense, rtol=0, atol=1e-9)
     assert not math.isclose(sparse[2], 0.1)  # it moved from the guess
+
+
+@pytest.mark.parametrize("name", ["slider_crank", "cam_follower", "chaplygin_sleigh", "planetary_gear",
+                                  "engine_boxer", "terrain_wheel"])
+def test_sparse_jacobian_is_the_dense_one(name: str) -> None:
+    """System.evaluate_sparse holds exactly the entries evaluate_batch scatters, off the constraints."""
+    from pathlib import Path
+
+    from mbsd_twin.physics.system import compile_mechanism
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "mechanisms" / f"{name}.toml"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        system = compile_mechanism(mt.load_mechanism(path))
+    q = system.q0 + 0.1 * np.random.default_rng(7).standard_normal(system.n_coord)
+    C, J = system.evaluate_sparse(q, 0.3)
+    C_dense, J_dense, _ = system.evaluate_batch(q[None, :], np.array([0.3]))
+    assert np.array_equal(C, C_dense[0])
+    assert np.array_equal(J.toarray(), J_dense[0])

@@ -12,7 +12,7 @@ import scipy.linalg
 from numpy.typing import NDArray
 
 from ..physics.system import System
-from .linsolve import newton_step
+from .linsolve import newton_step, sparse_min_norm
 from .sparse_rank import pivot_columns
 
 F = NDArray[Any]
@@ -122,3 +122,35 @@ def solve_positions(system: System, q_guess: F, t: F, opts: KinematicsOptions,
         else:
             Cq[act] = Cqa
     return q, res, it, Cq, Ct
+
+
+def solve_positions_sparse(system: System, q_guess: F, t: float, opts: KinematicsOptions,
+                           free: NDArray[np.intp] | None = None) -> tuple[F, float, int]:
+    """:func:`solve_positions` at one point of an underdetermined system with sparse Jacobians
+    (``System.evaluate_sparse``) and minimum-norm steps by :func:`sparse_min_norm` (the
+    pseudo-inverse where it declines): q, max|C| and the iterations used."""
+    q = np.array(q_guess, dtype=float)
+    tol = opts.tol * max(1.0, length_scale(system))
+    C, J = system.evaluate_sparse(q, t)
+    res, it = float(np.abs(C).max(initial=0.0)), 0
+    while it < opts.max_iter and res > tol:
+        it += 1
+        A = J if free is None else J[:, free]
+        step = sparse_min_norm(A, -C)
+        if step is None:
+            step = -np.linalg.pinv(A.toarray(), rcond=1e-10) @ C
+        dq = step if free is None else np.zeros_like(q)
+        if free is not None:
+            dq[free] = step
+        alpha = 1.0
+        for _ in range(12):  # backtracking: accept where the residual decreased
+            trial = q + alpha * dq
+            Ct = system.constraints(trial, t)
+            rt = float(np.abs(Ct).max(initial=0.0))
+            if rt < res or rt <= tol:
+                break
+            alpha *= 0.5
+        q, res = trial, rt
+        C, J = system.evaluate_sparse(q, t)
+    return q, res, it
+
