@@ -105,7 +105,12 @@ class System:
 
     # ----------------------------------------------------------------- build
     def _angle0(self, name: str) -> float:
-        return 0.0 if name == GROUND else self.mechanism.body(name).angle
+        if name == GROUND:
+            return 0.0
+        angles = getattr(self, "_angles", None)
+        if angles is None:  # by name, once: a search per joint would be quadratic in the bodies
+            angles = self._angles = {b.name: b.angle for b in self.mechanism.bodies}
+        return angles[name] if name in angles else self.mechanism.body(name).angle
 
     def _arr(self, rows: Sequence[Any], fn: Callable[[Any], Any]) -> F:
         return np.array([fn(r) for r in rows], dtype=float)

@@ -43,7 +43,7 @@ _WHAT = {"x": "x of the reference point, world frame", "y": "y of the reference 
 _RANK_TOL = 1e-9
 
 
-def _independent(jac: F, candidates: list[int]) -> list[int]:
+def _independent(jac: Any, candidates: list[int]) -> list[int]:
     """The candidate columns that, held one after the other, each raise the rank of ``jac``
     stacked with the held coordinates' unit rows, until the coordinates are all determined.
 
@@ -64,7 +64,7 @@ def free_coordinates(system: System, q: F, t: float, rows: F) -> tuple[list[int]
     configuration ``q``, time ``t`` [s], over the independent constraint ``rows``."""
     nb = system.n_body
     candidates = [3 * b + 2 for b in range(nb)] + [3 * b for b in range(nb)] + [3 * b + 1 for b in range(nb)]
-    jac = system.jacobian(q, t)[rows]
+    jac = system.evaluate_sparse(q, t)[1][np.asarray(rows, dtype=np.intp)]  # CSR: only its entries
     holonomic = [k for k, r in enumerate(rows) if not system.constraint_names[int(r)].endswith(NO_SLIP)]
     speeds = _independent(jac, candidates)
     return (speeds if len(holonomic) == len(rows) else _independent(jac[holonomic], candidates)), speeds

@@ -79,7 +79,7 @@ def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInf
 def redundant_rows(system: System, q: F, t: float, rank_tol: float = 1e-9) -> list[int]:
     """The redundant rows of :func:`rank_info`, without its dense factorisations when one sparse
     elimination of Cq already finds its rank equal to its rows (a chain, a tree, most mechanisms)."""
-    Cq = system.jacobian(q, t)
+    Cq = system.evaluate_sparse(q, t)[1]
     if Cq.shape[0] and len(pivot_columns(Cq, range(Cq.shape[1]), rank_tol)) == Cq.shape[0]:
         return []
     return rank_info(system, q, t, rank_tol).redundant_rows

@@ -15,19 +15,30 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from numpy.typing import NDArray
 
 F = NDArray[Any]
 
 
-def _sparse_rows(a: F) -> tuple[list[dict[int, float]], dict[int, set[int]]]:
-    """(entries of each row, rows holding each column) of the non-zeros of ``a``."""
+def _sparse_rows(a: Any) -> tuple[list[dict[int, float]], dict[int, set[int]], float]:
+    """(entries of each row, rows holding each column, max |entry|) of the non-zeros of ``a``
+    (a dense array or a scipy sparse matrix, its entries taken in row-major order either way)."""
+    if sp.issparse(a):
+        csr = sp.csr_array(a, copy=True)
+        csr.eliminate_zeros()
+        csr.sort_indices()
+        ii = np.repeat(np.arange(csr.shape[0]), np.diff(csr.indptr))
+        jj, vv = csr.indices, csr.data
+    else:
+        ii, jj = np.nonzero(a)
+        vv = a[ii, jj]
     rows: list[dict[int, float]] = [{} for _ in range(a.shape[0])]
     holders: dict[int, set[int]] = {}
-    for i, j in zip(*np.nonzero(a), strict=True):
-        rows[int(i)][int(j)] = float(a[i, j])
-        holders.setdefault(int(j), set()).add(int(i))
-    return rows, holders
+    for i, j, v in zip(ii.tolist(), jj.tolist(), vv.tolist(), strict=True):
+        rows[i][j] = v
+        holders.setdefault(j, set()).add(i)
+    return rows, holders, float(np.abs(vv).max()) if len(vv) else 0.0
 
 
 def _eliminate(rows: list[dict[int, float]], holders: dict[int, set[int]], pivot: int, col: int,
@@ -59,13 +70,13 @@ def _pivot_row(rows: list[dict[int, float]], live: set[int], col: int, big: floa
     return min(fit, key=lambda r: (len(rows[r]), -abs(rows[r][col]), r))
 
 
-def pivot_columns(a: F, order: Sequence[int], rel_tol: float = 1e-9) -> list[int]:
-    """The columns of ``a`` (in ``order``, which may leave columns out) that are independent of
+def pivot_columns(a: Any, order: Sequence[int], rel_tol: float = 1e-9) -> list[int]:
+    """The columns of ``a`` (dense or scipy sparse; in ``order``, which may leave columns out) that are independent of
     the pivot columns before them: an entry of magnitude above ``rel_tol`` times max(1, max|a|)
     remains in an unused row after their elimination."""
-    scale = max(1.0, float(np.abs(a).max())) if a.size else 1.0
+    rows, holders, biggest = _sparse_rows(a)
+    scale = max(1.0, biggest)
     tol, drop = rel_tol * scale, 1e-3 * rel_tol * scale
-    rows, holders = _sparse_rows(a)
     pivots: list[int] = []
     for col in order:
         live = holders.get(int(col))
