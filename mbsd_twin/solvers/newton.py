@@ -9,9 +9,12 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from ..physics.system import System
+from . import linsolve
 from .linsolve import newton_step, sparse_min_norm
 from .sparse_rank import pivot_columns
 
@@ -46,7 +49,16 @@ class RankInfo:
     rank: int
     dof: int
     redundant_rows: list[int]
-    singular_values: F
+    singular_values: F  # all of them (dense), or (largest, smallest) from the sparse path
+    sparse: bool = False
+
+    @property
+    def condition(self) -> float:
+        """Largest over smallest non-zero singular value of Cq (0 without constraints)."""
+        if not self.rank:
+            return 0.0
+        s = self.singular_values
+        return float(s[0] / (s[-1] if self.sparse else s[self.rank - 1]))
 
 
 def length_scale(system: System) -> float:
@@ -65,7 +77,14 @@ def coordinate_scale(system: System) -> F:
 
 
 def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInfo:
-    """Rank of Cq by SVD; redundant rows by QR with column pivoting on Cqᵀ."""
+    """Rank of Cq by SVD; redundant rows by QR with column pivoting on Cqᵀ. From ``SPARSE_MIN``
+    coordinates on, a Jacobian that one sparse elimination finds of full row rank and whose
+    extreme singular values (Lanczos on Cq·Cqᵀ) are within 1e8 of each other is reported without
+    the dense factorisations (rank m, no redundant rows, the two extreme singular values)."""
+    if system.n_coord >= linsolve.SPARSE_MIN and 0 < system.n_constraints < system.n_coord:
+        info = _sparse_rank_info(system, q, t, rank_tol)
+        if info is not None:
+            return info
     Cq = system.jacobian(q, t)
     m, n = Cq.shape
     if m == 0:
@@ -74,6 +93,22 @@ def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInf
     rank = int((s > rank_tol * max(s[0], 1e-300)).sum())
     _, _, piv = scipy.linalg.qr(Cq.T, pivoting=True, mode="economic")
     return RankInfo(rank, n - rank, sorted(int(p) for p in piv[rank:]), s)
+
+
+def _sparse_rank_info(system: System, q: F, t: float, rank_tol: float) -> RankInfo | None:
+    J = system.evaluate_sparse(q, t)[1]
+    m, n = J.shape
+    if len(pivot_columns(J, range(n), rank_tol)) < m:
+        return None
+    K = sp.csc_array(J @ J.T)
+    try:
+        big = float(spla.eigsh(K, k=1, which="LA", return_eigenvectors=False)[0])
+        small = float(spla.eigsh(K, k=1, sigma=0.0, which="LM", return_eigenvectors=False)[0])
+    except (RuntimeError, ValueError, spla.ArpackError):
+        return None
+    if not (big > 0.0 and small > 0.0 and big < 1e16 * small):
+        return None
+    return RankInfo(m, n - m, [], np.sqrt(np.array([big, small])), sparse=True)
 
 
 def redundant_rows(system: System, q: F, t: float, rank_tol: float = 1e-9) -> list[int]:
