@@ -10,7 +10,9 @@ Per N, each in a fresh Simulator after the compiled kernels are loaded:
   chain's Simulator (which assembles it) [s];
 - wall per simulated second: ``advance_to`` in 1 ms steps over ``--span`` s (shorter for large
   N, scaled to 1 s) [s], and the drift of ``energy.total`` over that span [J];
-- the same build and stepping for N free bodies (gravity, no joints).
+- the same build and stepping for N free bodies (gravity, no joints) and for a ladder of N/3
+  four-bar loops (3 bodies per loop, closed loops: target at 100 loops build <= 1 s, stepping
+  cost per body within 2x of the chain's).
 
 Run: python benchmarks/bench_scale.py [--sizes 10 30 100 300 1000] [--span 1.0] [--repeat 1]
 """
@@ -18,6 +20,7 @@ Run: python benchmarks/bench_scale.py [--sizes 10 30 100 300 1000] [--span 1.0] 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 import warnings
 
@@ -44,6 +47,26 @@ def free_bodies(n: int) -> mt.Mechanism:
     b = mt.MechanismBuilder(f"free{n}")
     for i in range(n):
         b.body(f"b{i}", 0.1, 1e-3, position=(0.2 * i, 0.0))
+    return b.build()
+
+
+def ladder(loops: int) -> mt.Mechanism:
+    """``loops`` four-bar parallelograms stacked downwards (1 m bars, 1 kg), hanging 0.1 rad off
+    the vertical: two rails of bars hinged end to end, a rung across each level; closed loops,
+    one degree of freedom each (released at rest, they swing without reaching the collapsed,
+    singular pose)."""
+    b = mt.MechanismBuilder(f"ladder{loops}")
+    below, s, c = ("ground", "ground"), math.sin(0.1), math.cos(0.1)
+    for i in range(loops):
+        left, right, rung = f"l{i}", f"r{i}", f"rung{i}"
+        b.body(left, 1.0, 0.1, position=(i * s, -i * c), angle=-math.pi / 2 + 0.1)
+        b.body(right, 1.0, 0.1, position=(1.0 + i * s, -i * c), angle=-math.pi / 2 + 0.1)
+        b.revolute(f"jl{i}", below[0], left, (1.0, 0.0) if i else (0.0, 0.0), (0.0, 0.0))
+        b.revolute(f"jr{i}", below[1], right, (1.0, 0.0), (0.0, 0.0))
+        b.body(rung, 1.0, 0.1, position=((i + 1) * s, -(i + 1) * c))
+        b.revolute(f"rl{i}", left, rung, (1.0, 0.0), (0.0, 0.0))
+        b.revolute(f"rr{i}", right, rung, (1.0, 0.0), (1.0, 0.0))
+        below = (left, right)
     return b.build()
 
 
@@ -88,8 +111,11 @@ def row(n: int, span: float, repeat: int) -> str:
     per_s, drift = stepping(sim, span_n)
     free, free_build = timed_build(free_bodies(n), repeat)
     free_per_s, _ = stepping(free, span_n)
+    loops = max(1, n // 3)  # about n bodies
+    lad, lad_build = timed_build(ladder(loops), repeat)
+    lad_per_s, _ = stepping(lad, span_n)
     return (f"{n:5d} {build:9.3f} {assembly:9.3f} {residual:9.1e} {bent_build:9.3f} {per_s:9.3f} {drift:10.1e} "
-            f"{free_build:9.3f} {free_per_s:9.4f}")
+            f"{free_build:9.3f} {free_per_s:9.4f} {loops:5d} {lad_build:9.3f} {lad_per_s:9.3f}")
 
 
 def main() -> None:
@@ -101,7 +127,8 @@ def main() -> None:
     warnings.simplefilter("ignore")
     for n in (2, 30):  # the compiled kernels loaded and the dense solvers used once, outside the figures
         mt.Simulator(chain(n, 0.1))
-    print("    N  build[s] assembly[s] max|C|[m] bent:build[s] wall/sim-s  drift[J] free:build[s] wall/sim-s")
+    print("    N  build[s] assembly[s] max|C|[m] bent:build[s] wall/sim-s  drift[J] free:build[s] wall/sim-s"
+          " loops ladder:build[s] wall/sim-s")
     for n in args.sizes:
         print(row(n, args.span, args.repeat), flush=True)
 
