@@ -255,33 +255,53 @@ def _loads(system: System) -> tuple[Any, ...]:
     return fo, to, sd, rs, pf, ct, rf
 
 
+def _pairs(Jc: NDArray[np.int64], rows: NDArray[np.intp], nb: int) -> tuple[NDArray[np.intp], ...]:
+    """(position p in ``rows``, slot column k, body b) of every entry Jc[rows[p], k] on a body
+    below ``nb``, in the order (b, p, k)."""
+    sub = Jc[rows] if len(rows) else np.zeros((0, Jc.shape[1]), dtype=I64)
+    p, k = np.nonzero(sub >= 0)
+    b = sub[p, k] // 3
+    keep = b < nb
+    p, k, b = p[keep], k[keep], b[keep]
+    o = np.argsort(b, kind="stable")
+    return p[o], k[o], b[o]
+
+
+def _band_order(p: NDArray[np.intp], b: NDArray[np.intp], m: int, nb: int) -> NDArray[np.intp]:
+    """Reverse Cuthill-McKee order of the rows, two rows adjacent when they touch one body."""
+    if not m:
+        return np.zeros(0, int)
+    inc = sp.csr_array((np.ones(len(p)), (b, p)), shape=(max(nb, 1), m))
+    pattern = sp.csr_array(inc.T @ inc)
+    pattern.sum_duplicates()
+    pattern.sort_indices()
+    pattern.data[:] = 1.0
+    return reverse_cuthill_mckee(pattern, symmetric_mode=True)
+
+
 def _solve_data(Jc: NDArray[np.int64], rows: NDArray[np.intp], nb: int) -> tuple[Any, ...]:
     """Band ordering of the active rows and, per body, the rows touching it with their slots."""
     m = len(rows)
-    touch = [[(p, k) for p, r in enumerate(rows) for k in range(Jc.shape[1]) if Jc[r, k] >= 0 and Jc[r, k] // 3 == b]
-             for b in range(nb)]
-    pattern = sp.lil_array((m, m))
-    for lst in touch:
-        ps = {p for p, _ in lst}
-        for p1 in ps:
-            for p2 in ps:
-                pattern[p1, p2] = 1
-    order = reverse_cuthill_mckee(sp.csr_array(pattern), symmetric_mode=True) if m else np.zeros(0, int)
+    p, k, b = _pairs(Jc, rows, nb)
+    order = _band_order(p, b, m, nb)
     where = np.empty(m, dtype=I64)
     where[order] = np.arange(m)
     perm = _i(rows[order])
-    ptr, pos, slot = [0], [], []
-    for b, lst in enumerate(touch):
-        by_row: dict[int, list[int]] = {}
-        for p, k in lst:
-            by_row.setdefault(int(where[p]), [-1, -1, -1])[int(Jc[rows[p], k]) - 3 * b] = k
-        for p_band, slots in sorted(by_row.items()):
-            pos.append(p_band)
-            slot.append(slots)
-        ptr.append(len(pos))
-    bw = max([abs(int(a) - int(b)) for lst in touch for a in {where[p] for p, _ in lst}
-              for b in {where[p] for p, _ in lst}] + [0])
-    return perm, _i(ptr), _i(pos), np.asarray(slot, dtype=I64).reshape(-1, 3), int(bw)
+    band, slot_of = where[p], Jc[rows[p], k] - 3 * b
+    o = np.lexsort((k, band, b))  # by body, then band position; a later k wins a repeated slot
+    band, bo, ko, so = band[o], b[o], k[o], slot_of[o]
+    first = np.ones(len(o), dtype=bool)
+    first[1:] = (bo[1:] != bo[:-1]) | (band[1:] != band[:-1])
+    group = np.cumsum(first) - 1
+    slot = np.full((int(first.sum()), 3), -1, dtype=I64)
+    slot[group, so] = ko
+    pos = band[first]
+    ptr = np.searchsorted(bo[first], np.arange(nb + 1))
+    bw = 0
+    if len(o):
+        starts = np.flatnonzero(np.r_[True, bo[1:] != bo[:-1]])
+        bw = int((np.maximum.reduceat(band, starts) - np.minimum.reduceat(band, starts)).max())
+    return perm, _i(ptr), _i(pos), slot.reshape(-1, 3), bw
 
 
 def _joints(system: System) -> tuple[Any, ...]:

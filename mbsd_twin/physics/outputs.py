@@ -52,8 +52,9 @@ def kinematic_specs(system: System) -> list[OutputSpec]:
 
 def reaction_specs(system: System) -> list[OutputSpec]:
     out: list[OutputSpec] = []
+    joints = {j.name: j for j in system.mechanism.joints}  # by name: one pass, not one search per joint
     for j in system.joints:
-        second = system.mechanism.joint(j.name).bodies[1]
+        second = joints[j.name].bodies[1]
         for c in j.components:
             unit, desc = _REACTION[c]
             out.append(OutputSpec(f"{j.name}.{c}", unit, desc.format(b=second)))

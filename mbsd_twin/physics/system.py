@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from numpy.typing import NDArray
 
 from ..model.model import GROUND, Joint, Mechanism
@@ -85,6 +86,7 @@ class System:
         self.constraint_names = [r.label for k in self.kernels for r in k.rows]
         self.constraint_owners = [r.owner for k in self.kernels for r in k.rows]
         self._build_scatter()
+        self._pattern: tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]] | None = None
         self.joints = [self._joint_info(j) for j in mech.joints]
         self.drivers = [DriverInfo(d.name, d.type, self._rows_of[d.name][0],
                                    _DRIVER_UNITS.get(d.type, "N·m" if d.coordinate == "theta" else "N"))
@@ -103,7 +105,12 @@ class System:
 
     # ----------------------------------------------------------------- build
     def _angle0(self, name: str) -> float:
-        return 0.0 if name == GROUND else self.mechanism.body(name).angle
+        if name == GROUND:
+            return 0.0
+        angles = getattr(self, "_angles", None)
+        if angles is None:  # by name, once: a search per joint would be quadratic in the bodies
+            angles = self._angles = {b.name: b.angle for b in self.mechanism.bodies}
+        return angles[name] if name in angles else self.mechanism.body(name).angle
 
     def _arr(self, rows: Sequence[Any], fn: Callable[[Any], Any]) -> F:
         return np.array([fn(r) for r in rows], dtype=float)
@@ -211,6 +218,32 @@ class System:
                 Jx[:, flat] = j.reshape(B, -1)
         Cq = None if Jx is None else Jx.reshape(B, m, nx)[:, :, : self.n_coord]
         return C, Cq, Ct
+
+    def evaluate_sparse(self, q: F, t: float) -> tuple[F, Any]:
+        """C (m,) and Cq (m, n) as a scipy CSR array at one point: the entries
+        :meth:`evaluate_batch` scatters into a dense Jacobian, without the dense array."""
+        fr = kn.Frame(self.extend(q[None, :]), self._frame_nb)
+        C = np.empty(self.n_constraints)
+        parts = []
+        for k, (rows, _) in zip(self.kernels, self._scatter, strict=True):
+            c, j, _ = k.evaluate(fr, np.array([t]))
+            C[rows] = c[0]
+            parts.append(np.asarray(j, dtype=float).reshape(-1))
+        keep, r, c = self._sparse_pattern()
+        data = np.concatenate(parts)[keep] if parts else np.zeros(0)
+        return C, sp.csr_array((data, (r, c)), shape=(self.n_constraints, self.n_coord))
+
+    def _sparse_pattern(self) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.intp]]:
+        """(entries kept, their rows, their columns): the body coordinates' entries of the kernels'
+        flat Jacobian, the last of any repeated position (as the dense scatter leaves it)."""
+        if self._pattern is None:
+            nx = self.n_coord + 3
+            flat = np.concatenate([f for _, f in self._scatter]) if self._scatter else np.zeros(0, np.intp)
+            _, last = np.unique(flat[::-1], return_index=True)
+            keep = np.sort(len(flat) - 1 - last)
+            keep = keep[flat[keep] % nx < self.n_coord]
+            self._pattern = (keep, flat[keep] // nx, flat[keep] % nx)
+        return self._pattern
 
     def gamma_batch(self, q: F, v: F, t: F) -> F:
         fr, vx = kn.Frame(self.extend(q), self._frame_nb), self.extend(v)

@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 from ..errors import AssemblyError, PortError
 from ..physics.system import System
 from ..solvers.dynamics import Dynamics
+from ..solvers.sparse_rank import pivot_columns
 from .ports import Parameter
 
 F = NDArray[Any]
@@ -42,26 +43,20 @@ _WHAT = {"x": "x of the reference point, world frame", "y": "y of the reference 
 _RANK_TOL = 1e-9
 
 
-def _rank(a: F) -> int:
-    if a.size == 0:
-        return 0
-    s = np.linalg.svd(a, compute_uv=False)
-    return int((s > _RANK_TOL * max(float(s[0]), 1e-300)).sum())
-
-
-def _independent(jac: F, candidates: list[int]) -> list[int]:
+def _independent(jac: Any, candidates: list[int]) -> list[int]:
     """The candidate columns that, held one after the other, each raise the rank of ``jac``
-    stacked with the held coordinates' unit rows, until the coordinates are all determined."""
-    n = jac.shape[1]
-    base, kept = _rank(jac), list[int]()
-    for k in candidates:
-        if base + len(kept) >= n:
-            break
-        held = np.zeros((len(kept) + 1, n))
-        held[np.arange(len(kept) + 1), [*kept, k]] = 1.0
-        if _rank(np.vstack([jac, held])) == base + len(kept) + 1:
-            kept.append(k)
-    return kept
+    stacked with the held coordinates' unit rows, until the coordinates are all determined.
+
+    Holding a set S of coordinates raises the rank by |S| exactly when the other columns still
+    span the columns of ``jac`` (rank [jac; E_S] = |S| + rank jac[:, not S]): the held sets are
+    the independent sets of the dual of the column matroid, and the greedy choice in candidate
+    order is the complement of the greedy column basis taken in the reverse order, after the
+    columns that are never held. One sparse elimination in that order finds it
+    (:func:`pivot_columns`) instead of one dense SVD per candidate."""
+    chosen = set(candidates)
+    others = [k for k in range(jac.shape[1]) if k not in chosen]
+    basis = set(pivot_columns(jac, [*others, *reversed(candidates)], _RANK_TOL))
+    return [k for k in candidates if k not in basis]
 
 
 def free_coordinates(system: System, q: F, t: float, rows: F) -> tuple[list[int], list[int]]:
@@ -69,9 +64,10 @@ def free_coordinates(system: System, q: F, t: float, rows: F) -> tuple[list[int]
     configuration ``q``, time ``t`` [s], over the independent constraint ``rows``."""
     nb = system.n_body
     candidates = [3 * b + 2 for b in range(nb)] + [3 * b for b in range(nb)] + [3 * b + 1 for b in range(nb)]
-    jac = system.jacobian(q, t)[rows]
+    jac = system.evaluate_sparse(q, t)[1][np.asarray(rows, dtype=np.intp)]  # CSR: only its entries
     holonomic = [k for k, r in enumerate(rows) if not system.constraint_names[int(r)].endswith(NO_SLIP)]
-    return _independent(jac[holonomic], candidates), _independent(jac, candidates)
+    speeds = _independent(jac, candidates)
+    return (speeds if len(holonomic) == len(rows) else _independent(jac[holonomic], candidates)), speeds
 
 
 def _name(system: System, index: int, speed: bool) -> tuple[str, str, str]:

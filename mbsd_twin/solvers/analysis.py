@@ -90,8 +90,7 @@ def check(mech: Mechanism | System, t: float = 0.0, opts: KinematicsOptions | No
         info = rank_info(system, q, t, opts.rank_tol)
     names = [system.constraint_names[r] for r in info.redundant_rows]
     warns = [redundancy_message(system, names)] if names else []
-    s = info.singular_values
-    cond = float(s[0] / s[info.rank - 1]) if info.rank else 0.0
+    cond = info.condition
     if cond > opts.cond_warn:
         warns.append(f"near-singular configuration at t={t:g} s: condition number {cond:.3g}")
     res = float(np.abs(system.constraints(q, t)).max(initial=0.0))

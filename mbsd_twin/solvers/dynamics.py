@@ -33,7 +33,8 @@ from ..physics.load_base import LoadTotals
 from ..physics.system import System
 from .error_norm import ERROR_NORMS, EXPLICIT, controlled_integrals, explicit_method
 from .initial_velocity import InitialVelocityReport, changes, inconsistent, violations
-from .kinematics import KinematicsOptions, assemble, rank_info
+from .kinematics import KinematicsOptions, assemble
+from .newton import redundant_rows
 
 F = NDArray[Any]
 
@@ -167,9 +168,10 @@ class Dynamics:
         self.system, self.opts = system, opts
         self.n = system.n_coord
         q0 = assemble(system, None, t0, KinematicsOptions())
-        info = rank_info(system, q0, t0)
-        self.rows = np.array(sorted(set(range(system.n_constraints)) - set(info.redundant_rows)), dtype=np.intp)
-        self.redundant = [system.constraint_names[r] for r in info.redundant_rows]
+        self._assembled = (t0, q0)  # initial_state(t0) starts from it (the same assembly)
+        redundant = redundant_rows(system, q0, t0)
+        self.rows = np.array(sorted(set(range(system.n_constraints)) - set(redundant)), dtype=np.intp)
+        self.redundant = [system.constraint_names[r] for r in redundant]
         self.initial_report = InitialVelocityReport()  # set by initial_state
 
     def evaluate(self, t: float, q: F, v: F, inputs: dict[str, float]) -> Evaluation:
@@ -256,7 +258,7 @@ class Dynamics:
         """Assembled q0, v0 checked (or projected, see ``initial_velocity.py``; what changed is in
         ``initial_report``), zero energy integrals."""
         s, tol = self.system, self.opts.velocity_tol
-        q = assemble(s, None, t0)
+        q = self._assembled[1].copy() if t0 == self._assembled[0] else assemble(s, None, t0)
         v0 = s.v0.copy()
         found = violations(s, q, v0, t0, tol)
         self.initial_report = InitialVelocityReport()

@@ -12,9 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 F = NDArray[Any]
+SPARSE_MIN = 300  # coordinates (100 bodies) from which an underdetermined Newton step is solved sparse
 
 
 class JacobianSolver:
@@ -44,8 +47,33 @@ class JacobianSolver:
         return np.einsum("bji,bj->bi", self.inv, c)
 
 
+def sparse_min_norm(A: F, c: F) -> F | None:
+    """The minimum-norm x with A·x = c for a sparse A of full row rank, by a sparse LU of the
+    saddle-point system [[I, Aᵀ], [A, 0]]·[x; y] = [0; c]; None when that fails or leaves a
+    residual above 1e-10·|c| (dependent rows: the caller takes the pseudo-inverse)."""
+    m, n = A.shape
+    S = sp.csr_array(A)
+    K = sp.block_array([[sp.eye_array(n), S.T], [S, None]], format="csc")
+    try:
+        x = spla.splu(K).solve(np.concatenate([np.zeros(n), c]))[:n]
+    except RuntimeError:  # exactly singular
+        return None
+    if not np.isfinite(x).all() or np.linalg.norm(S @ x - c) > 1e-10 * max(float(np.linalg.norm(c)), 1e-300):
+        return None
+    return x
+
+
 def newton_step(Cq: F, C: F, square: bool) -> F:
-    """Δq with Cq·Δq = −C: exact for a square system, minimum-norm least squares otherwise."""
+    """Δq with Cq·Δq = −C: exact for a square system, minimum-norm least squares otherwise (for
+    an underdetermined system of SPARSE_MIN coordinates or more by a sparse solve, see
+    :func:`sparse_min_norm`, where the pseudo-inverse's dense SVD is cubic in their number)."""
     if square:
         return np.linalg.solve(Cq, -C[..., None])[..., 0]
-    return -np.einsum("bij,bj->bi", np.linalg.pinv(Cq, rcond=1e-10), C)
+    m, n = Cq.shape[-2:]
+    if n < SPARSE_MIN or m >= n:
+        return -np.einsum("bij,bj->bi", np.linalg.pinv(Cq, rcond=1e-10), C)
+    out = np.empty(Cq.shape[:-2] + (n,))
+    for b in range(len(Cq)):
+        x = sparse_min_norm(Cq[b], -C[b])
+        out[b] = x if x is not None else -np.linalg.pinv(Cq[b], rcond=1e-10) @ C[b]
+    return out

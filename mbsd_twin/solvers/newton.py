@@ -9,10 +9,14 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
 from numpy.typing import NDArray
 
 from ..physics.system import System
-from .linsolve import newton_step
+from . import linsolve
+from .linsolve import newton_step, sparse_min_norm
+from .sparse_rank import pivot_columns
 
 F = NDArray[Any]
 
@@ -45,7 +49,16 @@ class RankInfo:
     rank: int
     dof: int
     redundant_rows: list[int]
-    singular_values: F
+    singular_values: F  # all of them (dense), or (largest, smallest) from the sparse path
+    sparse: bool = False
+
+    @property
+    def condition(self) -> float:
+        """Largest over smallest non-zero singular value of Cq (0 without constraints)."""
+        if not self.rank:
+            return 0.0
+        s = self.singular_values
+        return float(s[0] / (s[-1] if self.sparse else s[self.rank - 1]))
 
 
 def length_scale(system: System) -> float:
@@ -64,7 +77,14 @@ def coordinate_scale(system: System) -> F:
 
 
 def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInfo:
-    """Rank of Cq by SVD; redundant rows by QR with column pivoting on Cqᵀ."""
+    """Rank of Cq by SVD; redundant rows by QR with column pivoting on Cqᵀ. From ``SPARSE_MIN``
+    coordinates on, a Jacobian that one sparse elimination finds of full row rank and whose
+    extreme singular values (Lanczos on Cq·Cqᵀ) are within 1e8 of each other is reported without
+    the dense factorisations (rank m, no redundant rows, the two extreme singular values)."""
+    if system.n_coord >= linsolve.SPARSE_MIN and 0 < system.n_constraints < system.n_coord:
+        info = _sparse_rank_info(system, q, t, rank_tol)
+        if info is not None:
+            return info
     Cq = system.jacobian(q, t)
     m, n = Cq.shape
     if m == 0:
@@ -73,6 +93,31 @@ def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInf
     rank = int((s > rank_tol * max(s[0], 1e-300)).sum())
     _, _, piv = scipy.linalg.qr(Cq.T, pivoting=True, mode="economic")
     return RankInfo(rank, n - rank, sorted(int(p) for p in piv[rank:]), s)
+
+
+def _sparse_rank_info(system: System, q: F, t: float, rank_tol: float) -> RankInfo | None:
+    J = system.evaluate_sparse(q, t)[1]
+    m, n = J.shape
+    if len(pivot_columns(J, range(n), rank_tol)) < m:
+        return None
+    K = sp.csc_array(J @ J.T)
+    try:
+        big = float(spla.eigsh(K, k=1, which="LA", return_eigenvectors=False)[0])
+        small = float(spla.eigsh(K, k=1, sigma=0.0, which="LM", return_eigenvectors=False)[0])
+    except (RuntimeError, ValueError, spla.ArpackError):
+        return None
+    if not (big > 0.0 and small > 0.0 and big < 1e16 * small):
+        return None
+    return RankInfo(m, n - m, [], np.sqrt(np.array([big, small])), sparse=True)
+
+
+def redundant_rows(system: System, q: F, t: float, rank_tol: float = 1e-9) -> list[int]:
+    """The redundant rows of :func:`rank_info`, without its dense factorisations when one sparse
+    elimination of Cq already finds its rank equal to its rows (a chain, a tree, most mechanisms)."""
+    Cq = system.evaluate_sparse(q, t)[1]
+    if Cq.shape[0] and len(pivot_columns(Cq, range(Cq.shape[1]), rank_tol)) == Cq.shape[0]:
+        return []
+    return rank_info(system, q, t, rank_tol).redundant_rows
 
 
 def solve_positions(system: System, q_guess: F, t: F, opts: KinematicsOptions,
@@ -88,11 +133,13 @@ def solve_positions(system: System, q_guess: F, t: F, opts: KinematicsOptions,
     while it < opts.max_iter and (res > tol).any():
         it += 1
         act = np.flatnonzero(res > tol)
+        whole = len(act) == len(q)  # every point: no copy of the (B, m, n) Jacobians
+        Cq_act = Cq if whole else Cq[act]
         if free is None:
-            dq = newton_step(Cq[act], C[act], square)
+            dq = newton_step(Cq_act, C[act], square)
         else:
             dq = np.zeros((len(act), q.shape[1]))
-            dq[:, free] = newton_step(Cq[act][:, :, free], C[act], square)
+            dq[:, free] = newton_step(Cq_act[:, :, free], C[act], square)
         qa, ta, ra = q[act], t[act], res[act]
         alpha = np.ones(len(qa))
         for _ in range(12):  # backtracking: accept where the residual decreased
@@ -104,5 +151,41 @@ def solve_positions(system: System, q_guess: F, t: F, opts: KinematicsOptions,
                 break
             alpha = np.where(ok, alpha, 0.5 * alpha)
         q[act], C[act], res[act], Ct[act] = trial, Ca, rt, Cta
-        Cq[act] = Cqa
+        assert Cqa is not None
+        if whole:
+            Cq = Cqa
+        else:
+            Cq[act] = Cqa
     return q, res, it, Cq, Ct
+
+
+def solve_positions_sparse(system: System, q_guess: F, t: float, opts: KinematicsOptions,
+                           free: NDArray[np.intp] | None = None) -> tuple[F, float, int]:
+    """:func:`solve_positions` at one point of an underdetermined system with sparse Jacobians
+    (``System.evaluate_sparse``) and minimum-norm steps by :func:`sparse_min_norm` (the
+    pseudo-inverse where it declines): q, max|C| and the iterations used."""
+    q = np.array(q_guess, dtype=float)
+    tol = opts.tol * max(1.0, length_scale(system))
+    C, J = system.evaluate_sparse(q, t)
+    res, it = float(np.abs(C).max(initial=0.0)), 0
+    while it < opts.max_iter and res > tol:
+        it += 1
+        A = J if free is None else J[:, free]
+        step = sparse_min_norm(A, -C)
+        if step is None:
+            step = -np.linalg.pinv(A.toarray(), rcond=1e-10) @ C
+        dq = step if free is None else np.zeros_like(q)
+        if free is not None:
+            dq[free] = step
+        alpha = 1.0
+        for _ in range(12):  # backtracking: accept where the residual decreased
+            trial = q + alpha * dq
+            Ct = system.constraints(trial, t)
+            rt = float(np.abs(Ct).max(initial=0.0))
+            if rt < res or rt <= tol:
+                break
+            alpha *= 0.5
+        q, res = trial, rt
+        C, J = system.evaluate_sparse(q, t)
+    return q, res, it
+
