@@ -39,8 +39,8 @@ class WorkMeter:
 
     def charge(self, before: int, after: int) -> None:
         """Charge the steps of a call from a stepper's counts before and after it (a count that went
-        down was restarted in the call: the steps since the restart)."""
-        self.used += after - before if after >= before else after
+        down was returned to an earlier snapshot in the call: nothing known, nothing charged)."""
+        self.used += max(0, after - before)
         if self.used > self.limit:
             self.exceeded = True
             self.check()
@@ -101,9 +101,8 @@ def open_call(m: WorkMeter, stepper: Any) -> tuple[int, float, float]:
 
 
 def close_call(m: WorkMeter, stepper: Any, mark: tuple[int, float, float]) -> None:
-    """After a metered call: the stepper's own limit back; its steps charged — all that was left
-    when it ran into the cap (a compiled filter call re-initialises the integrator at its
-    corrected state, so its count shows only the steps since; a capped call shows them all)."""
+    """After a metered call: the stepper's own limit back; its steps charged, and all that was
+    left when it ran into the cap."""
     before, cap, own = mark
     ob = getattr(stepper, "_ob", None)
     if ob is not None:
