@@ -2,10 +2,14 @@
 
 Inside :func:`work_limit`, every integration of any :class:`~mbsd_twin.Simulator` (``advance_to``,
 ``advance_held`` and the compiled calls of the state estimator through ``buffers``) adds its accepted
-internal steps to the block's :class:`WorkMeter`; once they exceed the limit the next call raises
-:class:`WorkLimitExceeded` (so does the one that went over). The count is deterministic (the same
-calls take the same steps), unlike a wall-clock limit; a single call is bounded by the integrator's
-own ``SolverOptions.max_steps``, so a block may overshoot by at most one call's steps.
+internal steps to the block's :class:`WorkMeter`; once they exceed the limit the call that went over
+raises :class:`WorkLimitExceeded`, and so does every later one in the block. The count is
+deterministic (the same calls take the same steps), unlike a wall-clock limit. A compiled call may
+take at most the steps the block has left (its per-call ``SolverOptions.max_steps`` is lowered for
+the call); a numpy-path call at most its own ``max_steps``. The compiled stepper's count runs on
+across re-initialisations; a call that returns the integrator to an earlier snapshot (the
+estimator's finite-difference runs) shows only the steps after the last return, so the count is a
+lower bound there.
 """
 
 from __future__ import annotations
