@@ -223,3 +223,26 @@ def test_hostile_torque_every_10_s_through_the_broker(broker: Any, tmp_path: Any
     assert share >= 0.99
     assert health["counters"]["invalid"].get("range") == MINUTE // EVERY
     assert health["warnings"] == [] or all("plausibility" not in w for w in health["warnings"])
+
+
+def test_unbounded_channel_warned_in_log_and_health(broker: Any, tmp_path: Any, caplog: Any) -> None:
+    """Through the service: a channel the rule leaves unbounded (a piston force, which moves no
+    crank at the dead centre) is named in a warning at start and in every health message."""
+    import logging
+
+    from test_twin_broker import Collector, _config, _wait
+
+    from mbsd_twin.twin.service import TwinService
+
+    cfg = _config(broker, tmp_path, service={"health_interval": 0.2},
+                  core={"inputs": {"tau_m": "motor_torque", "f_p": "piston_force"}})
+    col = Collector(broker.url, broker.mqtt5)
+    with caplog.at_level(logging.WARNING, logger="mbsd_twin.twin"), TwinService(cfg) as svc:
+        assert _wait(svc.connected.is_set, 5)
+        assert _wait(lambda: col.get("twin/health"), 10)
+    col.close()
+    said = ("channels without a plausibility limit: f_p (moves no coordinate at some pose of the envelope; "
+            "left unbounded)")
+    assert any(said in r.getMessage() for r in caplog.records)
+    assert any(said in w for w in col.get("twin/health")[0]["warnings"])
+    assert "tau_m" not in col.get("twin/health")[0]["warnings"][0]

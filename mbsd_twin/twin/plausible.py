@@ -72,7 +72,7 @@ def plausible_limits(cfg: CoreConfig, mech: Mechanism) -> Limits:
     if not cfg.input_limit > 0:
         try:
             derived, units = _derive(cfg, mech)
-        except (MbsdError, ValueError, FloatingPointError, np.linalg.LinAlgError) as exc:
+        except (MbsdError, ValueError, KeyError, FloatingPointError, np.linalg.LinAlgError) as exc:
             derived = {ch: (math.inf, f"not derivable: {exc}") for ch in channels}
     for ch in channels:
         out.units[ch] = units.get(ch, "")
@@ -104,7 +104,7 @@ def _derive(cfg: CoreConfig, mech: Mechanism) -> tuple[dict[str, tuple[float, st
     if not rows:
         raise ValueError("the mechanism assembles at none of the envelope's poses")
     names = sim.output_names()
-    acc = [names.index(f"{c.rpartition('.')[0]}.{ACCEL[c.rpartition('.')[2]]}") for c in coords]
+    acc = [names.index(f"{c.rpartition('.')[0]}.{ACCEL.get(c.rpartition('.')[2], '?')}") for c in coords]
     scale = np.array([cfg.max_speed ** 2] * len(coords))
     u_env: dict[str, float] = {}
     for i, port in enumerate(ports):
@@ -120,7 +120,8 @@ def _derive(cfg: CoreConfig, mech: Mechanism) -> tuple[dict[str, tuple[float, st
     out: dict[str, tuple[float, str]] = {}
     speed = f"max_speed {cfg.max_speed:g}"
     for ch, port in cfg.inputs.items():
-        out[ch] = (u_env[port], f"holds and accelerates the model at {speed}")
+        out[ch] = (u_env[port], f"holds and accelerates the model at {speed}" if math.isfinite(u_env[port])
+                   else "moves no coordinate at some pose of the envelope")
     lengths = any(c.rpartition(".")[2] != "theta" for c in coords)
     for ch, port in cfg.compare.items():
         out[ch] = _output_envelope(port, names, rows, [u_env[p] for p in ports], lengths, speed)
