@@ -146,7 +146,7 @@ def start(S, t0, y0, u, ib, fb, wb, ob, cb):  # noqa: ANN001
     _copy(y_old, y0)
     _copy(y_out, y0)
     S[0] = S[1] = S[2] = t0
-    S[4] = S[5] = 0.0
+    S[5] = 0.0  # S[4], the steps, counts on across restarts (a bound on a batch's work reads it)
     ok = nd.rhs_at(t0, y_new, f_new, ctx)
     S[3] = nd.initial_step(t0, y_new, f_new, ctx, ob[0], ob[1], ob[2])
     return ok

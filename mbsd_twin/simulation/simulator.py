@@ -46,6 +46,7 @@ from .ports import (
 from .simulator_compiled import CompiledAccess
 from .simulator_state import StateAccess
 from .start_values import StartValues, free_coordinates
+from .work import metered
 
 F = NDArray[Any]
 
@@ -282,7 +283,7 @@ class Simulator(CompiledAccess, StateAccess):
         Raises :class:`~mbsd_twin.solvers.dynamics.SolverFailure` on numerical failure; the state is then
         that of the last successful internal step."""
         self._stepper.set_inputs(self._inputs)
-        self._stepper.advance_to(float(t))
+        metered(self._stepper, self._stepper.advance_to, float(t))
         self._cache = None
 
     def step(self, h: float) -> None:

@@ -14,6 +14,7 @@ from numpy.typing import NDArray
 from ..compiled.fastpath import Buffers, CompiledStepper
 from ..errors import PortError
 from .live_parameters import Slot, live_slot
+from .work import close_call, meter, metered, open_call
 
 if TYPE_CHECKING:
     from ..physics.system import System
@@ -25,6 +26,7 @@ class CompiledAccess:
     """Mixed into :class:`~mbsd_twin.Simulator` (its state, declared here for the type checker)."""
 
     _stepper: Any
+    _work_mark: tuple[int, float, float] | None  # an open metered compiled call (simulation/work.py)
     _inputs: dict[str, float]
     _cache: Any
     _e0: float
@@ -56,13 +58,13 @@ class CompiledAccess:
             raise PortError("advance_held: the inputs and times must be finite", name="inputs")
         self._cache = None
         if isinstance(self._stepper, CompiledStepper):
-            self._stepper.advance_held(times, U if names else np.zeros((times.shape[0], 1)))
+            metered(self._stepper, self._stepper.advance_held, times, U if names else np.zeros((times.shape[0], 1)))
             self._inputs.update(self._stepper.inputs)
             return
         for t, row in zip(times.tolist(), U.tolist(), strict=True):
             self._inputs.update(zip(names, row, strict=True))
             self._stepper.set_inputs(self._inputs)
-            self._stepper.advance_to(t)
+            metered(self._stepper, self._stepper.advance_to, t)
 
     def buffers(self) -> Buffers | None:
         """The compiled model and integrator state as arrays (:class:`~mbsd_twin.compiled.fastpath.Buffers`)
@@ -72,6 +74,9 @@ class CompiledAccess:
         if not isinstance(self._stepper, CompiledStepper):
             return None
         self._stepper.set_inputs(self._inputs)  # inputs set since the last step take effect, as in advance_to
+        m = meter()
+        if m is not None:  # the compiled call's steps are charged in buffers_done
+            self._work_mark = open_call(m, self._stepper)
         return self._stepper.buffers(self._react_idx, self._effort_rows, self._index["energy.total"], self._e0)
 
     def buffers_done(self, b: Buffers, e0: float | None = None, parameters: Mapping[str, float] | None = None) -> None:
@@ -87,6 +92,10 @@ class CompiledAccess:
         if e0 is not None:
             self._e0 = e0
         self._cache = None
+        m, mark = meter(), getattr(self, "_work_mark", None)
+        if m is not None and mark is not None:
+            self._work_mark = None
+            close_call(m, self._stepper, mark)
 
     def parameter_index(self, name: str) -> int | None:
         """Where the value of a live physical parameter (``piston.mass``) sits in the packed model

@@ -160,8 +160,11 @@ class CoreConfig:
     change_shift: float = 1.0  # σ: the change (in normalised units) the CUSUM is tuned for
     drift_window: float = 0.5  # s: shortest block of the drift tests (longer: 4 time constants of the estimate)
     estimate_rate_window: float = 1.0  # s: window of an estimate's rate of change (threshold alarms `.rate`)
-    input_limit: float = 1e6  # largest plausible |value| of any channel the twin reads, in its unit
+    input_limit: float = 0.0  # > 0: one plausible |value| limit for every channel (inf: none); 0: derived
     channel_limits: dict[str, float] = field(default_factory=dict)  # channel → its own |value| limit
+    max_speed: float = 1000.0  # largest speed of the coordinates (rad/s; m/s for a length) the limits allow for
+    limit_factor: float = 4.0  # derived limit = factor × the model's envelope (twin/plausible.py) + 10 σ
+    max_solver_steps: int = 5000  # solver steps a batch may take (+ 100/sample + 300,000/s of isolation_window)
     param_factor: float = 1e3  # set_param: within [file value / factor, file value · factor]
     param_limits: dict[str, list[float]] = field(default_factory=dict)  # parameter → [low, high]
 

@@ -29,13 +29,15 @@ import numpy as np
 from ..errors import MbsdError, PortError
 from ..estimation.holds import Step, interval_steps
 from ..model.model import Mechanism
+from ..simulation.work import WorkLimitExceeded, work_limit
 from ..solvers.dynamics import SolverFailure
 from .alarms import Alarms, ChangeAlarms
 from .config import CoreConfig
 from .diagnosis import Diagnosis
 from .gaps import GapGuard
-from .guard import channels_read, check_param, out_of_range, problem_text
+from .guard import batch_step_limit, check_param, out_of_range, problem_text
 from .outbox import Out, batch_messages, numbered
+from .plausible import plausible_limits
 from .protocol import SensorBatch, Topics
 from .timebase import TimeBase
 from .tracking import EkfTracker, Row, make_tracker, nis_bound
@@ -52,7 +54,7 @@ class TwinCore:
         self.mech = mech
         self.tracker = make_tracker(cfg, mech)
         self.good_params: dict[str, float] = {}  # set_param values applied and run successfully
-        self.read = channels_read(cfg)
+        self.read = plausible_limits(cfg, mech)  # channel → plausible |value| (guard.out_of_range)
         self.last_problem = ""  # the last rejected batch's or recovered failure's problem text
         self.good: tuple[Any, ...] | None = None  # the tracker's checkpoint after the last good batch
         self.failed_in_row = 0
@@ -105,12 +107,14 @@ class TwinCore:
             return []
         t_start = time.perf_counter()
         try:
-            outs = self._run(batch, max(1, hold))
-            self.good = self.tracker.checkpoint() if isinstance(self.tracker, EkfTracker) else None
-            outs += self._diagnosed(batch)
+            with work_limit(batch_step_limit(self.cfg, batch)) as work:  # solver work bounded (guard.py)
+                outs = self._run(batch, max(1, hold))
+                self.good = self.tracker.checkpoint() if isinstance(self.tracker, EkfTracker) else None
+                outs += self._diagnosed(batch)
+                work.check()  # also when a diagnosis swallowed the refusal
             self.failed_in_row = 0
         except Exception as exc:  # never out of the core: the model returns to its last good state
-            self._recover("step", exc)
+            self._recover("work" if isinstance(exc, WorkLimitExceeded) else "step", exc)
             return []
         self.step_ms.append(1e3 * (time.perf_counter() - t_start))
         self.stats["batches"] += 1

@@ -1,11 +1,14 @@
 """Plausibility limits and recovery: hostile but schema-valid data never poisons the twin's model.
 
 * Sensor values: every channel the core reads must satisfy |value| <= its limit
-  (``[core] channel_limits``, else ``input_limit``); a batch with one value outside is rejected whole
-  and counted as ``invalid.range`` (like a NaN, which the parser rejects as ``non_finite``).
+  (``[core] channel_limits``, else ``input_limit`` when > 0, else the limit derived from the
+  mechanism by :mod:`.plausible`); a batch with one value outside is rejected whole and counted as
+  ``invalid.range`` (like a NaN, which the parser rejects as ``non_finite``).
+* Solver work: a batch whose integrations take more than :func:`batch_step_limit` internal steps
+  is stopped, rejected and counted as ``recovered.work`` (:mod:`..simulation.work`).
 * ``set_param`` values: finite, within ``[core] param_limits`` ([low, high]) when given, else within
   a factor ``param_factor`` of the mechanism file's value (so a positive parameter stays positive; a
-  parameter that is 0 in the file may move by ±``input_limit``). Solver settings: ``solver.rtol``
+  parameter that is 0 in the file may move by ±``input_limit``, 1e6 when it is 0). Solver settings: ``solver.rtol``
   in [1e-12, 0.1], ``solver.max_step`` 0 (no limit) or >= 1e-6 s (:data:`SOLVER_LIMITS`).
 * Recovery (:meth:`TwinCore._recover`): any exception in a step, a re-initialisation or a command
   returns the tracker to its checkpoint after the last good batch or command (Simulator snapshot,
@@ -17,11 +20,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from ..model.model import Mechanism
 from ..simulation.ports import TUNABLE, model_parameters
+from .plausible import Limits
 from .protocol import SensorBatch
 
 if TYPE_CHECKING:  # annotations only: config's checks import this module
@@ -35,10 +39,20 @@ SOLVER_LIMITS = {"solver.rtol": (1e-12, 0.1), "solver.max_step": (1e-6, math.inf
 def limit_problems(c: CoreConfig) -> list[str]:
     """Configuration problems of the plausibility limits."""
     out = []
-    limits = {"input_limit": c.input_limit, **{f"channel_limits.{k}": v for k, v in c.channel_limits.items()}}
+    limits = {f"channel_limits.{k}": v for k, v in c.channel_limits.items()}
     for key, v in limits.items():
         if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
             out.append(f"[core] {key} must be a finite number > 0, got {v!r}")
+    if not (isinstance(c.input_limit, int | float) and c.input_limit >= 0):
+        out.append(f"[core] input_limit must be 0 (limits derived from the mechanism) or a number > 0 (inf: no "
+                   f"limit), got {c.input_limit!r}")
+    for key in ("max_speed", "limit_factor"):
+        v = getattr(c, key)
+        if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+            out.append(f"[core] {key} must be a finite number > 0, got {v!r}")
+    if not (isinstance(c.max_solver_steps, int) and c.max_solver_steps >= 1):
+        out.append(f"[core] max_solver_steps must be an integer >= 1 (internal steps per batch), got "
+                   f"{c.max_solver_steps!r}")
     if not (isinstance(c.param_factor, int | float) and math.isfinite(c.param_factor) and c.param_factor > 1):
         out.append(f"[core] param_factor must be a finite number > 1, got {c.param_factor!r}")
     for name, pair in c.param_limits.items():
@@ -54,17 +68,33 @@ def channels_read(c: CoreConfig) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*c.inputs, *c.compare]))
 
 
-def out_of_range(c: CoreConfig, batch: SensorBatch, channels: Iterable[str]) -> str | None:
-    """The first implausible value of the batch, described; None when every value is plausible."""
+def out_of_range(c: CoreConfig, batch: SensorBatch, channels: Mapping[str, float] | Iterable[str]) -> str | None:
+    """The first implausible value of the batch, described (channel, sample, value, limit with its
+    unit and where it came from); None when every value is plausible. ``channels``: the
+    :class:`.plausible.Limits`, or channel names checked against ``channel_limits`` / ``input_limit``."""
     for ch in channels:
         values = batch.ch.get(ch)
         if values is None:
             continue
-        limit = c.channel_limits.get(ch, c.input_limit)
+        if isinstance(channels, Mapping):
+            limit = channels[ch]
+        else:
+            limit = c.channel_limits.get(ch, c.input_limit if c.input_limit > 0 else math.inf)
         for k, v in enumerate(values):
             if not abs(v) <= limit:
-                return f"channel {ch!r} sample {k} = {v!r}: |value| > {limit!r}"
+                said = channels.describe(ch) if isinstance(channels, Limits) else repr(limit)
+                return f"channel {ch!r} sample {k} = {v!r}: |value| > {said}"
     return None
+
+
+ISOLATION_STEPS = 300_000  # per s of isolation_window: ~4x what a diagnosis takes on the slider crank
+
+
+def batch_step_limit(c: CoreConfig, batch: SensorBatch) -> int:
+    """Internal solver steps the batch may take: ``max_solver_steps`` + 100 per sample + 300,000
+    per s of ``isolation_window`` (a diagnosis replays that window a few dozen times; on the
+    slider crank a 0.1 s window took up to 6,800 steps)."""
+    return c.max_solver_steps + 100 * batch.n + round(ISOLATION_STEPS * c.isolation_window)
 
 
 def check_param(c: CoreConfig, mech: Mechanism, name: str, value: float) -> None:
@@ -87,7 +117,7 @@ def check_param(c: CoreConfig, mech: Mechanism, name: str, value: float) -> None
         base = float(table[name][0].value)
         f = c.param_factor
         low, high = (base / f, base * f) if base > 0 else (base * f, base / f) if base < 0 else \
-            (-c.input_limit, c.input_limit)
+            (-(c.input_limit or 1e6), c.input_limit or 1e6)
         how = f"within a factor {f!r} of the mechanism file's {base!r} ([core] param_factor)"
     if not low <= value <= high:
         raise ValueError(f"set_param {name} = {value!r} is outside its plausible range "

@@ -25,7 +25,7 @@ def health_message(svc: TwinService) -> dict[str, Any]:
             "counters": {"dropped_overload": 0, "coalesced": 0, "publish_failed": 0, "rig_restart": 0,
                          "degrade": 0, "reorder_waited": 0, **dict(svc.counts),
                          **svc.seq.counts, "invalid": dict(svc.invalid + st["invalid"]),
-                         "recovered": dict(st["recovered"]),
+                         "recovered": {"step": 0, "command": 0, "work": 0, **dict(st["recovered"])},
                          "resync": dict(st["resync"]), "solver_failure": st["solver_failure"],
                          "batches": st["batches"], "samples": st["samples"],
                          "missing_channels": st["missing_channels"], "gap_predicted": st["gap_predicted"],
@@ -56,4 +56,4 @@ def warnings(svc: TwinService) -> list[str]:
     s = svc.cfg.service
     overloaded = svc.level > 0 or len(svc.batches) > 1 or svc.lag > s.lag_low
     nagle = svc.rtt.warning(overloaded)
-    return [nagle] if nagle else []
+    return [w for w in (nagle, svc.core.read.warning()) if w]

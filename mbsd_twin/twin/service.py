@@ -75,6 +75,8 @@ class TwinService:
         self.recorder = self._recording() if cfg.record.path else None
         self.history = self._history() if cfg.history.enabled else None
         self.core = TwinCore(cfg.core, self.mech, self.recorder)
+        if self.core.read.unbounded:
+            log.warning("%s", self.core.read.warning())
         self.metrics = Metrics()
         self.lock = threading.Condition()
         self.commands = CommandGate(cfg.commands, self.topics, cfg.source)  # policy: commands.py
@@ -283,13 +285,15 @@ class TwinService:
         t_start = time.monotonic()
         self.lag = t_start - item.ready  # the twin's own backlog: a wait in the reorder buffer is not overload
         st = self.core.stats
-        before = (st["invalid"]["range"], st["recovered"]["step"])
+        before = (st["invalid"]["range"], st["recovered"]["step"], st["recovered"]["work"])
         outs = self.core.step(batch, self._adapt(self.lag, depth))
         if st["invalid"]["range"] > before[0]:
             self.metrics.invalid.labels("range").inc()
             self.rlog.warning("range", "invalid sensor message (range): %s", self.core.last_problem)
         if st["recovered"]["step"] > before[1]:
             self.rlog.warning("recovered", "model restored after a failure: %s", self.core.last_problem)
+        if st["recovered"]["work"] > before[2]:
+            self.rlog.warning("work", "batch seq %d rejected: %s", batch.seq, self.core.last_problem)
         for o in outs:
             self.publish(o)
             if o.topic == self.topics.twin("alarms") and '"source":"change"' in o.payload \
