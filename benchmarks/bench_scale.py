@@ -20,9 +20,10 @@ Run: python benchmarks/bench_scale.py [--sizes 10 30 100 300 1000] [--span 1.0] 
 from __future__ import annotations
 
 import argparse
-import math
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
@@ -30,44 +31,8 @@ import mbsd_twin as mt
 from mbsd_twin.physics.system import compile_mechanism
 from mbsd_twin.solvers.assembly import assemble
 
-
-def chain(n: int, off: float = 0.0) -> mt.Mechanism:
-    """n links along +x from the origin; ``off``: link i turned by off·(i+1) [rad] in place (every
-    joint violated by ``off``)."""
-    b = mt.MechanismBuilder(f"chain{n}")
-    prev = "ground"
-    for i in range(n):
-        b.body(f"link{i}", 0.1, 0.1 * 0.01 / 12, cg=(0.05, 0.0), position=(0.1 * i, 0.0), angle=off * (i + 1))
-        b.revolute(f"j{i}", prev, f"link{i}", (0.1, 0.0) if i else (0.0, 0.0), (0.0, 0.0))
-        prev = f"link{i}"
-    return b.build()
-
-
-def free_bodies(n: int) -> mt.Mechanism:
-    b = mt.MechanismBuilder(f"free{n}")
-    for i in range(n):
-        b.body(f"b{i}", 0.1, 1e-3, position=(0.2 * i, 0.0))
-    return b.build()
-
-
-def ladder(loops: int) -> mt.Mechanism:
-    """``loops`` four-bar parallelograms stacked downwards (1 m bars, 1 kg), hanging 0.1 rad off
-    the vertical: two rails of bars hinged end to end, a rung across each level; closed loops,
-    one degree of freedom each (released at rest, they swing without reaching the collapsed,
-    singular pose)."""
-    b = mt.MechanismBuilder(f"ladder{loops}")
-    below, s, c = ("ground", "ground"), math.sin(0.1), math.cos(0.1)
-    for i in range(loops):
-        left, right, rung = f"l{i}", f"r{i}", f"rung{i}"
-        b.body(left, 1.0, 0.1, position=(i * s, -i * c), angle=-math.pi / 2 + 0.1)
-        b.body(right, 1.0, 0.1, position=(1.0 + i * s, -i * c), angle=-math.pi / 2 + 0.1)
-        b.revolute(f"jl{i}", below[0], left, (1.0, 0.0) if i else (0.0, 0.0), (0.0, 0.0))
-        b.revolute(f"jr{i}", below[1], right, (1.0, 0.0), (0.0, 0.0))
-        b.body(rung, 1.0, 0.1, position=((i + 1) * s, -(i + 1) * c))
-        b.revolute(f"rl{i}", left, rung, (1.0, 0.0), (0.0, 0.0))
-        b.revolute(f"rr{i}", right, rung, (1.0, 0.0), (1.0, 0.0))
-        below = (left, right)
-    return b.build()
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from large_mechanisms import chain, free_bodies, hanging_ladder  # noqa: E402
 
 
 def timed_build(mech: mt.Mechanism, repeat: int) -> tuple[mt.Simulator, float]:
@@ -112,7 +77,7 @@ def row(n: int, span: float, repeat: int) -> str:
     free, free_build = timed_build(free_bodies(n), repeat)
     free_per_s, _ = stepping(free, span_n)
     loops = max(1, n // 3)  # about n bodies
-    lad, lad_build = timed_build(ladder(loops), repeat)
+    lad, lad_build = timed_build(hanging_ladder(loops), repeat)
     lad_per_s, _ = stepping(lad, span_n)
     return (f"{n:5d} {build:9.3f} {assembly:9.3f} {residual:9.1e} {bent_build:9.3f} {per_s:9.3f} {drift:10.1e} "
             f"{free_build:9.3f} {free_per_s:9.4f} {loops:5d} {lad_build:9.3f} {lad_per_s:9.3f}")

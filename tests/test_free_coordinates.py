@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from large_mechanisms import chain, free_bodies
 
 import mbsd_twin as mt
 from mbsd_twin.physics.system import compile_mechanism
@@ -72,23 +73,6 @@ PINNED = {
     "mbsd_twin/data/mechanisms/pendulum_driven.toml": ["bar.theta_start", "bar.omega_start"],
     "mbsd_twin/data/mechanisms/slider_crank.toml": ["crank.theta_start", "crank.omega_start"],
 }
-
-
-def chain(n: int) -> mt.Mechanism:
-    b = mt.MechanismBuilder(f"chain{n}")
-    prev = "ground"
-    for i in range(n):
-        b.body(f"link{i}", 0.1, 0.1 * 0.01 / 12, cg=(0.05, 0.0), position=(0.1 * i, 0.0), angle=0.0)
-        b.revolute(f"j{i}", prev, f"link{i}", (0.1, 0.0) if i else (0.0, 0.0), (0.0, 0.0))
-        prev = f"link{i}"
-    return b.build()
-
-
-def free_bodies(n: int) -> mt.Mechanism:
-    b = mt.MechanismBuilder(f"free{n}")
-    for i in range(n):
-        b.body(f"b{i}", 0.1, 1e-3, position=(0.2 * i, 0.0))
-    return b.build()
 
 
 def mixed() -> mt.Mechanism:

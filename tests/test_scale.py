@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from large_mechanisms import chain, free_bodies
 
 import mbsd_twin as mt
 from mbsd_twin.physics.system import compile_mechanism
@@ -18,25 +19,6 @@ from mbsd_twin.solvers import linsolve
 from mbsd_twin.solvers.kinematics import KinematicsOptions, assemble
 from mbsd_twin.solvers.linsolve import SPARSE_MIN, newton_step, sparse_min_norm
 from mbsd_twin.solvers.newton import RankInfo, rank_info
-
-
-def chain(n: int, off: float = 0.0) -> mt.Mechanism:
-    """n links of 0.1 m, 0.1 kg hinged end to end from the origin, laid out along +x; ``off``
-    turns link i by off·(i+1) [rad] without moving it, so every joint is violated."""
-    b = mt.MechanismBuilder(f"chain{n}")
-    prev = "ground"
-    for i in range(n):
-        b.body(f"link{i}", 0.1, 0.1 * 0.01 / 12, cg=(0.05, 0.0), position=(0.1 * i, 0.0), angle=off * (i + 1))
-        b.revolute(f"j{i}", prev, f"link{i}", (0.1, 0.0) if i else (0.0, 0.0), (0.0, 0.0))
-        prev = f"link{i}"
-    return b.build()
-
-
-def free_bodies(n: int) -> mt.Mechanism:
-    b = mt.MechanismBuilder(f"free{n}")
-    for i in range(n):
-        b.body(f"b{i}", 0.1, 1e-3, position=(0.2 * i, 0.0))
-    return b.build()
 
 
 def _build(mech: mt.Mechanism) -> tuple[mt.Simulator, float]:
