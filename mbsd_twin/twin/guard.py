@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 
 from ..model.model import Mechanism
 from ..simulation.ports import TUNABLE, model_parameters
-from .plausible import Limits
 from .protocol import SensorBatch
 
 if TYPE_CHECKING:  # annotations only: config's checks import this module
@@ -34,6 +33,29 @@ if TYPE_CHECKING:  # annotations only: config's checks import this module
 MAX_DETAIL = 2000  # characters of a problem text kept in a command reply
 # plausible solver settings: a tiny step limit or tolerance would make every batch take minutes
 SOLVER_LIMITS = {"solver.rtol": (1e-12, 0.1), "solver.max_step": (1e-6, math.inf)}
+
+
+class Limits(dict[str, float]):
+    """Channel → plausible |value| limit (inf: unbounded); ``units`` per channel, ``unbounded``:
+    the channels left without a limit, ``how``: where each limit came from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.units: dict[str, str] = {}
+        self.how: dict[str, str] = {}
+        self.unbounded: list[str] = []
+
+    def warning(self) -> str:
+        """The warning naming the unbounded channels ("" when every channel is bounded)."""
+        if not self.unbounded:
+            return ""
+        names = ", ".join(f"{ch} ({self.how.get(ch, 'no limit')})" for ch in self.unbounded)
+        return (f"channels without a plausibility limit: {names}; any finite value of them reaches the model. "
+                "Set [core] channel_limits for them")
+
+    def describe(self, ch: str) -> str:
+        return f"{self[ch]:.6g} {self.units.get(ch, '')}".rstrip() + f" ({self.how.get(ch, '')})"
+
 
 
 def limit_problems(c: CoreConfig) -> list[str]:
@@ -71,7 +93,7 @@ def channels_read(c: CoreConfig) -> tuple[str, ...]:
 def out_of_range(c: CoreConfig, batch: SensorBatch, channels: Mapping[str, float] | Iterable[str]) -> str | None:
     """The first implausible value of the batch, described (channel, sample, value, limit with its
     unit and where it came from); None when every value is plausible. ``channels``: the
-    :class:`.plausible.Limits`, or channel names checked against ``channel_limits`` / ``input_limit``."""
+    :class:`Limits` (from :mod:`.plausible`), or channel names checked against ``channel_limits`` / ``input_limit``."""
     for ch in channels:
         values = batch.ch.get(ch)
         if values is None:

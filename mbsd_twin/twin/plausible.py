@@ -35,32 +35,11 @@ from ..estimation.ekf import speed_of
 from ..model.model import Mechanism
 from ..simulation.simulator import Simulator
 from .config import CoreConfig
+from .guard import Limits
 
 SWEEP = 16  # poses over a turn of an angle coordinate
 ANGLE_LIMIT = 2.0 ** 39  # rad: beyond, the spacing of doubles exceeds 1e-4 rad
 ACCEL = {"theta": "alpha", "x": "ax", "y": "ay"}
-
-
-class Limits(dict[str, float]):
-    """Channel → plausible |value| limit (inf: unbounded); ``units`` per channel, ``unbounded``:
-    the channels left without a limit, ``how``: where each limit came from."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.units: dict[str, str] = {}
-        self.how: dict[str, str] = {}
-        self.unbounded: list[str] = []
-
-    def warning(self) -> str:
-        """The warning naming the unbounded channels ("" when every channel is bounded)."""
-        if not self.unbounded:
-            return ""
-        names = ", ".join(f"{ch} ({self.how.get(ch, 'no limit')})" for ch in self.unbounded)
-        return (f"channels without a plausibility limit: {names}; any finite value of them reaches the model. "
-                "Set [core] channel_limits for them")
-
-    def describe(self, ch: str) -> str:
-        return f"{self[ch]:.6g} {self.units.get(ch, '')}".rstrip() + f" ({self.how.get(ch, '')})"
 
 
 def plausible_limits(cfg: CoreConfig, mech: Mechanism) -> Limits:
