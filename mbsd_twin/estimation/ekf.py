@@ -330,22 +330,40 @@ class StateEstimator:
     def update(self, measured: Mapping[str, float]) -> Innovation | None:
         """Correct the predicted estimate with the measured outputs present in ``measured`` (output
         name → value); the innovation (None when nothing configured was measured)."""
-        if self.step is None:
-            raise RuntimeError("update before predict")
-        rows = [i for i, m in enumerate(self.meas) if m in measured]
-        if not rows:
+        got = self._measured(measured)
+        if got is None:
             return None
-        y = np.array([measured[self.meas[i]] for i in rows])
+        rows, y = got
+        assert self.step is not None
         nu = wrap(y - self.step.y[rows], self.angular[rows])
         self.P, dx, nis, sd, dx_sd = nb_kalman.update(self.P, np.ascontiguousarray(self.step.H[rows]),
                                                       self.r[rows], nu)
-        self.x = self.x + dx
-        a = self.x[2 * self.d:]
+        self.x = self._bounded(self.x + dx)
+        self._corrected()
+        return Innovation([self.meas[i] for i in rows], nu, sd, float(nis), dx, dx_sd)
+
+    def _measured(self, measured: Mapping[str, float]) -> tuple[list[int], F64] | None:
+        """The rows of the configured measurements present in ``measured`` and their values (None
+        when none is); an update needs a prediction first."""
+        if self.step is None:
+            raise RuntimeError("update before predict")
+        rows = [i for i, m in enumerate(self.meas) if m in measured]
+        return (rows, np.array([measured[self.meas[i]] for i in rows])) if rows else None
+
+    def _bounded(self, x: F64) -> F64:
+        """``x`` with its augmented unknowns held in their ``low``/``high`` range (counted)."""
+        a = x[2 * self.d:]
         if a.size and ((a < self.low) | (a > self.high)).any():
             self.clamped += 1
             np.clip(a, self.low, self.high, out=a)
-        self._corrected()
-        return Innovation([self.meas[i] for i in rows], nu, sd, float(nis), dx, dx_sd)
+        return x
+
+    def undo_gap_correction(self) -> None:
+        """Back to the prediction across the last gap, before its (refused) correction, with the
+        parameters written into the Simulator as they were (:mod:`.iterated`)."""
+        if self.gap_prior is not None:
+            self.x, self.P = (a.copy() for a in self.gap_prior)
+            self._write(self.x)
 
     def _corrected(self) -> None:
         """The corrected estimate into the Simulator (the inputs with the corrected biases first, so

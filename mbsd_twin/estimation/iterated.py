@@ -41,19 +41,17 @@ TOL = 1e-3  # σ: the Gauss–Newton step at which the iteration stops
 def update(est: StateEstimator, measured: Mapping[str, float]) -> Innovation | None:
     """:meth:`~.ekf.StateEstimator.update`, iterated; the fit at the corrected state x: ``nu``
     = y − h(x), ``sd`` the channels' σ, ``nis`` = Σ (nu/sd)² (see the module's docstring)."""
-    if est.step is None:
-        raise RuntimeError("update before predict")
-    rows = [i for i, m in enumerate(est.meas) if m in measured]
-    if not rows:
+    got = est._measured(measured)
+    if got is None:
         return None
-    y = np.array([measured[est.meas[i]] for i in rows])
+    rows, y = got
     ang, r = est.angular[rows], est.r[rows]
     x_hat, P = est.x.copy(), est.P
     x, h, H = x_hat, est.step.y[rows], np.ascontiguousarray(est.step.H[rows])
     for _ in range(MAX_ITER):
         nu = wrap(y - h, ang) - H @ (x_hat - x)
         Pn, dx, _, _, dx_sd = nb_kalman.update(P, H, r, nu)
-        x_new = _bounded(est, x_hat + dx)
+        x_new = est._bounded(x_hat + dx)
         done = bool(np.all(np.abs(x_new - x) <= TOL * np.sqrt(np.maximum(np.diag(Pn), 1e-300))))
         fit = wrap(y - h, ang) - H @ (x_new - x)  # y − h(x_new) to first order about x
         x = x_new
@@ -63,14 +61,6 @@ def update(est: StateEstimator, measured: Mapping[str, float]) -> Innovation | N
     est.P, est.x = Pn, x
     est._corrected()
     return Innovation([est.meas[i] for i in rows], fit, r.copy(), float(np.sum((fit / r) ** 2)), x - x_hat, dx_sd)
-
-
-def _bounded(est: StateEstimator, x: F64) -> F64:
-    a = x[2 * est.d:]
-    if a.size and ((a < est.low) | (a > est.high)).any():
-        est.clamped += 1
-        np.clip(a, est.low, est.high, out=a)
-    return x
 
 
 def _outputs(est: StateEstimator, x: F64) -> F64:

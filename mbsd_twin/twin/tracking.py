@@ -145,9 +145,7 @@ class EkfTracker:
         """Back to the prediction across the last gap, before its (refused) correction: a
         re-initialisation that keeps the unknowns then keeps them as they were, not as a
         correction that found no state explaining the measurements moved them."""
-        if self.est.gap_prior is not None:
-            self.est.x, self.est.P = (a.copy() for a in self.est.gap_prior)
-            self.est._write(self.est.x)  # the parameters too, where the correction had written them
+        self.est.undo_gap_correction()
 
     def shift_time(self, shift: float) -> None:
         """Rig time moves by ``shift`` s against the model's (a clock step of the rig)."""
