@@ -285,8 +285,9 @@ class TwinCore:
             self.stats["solver_failure"] += 1
             self._start(batch, b, "solver_failure")
             return self.tracker.row(at, meas, None), None
-        if isinstance(self.tracker, EkfTracker) and self.gaps.failed(inn, self.tracker.gap_spread()):
-            self.tracker.undo_gap_correction()
+        tr = self.tracker
+        if self.gaps.pending and isinstance(tr, EkfTracker) and self.gaps.failed(inn, tr.gap_spread()):
+            tr.undo_gap_correction()
             self._start(batch, b, "gap")
             return self.tracker.row(at, meas, None), None
         return row, inn
