@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test venv lint clean
+.PHONY: demo test test-slow venv lint docs clean
 
 $(BIN)/mbsd-twin: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,12 +19,28 @@ DEMO_ARGS ?=
 demo: venv
 	$(BIN)/mbsd-twin demo --duration $(DEMO_SECONDS) --out out/demo $(DEMO_ARGS)
 
+# the suite in parallel (pytest-xdist, two workers per core: many tests wait on a broker,
+# a subprocess or a real-time stream; the tests with a Ray cluster on one worker, tests/conftest.py); the
+# few `slow` end-to-end tests apart, one at a time (CI runs both targets)
+TEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
 test: venv
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
+
+test-slow: venv
+	$(BIN)/python -m pytest -q -m slow
 
 lint: venv
 	$(BIN)/ruff check mbsd_twin tests benchmarks
 	$(BIN)/mypy mbsd_twin
+
+# the API reference, generated from the docstrings with pdoc (the package and its FMU, twin and campaign
+# faces): open $(API_DIR)/index.html
+# (tests/test_api_docs.py builds it too, so CI does)
+API_DIR ?= out/api
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+docs: venv
+	rm -rf "$(API_DIR)"
+	$(BIN)/pdoc --docformat restructuredtext --footer-text "mbsd-twin $(VERSION)" -o "$(API_DIR)" mbsd_twin mbsd_twin.fmi mbsd_twin.twin mbsd_twin.campaign
 
 clean:
 	rm -rf $(VENV) out

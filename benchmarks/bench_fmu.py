@@ -1,15 +1,22 @@
 """Speed of the slider-crank FMU: real-time factor at 1 ms communication steps (real-time factor =
 simulated time / wall-clock time; > 1 is faster than real time) through ``fmpy.simulate_fmu``, an
-fmpy step loop and, for the host-independent FMUs, the C hosts of the tests (tests/fmi2_host.c,
-tests/fmi3_host.c: no Python in the host process), next to the native ``Simulator`` stepped
-through the same points with the same inputs (the FMU's and the host's overhead is the difference).
+fmpy step loop and, for the host-independent and standalone FMUs, the C hosts of the tests
+(tests/fmi2_host.c, tests/fmi3_host.c, tests/standalone_start_host.c: no Python in the host
+process), next to the native ``Simulator`` stepped through the same points with the same inputs
+(the FMU's and the host's overhead is the difference).
 
 Run: python benchmarks/bench_fmu.py [--stop-time 10] [--step 0.001] [--repeat 3] [--breakdown]
-     [--flavour pythonfmu,host-independent,pythonfmu3,host-independent-3] [--transport shm|socket|both]
+     [--flavour pythonfmu,host-independent,pythonfmu3,host-independent-3,standalone,standalone-3]
+     [--transport shm|socket|both]
 
-``--flavour`` picks the FMUs (comma-separated; default all four): PythonFMU's and pythonfmu3's (the
-model runs in fmpy's interpreter) and the host-independent FMI 2.0 and 3.0 ones (a C library; the
-model runs in a worker process). ``--transport``: how the host-independent library hands a step to
+``--flavour`` picks the FMUs (comma-separated; default all six): PythonFMU's and pythonfmu3's (the
+model runs in fmpy's interpreter), the host-independent FMI 2.0 and 3.0 ones (a C library; the
+model runs in a worker process) and the standalone FMI 2.0 and 3.0 ones (one library holding the
+compiled engine: no Python, no worker). For the standalone FMUs the C host
+(tests/standalone_start_host.c, started with an empty environment) also times the start — dlopen,
+instantiate, initialise, the first step and its outputs read — and fmi*FreeInstance, each the best
+of ``--repeat`` fresh processes; its step loop holds the torque at 2 N·m (the other C hosts switch
+it once). ``--transport``: how the host-independent library hands a step to
 its worker — through the shared page (default) or socket messages (``MBSD_TWIN_FMU_NO_SHM=1``), or
 both, one after the other. The summary gives each run's per-step overhead over the native Simulator.
 
@@ -150,13 +157,45 @@ def _c_host_loop(fmu: Path, tmp: Path, stop: float, step: float) -> float:
     return float(found.group(1)) * 1e-6
 
 
-FLAVOURS = ("pythonfmu", "host-independent", "pythonfmu3", "host-independent-3")
+def _standalone_host(fmu: Path, tmp: Path, stop: float, step: float) -> dict[str, float]:
+    """The standalone ``fmu`` in tests/standalone_start_host.c (compiled here with gcc, run with an
+    empty environment): µs of the start (dlopen to the first outputs), of the instantiate call, per
+    step, and of fmi*FreeInstance."""
+    import xml.etree.ElementTree as ET
+    import zipfile
+
+    from mbsd_twin.fmi.native_build import SOURCE_DIR
+
+    with zipfile.ZipFile(fmu) as zf:
+        md = ET.fromstring(zf.read("modelDescription.xml"))
+        zf.extractall(tmp / "unzipped")
+    fmi3 = md.get("fmiVersion") == "3.0"
+    source = Path(__file__).resolve().parents[1] / "tests" / "standalone_start_host.c"
+    exe = tmp / source.stem
+    subprocess.run(["gcc", "-O2", f"-I{SOURCE_DIR}", "-o", str(exe), str(source), "-ldl"], check=True)
+    variables = md.find("ModelVariables")
+    assert variables is not None
+    vr = {v.get("name"): v.get("valueReference", "") for v in variables}
+    outs = [vr["crank.theta"]] + [v.get("valueReference", "") for v in variables if v.get("causality") == "output"]
+    lib = next((tmp / "unzipped" / "binaries").glob("*/*.so"))
+    token = md.get("instantiationToken" if fmi3 else "guid", "")
+    cmd = [str(exe), "3" if fmi3 else "2", str(lib), token, str(round(stop / step) - 1), repr(step),
+           vr["motor_torque"], *outs]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True, env={})
+    return {k: float(v) for k, v in (line.split() for line in proc.stdout.strip().splitlines())}
+
+
+FLAVOURS = ("pythonfmu", "host-independent", "pythonfmu3", "host-independent-3", "standalone", "standalone-3")
 
 
 def _build(flavour: str, dest: Path) -> Path:
     from mbsd_twin.fmi.build import build_fmu
     from mbsd_twin.fmi.fmi3 import build_fmu3
 
+    if flavour.startswith("standalone"):
+        from mbsd_twin.fmi.standalone import build_standalone
+
+        return build_standalone(None, dest, fmi_version="3" if flavour.endswith("3") else "2")
     build = build_fmu3 if flavour.endswith("3") else build_fmu
     return build(None, dest, host_independent=flavour.startswith("host-independent"))
 
@@ -204,6 +243,16 @@ def _runs(flavour: str, fmu: Path, tmp: Path, args: argparse.Namespace, inputs: 
             out[label]["c_host"] = c_loop
             print(f"[{label}] C host step loop: {1e6 * c_loop:.1f} µs per step, real-time factor "
                   f"{args.step / c_loop:.3g}")
+        if flavour.startswith("standalone"):
+            runs = [_standalone_host(fmu, tmp / f"{label}_{k}", args.stop_time, args.step)
+                    for k in range(max(1, args.repeat))]
+            best_of = {key: min(r[key] for r in runs) for key in ("first", "instantiate", "step", "free")}
+            out[label].update(c_host=best_of["step"] * 1e-6, first=best_of["first"] * 1e-6,
+                              free=best_of["free"] * 1e-6)
+            print(f"[{label}] C host (env -i; best of {len(runs)} processes): {best_of['step']:.2f} µs per step, "
+                  f"real-time factor {1e6 * args.step / best_of['step']:.3g}; dlopen → first step's outputs "
+                  f"{best_of['first'] / 1e3:.3f} ms (instantiate call {best_of['instantiate']:.1f} µs); "
+                  f"FreeInstance {best_of['free']:.2f} µs")
         if args.breakdown and not native_fmu:  # the worker's engine calls are in another process
             total = sum(engine.values())
             parts = ", ".join(f"{name} {1e6 * sec / n:.1f}" for name, sec in engine.items())
@@ -259,11 +308,19 @@ def _summary(per_step: dict[str, dict[str, float]], native: float, step: float) 
     print(f"\nnative Simulator (set_input, advance_to, one output_vector per point): {1e6 * native:.1f} µs per step, "
           f"real-time factor {step / native:.3g}")
     print("per step: µs (real-time factor); overhead = µs per step over the native Simulator")
-    print(f"{'FMU':<28}{'simulate_fmu':>20}{'fmpy loop':>20}{'C host':>20}{'overhead fmpy/C':>20}")
+    print(f"{'FMU':<28}{'simulate_fmu':>20}{'fmpy loop':>20}{'C host':>20}{'overhead fmpy/C':>20}"
+          f"{'start ms':>10}{'free µs':>10}")
     for label, r in per_step.items():
         cells = [f"{1e6 * r[k]:.1f} ({step / r[k]:.3g})" if k in r else "-" for k in ("simulate", "loop", "c_host")]
         over = f"{1e6 * (r['loop'] - native):.1f}" + (f" / {1e6 * (r['c_host'] - native):.1f}" if "c_host" in r else "")
-        print(f"{label:<28}{cells[0]:>20}{cells[1]:>20}{cells[2]:>20}{over:>20}")
+        start = f"{1e3 * r['first']:.2f}" if "first" in r else "-"
+        free = f"{1e6 * r['free']:.2f}" if "free" in r else "-"
+        print(f"{label:<28}{cells[0]:>20}{cells[1]:>20}{cells[2]:>20}{over:>20}{start:>10}{free:>10}")
+    for label, r in per_step.items():
+        if "first" in r:  # the standalone FMUs' targets
+            print(f"{label}: C host {1e6 * r['c_host']:.2f} µs per step vs native {1e6 * native:.2f} µs "
+                  f"({'≤' if r['c_host'] <= native else '>'} native); start {1e3 * r['first']:.2f} ms "
+                  f"(target ≤ 20 ms); FreeInstance {1e6 * r['free']:.2f} µs (target ≤ 1000 µs)")
 
 
 if __name__ == "__main__":

@@ -14,7 +14,17 @@ Per N, each in a fresh Simulator after the compiled kernels are loaded:
   four-bar loops (3 bodies per loop, closed loops: target at 100 loops build <= 1 s, stepping
   cost per body within 2x of the chain's).
 
+- peers (only where importable; neither is a dependency): the chain's wall per simulated second
+  in Exudyn (generalised-alpha) and MuJoCo (RK4, implicitfast) at 1 ms over the same span, as a
+  ratio to ours in the same run (> 1: slower than mbsd-twin), see benchmarks/scale_peers.py;
+- ``check`` of the 1000-link chain, the 100-loop ladder and a 1000-link chain with two redundant
+  rows, and inverse dynamics of a driven 1000-link chain, see benchmarks/scale_analysis.py;
+- the FMU builds of the 1000-link chain (``--fmu``): ``mbsd-twin fmu build`` (PythonFMU) and
+  ``--standalone``, and the PythonFMU FMU's instantiation through fmpy, see
+  benchmarks/scale_fmu.py.
+
 Run: python benchmarks/bench_scale.py [--sizes 10 30 100 300 1000] [--span 1.0] [--repeat 1]
+     [--no-peers] [--fmu]
 """
 
 from __future__ import annotations
@@ -33,6 +43,10 @@ from mbsd_twin.solvers.assembly import assemble
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from large_mechanisms import chain, free_bodies, hanging_ladder  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import scale_analysis  # noqa: E402
+import scale_peers  # noqa: E402
 
 
 def timed_build(mech: mt.Mechanism, repeat: int) -> tuple[mt.Simulator, float]:
@@ -68,7 +82,7 @@ def stepping(sim: mt.Simulator, span: float) -> tuple[float, float]:
     return wall / (steps * 1e-3), sim.get_output("energy.total") - e0
 
 
-def row(n: int, span: float, repeat: int) -> str:
+def row(n: int, span: float, repeat: int, peers: bool) -> str:
     sim, build = timed_build(chain(n), repeat)
     _, bent_build = timed_build(chain(n, 0.1), repeat)
     assembly, residual = timed_assembly(chain(n, 0.1), repeat)
@@ -79,8 +93,9 @@ def row(n: int, span: float, repeat: int) -> str:
     loops = max(1, n // 3)  # about n bodies
     lad, lad_build = timed_build(hanging_ladder(loops), repeat)
     lad_per_s, _ = stepping(lad, span_n)
+    ratios = scale_peers.ratios(n, span_n, per_s) if peers else ""
     return (f"{n:5d} {build:9.3f} {assembly:9.3f} {residual:9.1e} {bent_build:9.3f} {per_s:9.3f} {drift:10.1e} "
-            f"{free_build:9.3f} {free_per_s:9.4f} {loops:5d} {lad_build:9.3f} {lad_per_s:9.3f}")
+            f"{free_build:9.3f} {free_per_s:9.4f} {loops:5d} {lad_build:9.3f} {lad_per_s:9.3f} {ratios}")
 
 
 def main() -> None:
@@ -88,14 +103,22 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[10, 30, 100, 300, 1000])
     ap.add_argument("--span", type=float, default=1.0, help="simulated span [s] (a fifth of it at N > 300)")
     ap.add_argument("--repeat", type=int, default=1, help="builds per figure (the best is shown)")
+    ap.add_argument("--no-peers", action="store_true", help="without the Exudyn / MuJoCo ratios")
+    ap.add_argument("--fmu", action="store_true", help="also time the FMU builds of the 1000-link chain")
     args = ap.parse_args()
+    peers = not args.no_peers and any(scale_peers.available().values())
     warnings.simplefilter("ignore")
     for n in (2, 30):  # the compiled kernels loaded and the dense solvers used once, outside the figures
         mt.Simulator(chain(n, 0.1))
     print("    N  build[s] assembly[s] max|C|[m] bent:build[s] wall/sim-s  drift[J] free:build[s] wall/sim-s"
-          " loops ladder:build[s] wall/sim-s")
+          " loops ladder:build[s] wall/sim-s" + ("  peer/ours: exudyn mujoco-rk4 mujoco-implicitfast" if peers else ""))
     for n in args.sizes:
-        print(row(n, args.span, args.repeat), flush=True)
+        print(row(n, args.span, args.repeat, peers), flush=True)
+    scale_analysis.report()
+    if args.fmu:
+        import scale_fmu
+
+        scale_fmu.report(1000)
 
 
 if __name__ == "__main__":

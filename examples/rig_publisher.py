@@ -4,7 +4,7 @@ CSV: a header row ``t,<channel>,...`` (t in s, equally spaced; channel names as 
 inputs and compare, values in SI units: rad, rad/s, N, N.m, m), then one row per sample; lines starting
 with # are skipped. Sent in real time, ``--batch`` samples per message, seq +1 per message, with the
 rig's online/offline status. Example:
-    python examples/rig_publisher.py samples.csv --broker mqtt://127.0.0.1:1883 --asset pd-01
+    .venv/bin/python examples/rig_publisher.py samples.csv --broker mqtt://127.0.0.1:1883 --asset pd-01
 """
 import argparse
 import csv

@@ -5,6 +5,7 @@ only) runs in a subprocess instead — never a silent skip."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -14,6 +15,32 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter's own configure
+def pytest_configure(config: pytest.Config) -> None:
+    """A line per finished test file (tests/progress.py) where the run reports: not in an xdist
+    worker, and not when the terminal reporter is off."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(config, "workerinput"):
+        from progress import FileProgress
+
+        config.pluginmanager.register(FileProgress(reporter), "mbsd-file-progress")
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that starts a Ray cluster is ``slow`` (``make test-slow`` runs them one at a time)
+    and in one xdist group (should they run in parallel after all): beside the parallel suite
+    on a slow 2-core machine a cluster's nodes, starved, failed their tasks or their failure
+    detection (the Ray campaign and fleet tests failed in a CI run there and passed alone); several
+    clusters at once, each killing and restarting nodes, starved each other's."""
+    for item in items:
+        name = item.name.split("[")[0]
+        if "ray_cluster" in getattr(item, "fixturenames", ()) or re.search(r"(^|_)ray(_|$)", name):
+            item.add_marker(pytest.mark.xdist_group("ray"))
+            item.add_marker(pytest.mark.slow)
+
 
 MOSQUITTO = shutil.which("mosquitto") or ("/usr/sbin/mosquitto" if os.path.exists("/usr/sbin/mosquitto") else None)
 

@@ -63,9 +63,11 @@ int main(int argc, char **argv) {
         double next = 0.0 + (step + 1) * h, last = -1.0;
         fmi3Boolean event = fmi3True, terminate = fmi3True, early = fmi3True;
         torque = t >= t_switch ? -1.0 : 2.0;
-        if (SetFloat64(c, &torque_vr, 1, &torque, 1) || DoStep(c, t, next - t, fmi3True, &event, &terminate, &early, &last)
-            || event || terminate || early || last != t + (next - t)) {
-            fprintf(stderr, "step %d failed\n", step);
+        int st = SetFloat64(c, &torque_vr, 1, &torque, 1);
+        if (!st) st = DoStep(c, t, next - t, fmi3True, &event, &terminate, &early, &last);
+        if (st || event || terminate || early || last != t + (next - t)) {
+            fprintf(stderr, "step %d failed: status %d, eventHandlingNeeded %d, terminateSimulation %d, earlyReturn %d, "
+                    "lastSuccessfulTime %.17g\n", step, st, (int)event, (int)terminate, (int)early, last);
             return 6;
         }
         t = next;

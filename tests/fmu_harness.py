@@ -83,13 +83,24 @@ def unpack(fmu: Path, dest: Path) -> Path:
 
 
 def children_code() -> str:
-    """Python source of ``children()``: the pids of this process's children (for host scripts; a
-    value for :func:`run_script`'s formatting, so its braces are single)."""
+    """Python source of ``children()``: the pids of this process's children, and ``leftover()``: those
+    still there (alive or zombies) after waiting up to 10 s for a freed instance's worker to be
+    reaped in the background (for host scripts; a value for :func:`run_script`'s formatting, so its
+    braces are single)."""
     return textwrap.dedent("""
         def children():
             pids = set()
             for task in os.listdir("/proc/self/task"):
-                with open(f"/proc/self/task/{task}/children") as f:
-                    pids |= {int(p) for p in f.read().split()}
+                try:
+                    with open(f"/proc/self/task/{task}/children") as f:
+                        pids |= {int(p) for p in f.read().split()}
+                except FileNotFoundError:  # a thread that ended meanwhile (e.g. a worker's reaper)
+                    pass
             return pids
+        def leftover():
+            import time as _time
+            end = _time.monotonic() + 10
+            while children() and _time.monotonic() < end:
+                _time.sleep(0.01)
+            return sorted(children())
         """)

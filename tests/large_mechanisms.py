@@ -46,3 +46,29 @@ def hanging_ladder(loops: int) -> mt.Mechanism:
         b.revolute(f"rr{i}", right, rung, (1.0, 0.0), (1.0, 0.0))
         below = (left, right)
     return b.build()
+
+
+def chain_toml(n: int) -> str:
+    """The mechanism file (mbsd-twin/1 TOML) of ``chain(n)`` as built (off = 0), for the FMU builds."""
+    parts = [f'format = "mbsd-twin/1"\nname = "chain{n}"\ngravity = [0.0, -9.81]\n']
+    for i in range(n):
+        parts.append(f'[[bodies]]\nname = "link{i}"\nmass = 0.1\ninertia = {0.1 * 0.01 / 12!r}\n'
+                     f"cg = [0.05, 0.0]\nposition = [{0.1 * i!r}, 0.0]\nangle = 0.0\n")
+    for i in range(n):
+        prev, at = ("ground", "0.0") if i == 0 else (f"link{i - 1}", "0.1")
+        parts.append(f'[[joints]]\nname = "j{i}"\ntype = "revolute"\nbodies = ["{prev}", "link{i}"]\n'
+                     f"points = [[{at}, 0.0], [0.0, 0.0]]\n")
+    return "\n".join(parts)
+
+
+def driven_chain(n: int, speed: float = 0.0) -> mt.Mechanism:
+    """``chain(n)`` with every link's absolute angle driven from 0 at ``speed`` [rad/s] (DOF 0:
+    at 0 rad/s held horizontal, otherwise turning as one straight bar about the origin)."""
+    b = mt.MechanismBuilder(f"driven-chain{n}")
+    prev = "ground"
+    for i in range(n):
+        b.body(f"link{i}", 0.1, 0.1 * 0.01 / 12, cg=(0.05, 0.0), position=(0.1 * i, 0.0))
+        b.revolute(f"j{i}", prev, f"link{i}", (0.1, 0.0) if i else (0.0, 0.0), (0.0, 0.0))
+        b.angle_driver(f"d{i}", f"link{i}", mt.ConstantSpeed(speed, 0.0))
+        prev = f"link{i}"
+    return b.build()

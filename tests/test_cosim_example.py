@@ -7,7 +7,8 @@ with the native ``mbsd_twin.Simulator`` stepped through the same communication p
 master order (Jacobi: every model steps with the inputs of the step's start, then outputs are
 transferred). The settings differ from the FMUs' start values, so the parameter values of the
 .ssd must reach the FMUs in both masters. The controller FMU alone (fmpy): its PI law, the torque
-limit, the anti-windup and a rejected parameter.
+limit, the anti-windup and a rejected parameter. The profile FMU alone (fmpy): the same samples on
+libcosim's time grid and on a grid accumulated with t += h.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import mbsd_twin as mt  # noqa: E402
 
 COSIM = Path(__file__).resolve().parents[1] / "examples" / "cosim"
 sys.path.insert(0, str(COSIM))
-from cosim_build import PI_CONTROLLER, SLIDER_CRANK, Settings, build_c_fmu  # noqa: E402
+from cosim_build import PI_CONTROLLER, SLIDER_CRANK, SPEED_PROFILE, Settings, build_c_fmu  # noqa: E402
 from fmu_harness import wrapper_python  # noqa: E402
 from speed_control import SETPOINT, SPEED, TORQUE, main, read_csv  # noqa: E402
 
@@ -116,6 +117,44 @@ def test_closed_loop_equals_the_independent_derivation(example: tuple[Path, dict
     for name in (SPEED, TORQUE):
         np.testing.assert_allclose(run[name], ref[name], rtol=0, atol=1e-9, err_msg=name)
     assert np.max(np.abs(run[TORQUE])) == SETTINGS.controller["torque_max"]  # the limit is reached
+
+
+def _profile_run(fmu: Path, grid: list[float]) -> list[float]:
+    """The profile FMU's speed after each step of ``grid`` (fmpy), with the example's settings."""
+    from fmpy import extract, read_model_description
+    from fmpy.fmi2 import FMU2Slave
+
+    md = read_model_description(str(fmu))
+    vr = {v.name: v.valueReference for v in md.modelVariables}
+    s = FMU2Slave(guid=md.guid, unzipDirectory=extract(str(fmu)), modelIdentifier=md.coSimulation.modelIdentifier,
+                  instanceName="profile")
+    s.instantiate()
+    s.setupExperiment(startTime=grid[0])
+    s.enterInitializationMode()
+    s.setReal([vr[name] for name in SETTINGS.profile], list(SETTINGS.profile.values()))
+    s.exitInitializationMode()
+    speeds = []
+    for t, t_next in zip(grid[:-1], grid[1:], strict=True):
+        s.doStep(t, t_next - t)
+        speeds.append(s.getReal([vr["speed"]])[0])
+    s.terminate()
+    s.freeInstance()
+    return speeds
+
+
+def test_profile_fmu_gives_the_same_samples_on_an_accumulated_time_grid(tmp_path: Path) -> None:
+    fmu = build_c_fmu(SPEED_PROFILE, tmp_path, SETTINGS)
+    n = round(SETTINGS.stop / SETTINGS.step)
+    libcosim = [k * STEP_NS / 1e9 for k in range(n + 1)]  # libcosim counts nanoseconds
+    accumulated = [0.0]
+    for _ in range(n):
+        accumulated.append(accumulated[-1] + SETTINGS.step)  # a master that adds the step up
+    k = round(SETTINGS.profile["step_time"] / SETTINGS.step)
+    assert accumulated[k] < SETTINGS.profile["step_time"] == libcosim[k]  # 1.4999999999999456: short of the step
+    on_libcosim, on_accumulated = _profile_run(fmu, libcosim), _profile_run(fmu, accumulated)
+    assert on_accumulated == on_libcosim  # bit for bit
+    assert on_accumulated[k - 1] == SETTINGS.profile["step_speed"]  # the step comes at the same point
+    np.testing.assert_allclose(on_libcosim, [_profile(t) for t in libcosim[1:]], rtol=0, atol=1e-12)
 
 
 def test_integral_action_removes_the_steady_state_error(example: tuple[Path, dict[str, float]]) -> None:

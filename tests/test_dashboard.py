@@ -351,10 +351,10 @@ def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> Non
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             page.goto(f"http://{addr}/")  # the redirect to /dashboard/
-            page.wait_for_function("window.dashboard && window.dashboard.rows > 300", timeout=30000)
+            page.wait_for_function("window.dashboard && window.dashboard.rows > 300", timeout=90000)
             # the bearing friction from 4 s: a change alarm, and a crank-speed threshold alarm
             page.wait_for_function("dashboard.alarms.some((e) => e.source === 'change' && e.event === 'raised')"
-                                   " && dashboard.alarms.some((e) => e.alarm === 'crank_speed_high')", timeout=30000)
+                                   " && dashboard.alarms.some((e) => e.alarm === 'crank_speed_high')", timeout=90000)
             page.wait_for_timeout(1000)
             shot = tmp_path / "dashboard.png"
             page.screenshot(path=str(shot), full_page=True)
@@ -364,7 +364,10 @@ def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> Non
             status = page.inner_text("#status")
             state = page.evaluate("({rows: dashboard.rows, polls: dashboard.polls, errors: dashboard.errors,"
                                   " drawn: dashboard.drawn, marks: dashboard.marks,"
-                                  " sd: dashboard.buf['virt.motor_torque.estimate_sd'].filter((v) => v > 0).length})")
+                                  " sd: dashboard.buf['virt.motor_torque.estimate_sd'].filter((v) => v > 0).length,"
+                                  " axes: dashboard.axes, names: dashboard.mechanismText,"
+                                  " ticks: [tickText(0.30000000000000004, 0.1), tickText(44, 2), tickText(-0.06, 0.02),"
+                                  " tickText(2.5e-5, 5e-6), tickText(1e-17, 0.5)]})")
             tip = _hover_alarm(page)
             controls_hidden = page.evaluate("document.getElementById('controls').hidden")
             panel = page.evaluate("(cv => ({w: cv.clientWidth, h: cv.clientHeight, box: dashboard.mechanismBox}))"
@@ -388,6 +391,9 @@ def test_page_in_headless_chromium(live: tuple[Any, str], tmp_path: Path) -> Non
     assert _count(tmp_path / "mechanism.png", blue) > 1000  # the simulated pose
     assert _count(tmp_path / "mechanism.png", orange) > 50  # the measured pose (dashed)
     _check_new_charts(tmp_path, state, tip, alarms)
+    _check_round_ticks(state["axes"])
+    assert state["ticks"] == ["0.3", "44", "-0.06", "2.5e-5", "0"]
+    assert {"crank", "rod", "piston"} <= set(state["names"])  # the bodies named in the mechanism panel
     assert controls_hidden  # commands other than status are not enabled
     x0, x1, y0, y1 = panel["box"]  # the slider crank's motion is wide: so is its panel
     print("mechanism panel", panel)
@@ -433,3 +439,19 @@ def _check_new_charts(tmp_path: Path, state: dict[str, Any], tip: str, alarms: s
     assert _count(nis, (216, 236, 224), tol=25) > 300  # the χ² band (green at 19 % on white)
     assert _count(tmp_path / "chart-aug-0.png", purple) > 300 and _count(tmp_path / "chart-aug-1.png", purple) > 300
     assert _count(tmp_path / "chart-cusum.png", red) > 50  # threshold line and marks
+
+
+def _check_round_ticks(axes: dict[str, Any]) -> None:
+    """Every chart's value and time ticks are whole multiples of a 1, 2 or 5 x 10^k step inside its
+    range (no 53.410 / 42.720); NIS and the CUSUMs (never negative) start at 0; each axis has its unit."""
+    assert {"chart-angle", "chart-speed", "chart-resid-angle", "chart-bearing", *NEW_CHARTS} <= set(axes)
+    for cid, a in axes.items():
+        for ticks, step in ((a["yticks"], a["ystep"]), (a["xticks"], a["xstep"])):
+            mantissa = step / 10 ** math.floor(math.log10(step) + 1e-9)
+            assert min(abs(mantissa - m) for m in (1, 2, 5)) < 1e-9, (cid, step)
+            assert ticks and all(abs(t / step - round(t / step)) < 1e-6 for t in ticks), (cid, ticks, step)
+        assert a["ymin"] <= min(a["yticks"]) and max(a["yticks"]) <= a["ymax"] + 1e-9 * a["ystep"], (cid, a)
+        assert a["unit"], cid
+    assert axes["chart-nis"]["ymin"] == 0 and axes["chart-cusum"]["ymin"] == 0
+    assert axes["chart-angle"]["unit"] == "rad" and axes["chart-bearing"]["unit"] == "N"
+    assert axes["chart-nis"]["unit"] == "1" and axes["chart-cusum"]["unit"] == "σ"

@@ -88,6 +88,9 @@ def test_history_api_names_bad_requests(twin: tuple[Any, str, str]) -> None:
     _, addr, _ = twin
     status, d = _api(addr, "")
     assert status == 200 and {"state.theta", "estimates.piston.mass", "residuals.theta"} <= set(d["channels"])
+    units = d["units"]
+    assert units["state.theta"] == units["residuals.theta"] == "rad" and units["estimates.piston.mass"] == "kg"
+    assert d["units"]["virtual.main_bearing.fx"] == "N" and set(d["units"]) == set(d["channels"])
     assert d["span"][0] == T0 and d["span"][1] > time.time() - 3600  # the past hour and the twin's own data
     assert _api(addr, "?from=yesterday&to=1&channel=state.theta") == (400, {"error": (
         "from 'yesterday': expected seconds of rig time (e.g. 1767225600.5) or an ISO 8601 time "
@@ -120,13 +123,15 @@ def test_range_picker_plots_the_stored_range(twin: tuple[Any, str, str], tmp_pat
             page.on("pageerror", lambda e: errors.append(str(e)))
             page.goto(f"http://{addr}/dashboard/")
             page.wait_for_function("dashboard.history && dashboard.history.channels.length > 0", timeout=30000)
+            boxes = (page.input_value("#hist-from"), page.input_value("#hist-to"))
             page.fill("#hist-from", repr(lo))
             page.fill("#hist-to", repr(hi))
             page.select_option("#hist-channel", ["estimates.piston.mass", "state.theta"])
             page.click("#hist-load")
             page.wait_for_function("dashboard.history.loads === 1", timeout=60000)
             got = page.evaluate("({data: dashboard.history.data, ms: dashboard.history.ms, "
-                                "drawn: dashboard.drawn['chart-history'], error: dashboard.history.error})")
+                                "drawn: dashboard.history.drawn, error: dashboard.history.error, "
+                                "charts: dashboard.history.charts, axes: dashboard.axes})")
             page.locator("#card-history").screenshot(path=str(tmp_path / "history.png"))
             # the twin's own live history: a second of state.theta, fewer samples than points, as stored
             t_live, v_live, _ = live.query("sc-01", "state.theta", -math.inf, math.inf)
@@ -138,9 +143,11 @@ def test_range_picker_plots_the_stored_range(twin: tuple[Any, str, str], tmp_pat
             page.click("#hist-load")
             page.wait_for_function("dashboard.history.loads === 2", timeout=30000)
             small = page.evaluate("dashboard.history.data.channels['state.theta']")
+            one_chart = page.evaluate("[dashboard.history.charts, document.getElementById('chart-history-1')]")
         finally:
             browser.close()
     assert not errors and got["error"] is None, (errors, got["error"])
+    _check_units_and_times(got, boxes, one_chart, _api(addr, "")[1]["span"])
     exported = export.query(live, "sc-01", ["estimates.piston.mass", "state.theta"], lo, hi)
     drawn = 0
     for name, t, v, _ in exported:
@@ -162,3 +169,17 @@ def test_range_picker_plots_the_stored_range(twin: tuple[Any, str, str], tmp_pat
     assert small["value"] == small["min"] == small["max"] == v_live[sel].tolist()
     print(f"50 min of 2 channels at 1 kHz (6.0 M samples stored) fetched and plotted in {got['ms']:.0f} ms")
     live.close()
+
+
+def _check_units_and_times(got: dict[str, Any], boxes: tuple[str, str], one_chart: list[Any],
+                           span: list[float]) -> None:
+    """One chart per unit (the mass in kg and the angle in rad never share an axis), the range boxes
+    in ISO 8601 UTC covering what is stored, the time axis captioned with its UTC origin."""
+    assert got["charts"] == [{"id": "chart-history", "unit": "kg", "channels": ["estimates.piston.mass"]},
+                             {"id": "chart-history-1", "unit": "rad", "channels": ["state.theta"]}]
+    for chart in got["charts"]:
+        assert got["axes"][chart["id"]]["unit"] == chart["unit"]
+        assert got["axes"][chart["id"]]["xlabel"] == "seconds since 2023-11-14 22:23:20.250 UTC"  # lo = T0 + 600.25 s
+    assert span[0] == T0 and boxes[0] == "2023-11-14T22:13:20.000Z" and export.parse_time(boxes[0], "from") == T0
+    assert boxes[1].endswith("Z") and span[1] <= export.parse_time(boxes[1], "to") < span[1] + 1e-3  # rounded up
+    assert one_chart == [[{"id": "chart-history", "unit": "rad", "channels": ["state.theta"]}], None]

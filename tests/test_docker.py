@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from mbsd_twin.demo.procs import free_port
@@ -153,6 +154,7 @@ def _healthcheck(venv_bin: Path, env: dict[str, str]) -> int:
     return subprocess.run(cmd, shell=True, env=env, timeout=30).returncode
 
 
+@pytest.mark.slow  # a fresh venv's pip install and kernel compile: about 4 min (make test-slow)
 def test_image_command_in_a_fresh_venv(broker: Any, tmp_path: Path) -> None:
     app = tmp_path / "app"  # the image's /app: what the Dockerfile copies
     app.mkdir()
@@ -179,7 +181,7 @@ def test_image_command_in_a_fresh_venv(broker: Any, tmp_path: Path) -> None:
                 "MBSD_TWIN_METRICS_PORT": str(port), "NUMBA_CACHE_DIR": str(tmp_path / "numba")})
     after_user = [r for w, r in _instructions()[[w for w, _ in _instructions()].index("USER"):] if w == "RUN"]
     for run in after_user:  # the build-time warm-up fills the numba cache
-        done = subprocess.run(run, shell=True, cwd=app, env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(run, shell=True, cwd=app, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stderr[-2000:]
     assert any((tmp_path / "numba").rglob("*.nbi")), "the warm-up cached no compiled kernel"
     cmd = ["mbsd-twin", "twin", "serve"]

@@ -1,6 +1,7 @@
 """Every command of every fenced ``sh`` block of README.md and docs/*.md runs (docs/getting-started.md,
-"How the commands in these pages are tested"): a block is one ``bash -e`` script from the repository
-root; a command marked ``<!-- docs-test: COMMAND => SHORTENED -->`` runs in its shortened form."""
+"How the commands in these pages are tested"): a block is one ``bash -e`` script from the root of a
+checkout in a temporary folder (links to the repository's files; its own ``out``); a command
+marked ``<!-- docs-test: COMMAND => SHORTENED -->`` runs in its shortened form."""
 
 from __future__ import annotations
 
@@ -75,11 +76,24 @@ def _script(lines: list[str], marks: dict[str, str], subst: dict[str, str]) -> s
     return "set -euo pipefail\n" + "\n".join(body) + "\n"
 
 
+def _checkout(tmp: Path) -> Path:
+    """A checkout in ``tmp`` whose top-level entries link to the repository's, but for ``out``: what
+    the commands write (out/demo, out/tutorial, …) stays in the temporary folder, never in the
+    reader's checkout, and two blocks running at once (pytest-xdist) never share an output."""
+    work = tmp / "checkout"
+    work.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in ("out", ".git"):
+            (work / entry.name).symlink_to(entry)
+    return work
+
+
 @pytest.mark.parametrize(("page", "k", "lines", "marks"), BLOCKS, ids=[f"{p}#{k}" for p, k, *_ in BLOCKS])
 def test_block_runs(page: str, k: int, lines: list[str], marks: dict[str, str], broker: Any, tmp_path: Path) -> None:
     script = _script(lines, marks, {"tmp": str(tmp_path), "broker": broker.url, "port": str(free_port())})
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     env.pop("MAKEFLAGS", None)
-    proc = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(["bash", "-c", script], cwd=_checkout(tmp_path), env=env, capture_output=True, text=True,
+                          timeout=300)
     print(f"--- {page} block {k}:\n{script}--- stdout:\n{proc.stdout[-3000:]}\n--- stderr:\n{proc.stderr[-3000:]}")
     assert proc.returncode == 0, f"{page} block {k} failed:\n{script}\n{proc.stderr[-2000:]}"

@@ -37,6 +37,7 @@ from fmu_harness import (  # noqa: E402
     unpack,
 )
 
+from mbsd_twin import __version__  # noqa: E402
 from mbsd_twin.fmi.build import build_fmu  # noqa: E402
 from mbsd_twin.fmi.native_build import SOURCE_DIR  # noqa: E402
 
@@ -184,14 +185,14 @@ def test_state_rollback_and_serialization_are_bit_identical(fmus: dict[str, Path
         print(json.dumps(dict(first=first, again=again, after_deserialize=after_deserialize, workers=workers,
                               other_instance=other_instance, restored_input=restored_input, size=len(blob),
                               restored_time=restored_time,
-                              left=sorted(children()))))
+                              left=leftover())))
         os._exit(0)
         """, fmu=str(fmus["native"]))
     assert r["first"] == r["again"] == r["after_deserialize"] == r["other_instance"]
     assert r["restored_input"] == 3.0   # the state holds the inputs (99 was set after it was taken)
     assert abs(r["restored_time"] - 0.1) < 1e-12  # fmi2GetRealStatus(fmi2LastSuccessfulTime) after the rollback
     assert r["size"] > 500              # the full solver state
-    assert len(r["workers"]) == 2 and r["left"] == []  # one worker per instance, reaped at fmi2FreeInstance
+    assert len(r["workers"]) == 2 and r["left"] == []  # one worker per instance, reaped after fmi2FreeInstance
 
 
 def test_killed_worker_makes_the_next_step_fail_and_the_host_survives(fmus: dict[str, Path], tmp_path: Path) -> None:
@@ -212,7 +213,7 @@ def test_killed_worker_makes_the_next_step_fail_and_the_host_survives(fmus: dict
         fresh = new("fresh")
         rows = run(fresh, 0.0, 10, 2.0)
         fresh.terminate(); fresh.freeInstance()
-        print(json.dumps(dict(status=status, again=again, killed=pid, n=len(rows), left=sorted(children()))))
+        print(json.dumps(dict(status=status, again=again, killed=pid, n=len(rows), left=leftover())))
         os._exit(0)
         """, fmu=str(fmus["native"]))
     assert r["status"] == 3 and r["again"] == 3       # fmi2Error, then every call on that instance
@@ -248,7 +249,7 @@ def test_hung_worker_is_killed_at_the_reply_bound_and_the_host_survives(fmus: di
         os.environ["MBSD_TWIN_FMU_TIMEOUT"] = "7"
         env = new("env"); env.freeInstance()
         print(json.dumps(dict(status=status, again=again, waited=waited, pid=pid, n=len(rows), page=page,
-                              left=sorted(children()))))
+                              left=leftover())))
         os._exit(0)
         """, fmu=str(fmus["native"]))
     assert r["status"] == 3 and r["again"] == 3      # fmi2Error, then every call on that instance
@@ -284,26 +285,31 @@ def _alive_worker(pid: int) -> bool:
 
 
 @pytest.mark.parametrize("python, expected", [
-    ("/nonexistent/python", "/nonexistent/python is not an executable file"),
+    ("/nonexistent/python", "1. $MBSD_TWIN_FMU_PYTHON is /nonexistent/python, not an executable file; 2. "
+                            "resources/mbsd_twin_python.txt records /nonexistent/recorded, not an executable file"),
     ("/bin/false", "the mbsd-twin worker could not start"),
     pytest.param("/usr/bin/python3", "ModuleNotFoundError", marks=pytest.mark.skipif(
         not Path("/usr/bin/python3").exists(), reason="no system Python")),  # a Python without numpy/mbsd-twin
 ])
 def test_bad_interpreter_fails_instantiation_with_a_clear_message(fmus: dict[str, Path], tmp_path: Path,
                                                                   python: str, expected: str) -> None:
+    # the recorded interpreter is gone too, and the python3 on PATH (if any) is the system's, which
+    # cannot import mbsd_twin: no place of the three works
     r = _host(tmp_path, """
+        with open(os.path.join(d, "resources", "mbsd_twin_python.txt"), "w") as f:
+            f.write("/nonexistent/recorded\\n")
         s = FMU2Slave(guid=md.guid, unzipDirectory=d, modelIdentifier=md.coSimulation.modelIdentifier,
                       instanceName="nopython")
         try:
             s.instantiate(loggingOn=True); outcome = "instantiated"
         except Exception as e:
             outcome = type(e).__name__
-        print(json.dumps(dict(outcome=outcome, left=sorted(children()))))
+        print(json.dumps(dict(outcome=outcome, left=leftover())))
         os._exit(0)
-        """, env={"MBSD_TWIN_FMU_PYTHON": python}, fmu=str(fmus["native"]))
+        """, env={"MBSD_TWIN_FMU_PYTHON": python, "PATH": "/usr/bin:/bin"}, fmu=str(fmus["native"]))
     assert r["outcome"] != "instantiated" and r["left"] == []
     assert expected in r["log"] and "MBSD_TWIN_FMU_PYTHON" in r["log"]
-    assert "pip install mbsd-twin" in r["log"]
+    assert f"python -m pip install mbsd_twin-{__version__}-py3-none-any.whl" in r["log"]
 
 
 def test_invalid_parameter_is_an_error_not_fatal_and_reset_recovers(fmus: dict[str, Path], tmp_path: Path) -> None:
@@ -358,7 +364,7 @@ def test_instances_step_concurrently_from_threads(fmus: dict[str, Path], tmp_pat
             s = new(f"s{k}"); alone.append(run(s, 0.0, 200, torques[k])); s.freeInstance()
         for s in slaves: s.freeInstance()
         print(json.dumps(dict(same=results == alone, distinct=len({json.dumps(x[-1]) for x in results}),
-                              workers=len(workers), left=sorted(children()))))
+                              workers=len(workers), left=leftover())))
         os._exit(0)
         """, fmu=str(fmus["native"]))
     assert r["same"] and r["distinct"] == 3   # each thread's instance gives its own, undisturbed result

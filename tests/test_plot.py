@@ -1,9 +1,11 @@
-"""``mbsd-twin plot`` and ``mbsd-twin animate``: CSV reading, figures, the mechanism sketch, GIF and MP4."""
+"""``mbsd-twin plot`` and ``mbsd-twin animate``: CSV reading, figures (units, titles, legends outside), the
+mechanism sketch (springs, body names), traces at the output rate, GIF and MP4."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,9 +14,13 @@ from PIL import Image
 import mbsd_twin as mt
 from mbsd_twin.cli import main
 from mbsd_twin.viz import animate as an
-from mbsd_twin.viz.plotting import read_csv
+from mbsd_twin.viz.plotting import pyplot, read_csv, table_figure
+from mbsd_twin.viz.pose import pose_scene
+from mbsd_twin.viz.sketch import Spring
 
 MECH = "examples/mechanisms/slider_crank.toml"
+MSD = "examples/mechanisms/mass_spring_damper.toml"
+PENDULUM = "examples/mechanisms/pendulum.toml"
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +51,7 @@ def test_plot_cli(sim_csv: tuple[Path, mt.Result], tmp_path: Path, capsys: pytes
     png = tmp_path / "fig.png"
     assert main(["plot", str(path), "--columns", "crank.theta,main_bearing.*", "-o", str(png)]) == 0
     img = Image.open(png)
-    assert img.size == (990, 638)  # 9 x (2.6 * 2 panels + 0.6) in at 110 dpi: one panel per unit (rad, N)
+    assert img.size == (1210, 649)  # 11 x (2.6 * 2 panels + 0.7) in at 110 dpi: one panel per unit (rad, N)
     assert _colored(img, (31, 119, 180)) > 500  # the first line colour (tab:blue) is drawn
     assert "written:" in capsys.readouterr().out
     assert main(["plot", str(path), "-o", str(tmp_path / "default.svg")]) == 0
@@ -126,3 +132,87 @@ def test_animate_option_errors(sim_csv: tuple[Path, mt.Result], tmp_path: Path) 
     with pytest.raises(an.AnimationError, match="unknown animation format"):
         an.animate(mt.load_mechanism(MECH), tab, tmp_path / "a.avi")
     np.testing.assert_allclose(an.frame_times(tab["time"], an.AnimationOptions(fps=4, speed=0.5))[:3], [0, 0.125, 0.25])
+
+
+def _legend_outside(fig: Any, ax: Any) -> bool:
+    """The axes' legend lies right of its box (drawn once to place it)."""
+    fig.canvas.draw()
+    return bool(ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1)
+
+
+def test_table_figure_units_titles_legends(sim_csv: tuple[Path, mt.Result]) -> None:
+    path, _ = sim_csv
+    fig = table_figure(read_csv(path), ["crank.theta", "main_bearing.fx", "main_bearing.fy"])
+    try:
+        axes = fig.axes
+        assert [a.get_ylabel() for a in axes] == ["angle [rad]", "force [N]"]  # one panel per unit
+        assert axes[-1].get_xlabel() == "time [s]" and fig.get_suptitle() == "sim.csv"
+        assert [a.get_title(loc="left") for a in axes] == ["crank.theta", "main_bearing.fx, main_bearing.fy"]
+        for ax in axes:
+            assert _legend_outside(fig, ax)
+            assert [t.get_text() for t in ax.get_legend().get_texts()] == [ln.get_label() for ln in ax.get_lines()]
+    finally:
+        pyplot().close(fig)
+
+
+def test_check_plot_draws_springs_and_body_names(tmp_path: Path) -> None:
+    mech = mt.load_mechanism(MSD)
+    scene = pose_scene(mech, mt.check(mech).pose)
+    try:
+        assert {"block", "spring"} <= {t.get_text() for t in scene.ax.texts}
+        (line,) = scene.springs
+        assert line.get_label() == "spring (spring-damper)" and scene.legend is not None
+        scene.fig.canvas.draw()  # the legend under the drawing, inside the figure
+        box, fig_box = scene.legend.get_window_extent(), scene.fig.bbox
+        assert box.y1 <= scene.ax.get_window_extent().y0 and box.x0 >= 0 and box.x1 <= fig_box.x1
+        x, y = (np.asarray(v, dtype=float) for v in line.get_data())
+        # from the wall anchor (0, 0) to the block's point at x = 0.6 m; the spring and the dashpot side
+        # by side, 1.3 widths off the axis, each 0.6 widths wide (a width: 0.035 x the sketch's 0.6 m)
+        assert np.nanmin(x) == pytest.approx(0.0, abs=1e-12) and np.nanmax(x) == pytest.approx(0.6, abs=1e-12)
+        assert np.nanmax(np.abs(y)) == pytest.approx(1.9 * 0.035 * 0.6, rel=1e-12)
+    finally:
+        scene.close()
+    spring = an.Sketch.from_mechanism(mech).world({"block": (0.6, 0.0, 0.0)})["springs"][0]  # as the dashboard gets it
+    assert spring["name"] == "spring" and spring["kind"] == "spring_damper" and 0 < spring["label"][0] < 0.6
+    assert spring["lines"][0][0] == [0.0, 0.0] and spring["lines"][3][-1] == [0.6, 0.0]  # wall to block
+    crank = mt.load_mechanism(MECH)
+    pose = mt.check(crank).pose
+    scene = pose_scene(crank, pose)
+    try:
+        names = {t.get_text(): t.get_position() for t in scene.ax.texts}
+        assert {"crank", "rod", "piston"} <= set(names)
+        at = next(p[1:] for p in pose if p[0] == "crank")
+        np.testing.assert_allclose(names["crank"], an.place(at, (0.05, 0.0)), atol=1e-12)  # mid-crank (0.1 m)
+    finally:
+        scene.close()
+    assert main(["check", MSD, "--plot", str(tmp_path / "msd.png")]) == 0
+    assert Image.open(tmp_path / "msd.png").size == (640, 480)
+
+
+def test_rotational_spring_is_drawn_about_its_joint() -> None:
+    text = Path(PENDULUM).read_text() + ('\n[[loads]]\nname = "torsion"\ntype = "rotational_spring_damper"\n'
+                                         'bodies = ["ground", "bar"]\nstiffness = 5.0\n')
+    sk = an.Sketch.from_mechanism(mt.loads_mechanism(text))
+    assert sk.springs == (Spring("torsion", "rotational", ("ground", "bar"), ((0.0, 0.0), (0.0, 0.0))),)
+    (spiral,) = sk.world({"bar": (0.2, 0.1, 0.0)})["springs"][0]["lines"]
+    r = np.hypot(*(np.array(spiral) - [0.2, 0.1]).T)  # about the pivot on the bar, two turns out to 2 widths
+    assert r.min() == pytest.approx(0.5 * 0.04 * sk.scale) and r.max() == pytest.approx(2 * 0.04 * sk.scale)
+
+
+def test_trace_has_every_output_row(sim_csv: tuple[Path, mt.Result]) -> None:
+    """--trace draws the path through every result row (0.01 s apart), not through the frames (0.1 s)."""
+    path, res = sim_csv
+    opts = an.AnimationOptions(fps=10, t_end=0.5, traces=("rod:0.15,0",))
+    scene = an.build_scene(mt.load_mechanism(MECH), read_csv(path), opts)
+    try:
+        assert len(scene.times) == 6
+        for frame, rows in ((5, 51), (2, 21)):  # t = 0.5 s: rows 0 .. 50; t = 0.2 s: rows 0 .. 20
+            scene.draw(frame)
+            x, y = (np.asarray(v) for v in scene.trace_lines[0].get_data())
+            assert len(x) == rows
+            th = res["rod.theta"][:rows]
+            np.testing.assert_allclose(x, res["rod.x"][:rows] + 0.15 * np.cos(th), rtol=0, atol=1e-15)
+            np.testing.assert_allclose(y, res["rod.y"][:rows] + 0.15 * np.sin(th), rtol=0, atol=1e-15)
+        assert "rod" in {t.get_text() for t in scene.ax.texts}
+    finally:
+        scene.close()

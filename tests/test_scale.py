@@ -16,9 +16,7 @@ from large_mechanisms import chain, free_bodies
 import mbsd_twin as mt
 from mbsd_twin.physics.system import compile_mechanism
 from mbsd_twin.solvers import linsolve
-from mbsd_twin.solvers.kinematics import KinematicsOptions, assemble
 from mbsd_twin.solvers.linsolve import SPARSE_MIN, newton_step, sparse_min_norm
-from mbsd_twin.solvers.newton import RankInfo, rank_info
 
 
 def _build(mech: mt.Mechanism) -> tuple[mt.Simulator, float]:
@@ -115,34 +113,3 @@ def test_sparse_jacobian_is_the_dense_one(name: str) -> None:
     assert np.array_equal(J.toarray(), J_dense[0])
 
 
-def _rank_infos(mech: mt.Mechanism, monkeypatch: pytest.MonkeyPatch) -> tuple[RankInfo, RankInfo]:
-    system = compile_mechanism(mech)
-    q = assemble(system, None, 0.0, KinematicsOptions())
-    sparse = rank_info(system, q, 0.0)
-    with monkeypatch.context() as m:
-        m.setattr(linsolve, "SPARSE_MIN", 10**9)
-        dense = rank_info(system, q, 0.0)
-    return sparse, dense
-
-
-def test_sparse_rank_info_agrees_with_the_svd(monkeypatch: pytest.MonkeyPatch) -> None:
-    sparse, dense = _rank_infos(chain(110, 0.1), monkeypatch)
-    assert sparse.sparse and not dense.sparse
-    assert (sparse.rank, sparse.dof, sparse.redundant_rows) == (dense.rank, dense.dof, dense.redundant_rows)
-    assert sparse.condition == pytest.approx(dense.condition, rel=1e-8)
-
-
-def test_sparse_rank_info_leaves_dependent_rows_to_the_svd(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A chain whose first link is hinged to ground twice: two redundant rows, found by the SVD
-    and pivoted QR as before."""
-    b = mt.MechanismBuilder("chain-pinned-twice")
-    prev = "ground"
-    for i in range(110):
-        b.body(f"link{i}", 0.1, 0.1 * 0.01 / 12, cg=(0.05, 0.0), position=(0.1 * i, 0.0))
-        b.revolute(f"j{i}", prev, f"link{i}", (0.1, 0.0) if i else (0.0, 0.0), (0.0, 0.0))
-        prev = f"link{i}"
-    b.revolute("again", "ground", "link0", (0.0, 0.0), (0.0, 0.0))
-    sparse, dense = _rank_infos(b.build(), monkeypatch)
-    assert not sparse.sparse
-    assert len(sparse.redundant_rows) == 2
-    assert sparse.redundant_rows == dense.redundant_rows

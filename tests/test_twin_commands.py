@@ -137,6 +137,9 @@ def test_response_topic_only_under_twin_reply(broker: Any, tmp_path: Path) -> No
 
 
 # ---------------------------------------------------------------- retained
+# slow: a real-time twin through a broker, its counts asserted exactly; failed beside the parallel
+# suite on a slow 2-core machine (this stop's CI run)
+@pytest.mark.slow
 def test_retained_commands_ignored(broker: Any, tmp_path: Path, traj: Trajectory) -> None:
     """A retained cmd/pause (stored before the twin starts, and one published live) never pauses
     it; both are counted. Before: the twin paused at every start."""
@@ -256,7 +259,9 @@ def test_commands_take_a_bounded_share_of_sensor_work(broker: Any, tmp_path: Pat
     msgs = [encode(src.message(i)) for i in range(40)]
     order: list[str] = []  # B: a sensor batch taken by the worker, R: a command answered
     svc = TwinService(cfg)
-    worker, svc.worker = svc.worker, threading.Thread(target=lambda: None)  # held back
+    gate = threading.Event()  # the worker held back until set
+    work_once = svc._work_once
+    svc._work_once = lambda nh: (gate.wait(), work_once(nh))[1]  # type: ignore[method-assign]
     process, run_command = svc._process, svc._run_command
     svc._process = lambda *a: (order.append("B"), process(*a))[1]  # type: ignore[method-assign]
     svc._run_command = lambda *a: (order.append("R"), run_command(*a))[1]  # type: ignore[method-assign]
@@ -269,12 +274,12 @@ def test_commands_take_a_bounded_share_of_sensor_work(broker: Any, tmp_path: Pat
         for i in range(30):
             col.c.publish(f"{BASE}/twin/cmd/status", encode({"id": i}), qos=1)
         assert _wait(lambda: svc.commands.counts["received"] == 30 and len(svc.batches) >= 40, 10)
-        svc.worker = worker
-        worker.start()
+        gate.set()
         assert _wait(lambda: order.count("R") == 20 and not svc.batches and len(col.get("twin/reply")) >= 20, 20)
         time.sleep(0.2)
         replies = len(col.get("twin/reply"))
     finally:
+        gate.set()
         svc.stop()
         col.close()
     seq = "".join(order)

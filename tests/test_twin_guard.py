@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
+import numpy as np
 import pytest
 
 from mbsd_twin import load_mechanism
@@ -73,15 +75,44 @@ def test_solver_failure_with_ranges_widened_recovers(source: MessageSource, valu
     assert core.stats["solver_failure"] + sum(core.stats["recovered"].values()) == failed  # no lasting harm
 
 
-def test_step_failure_restores_the_filter_state(source: MessageSource) -> None:
-    """tau_m = 1e300 (range check widened) made the re-initialisation inside the solver-failure
-    handler raise ZeroDivisionError; before, it escaped from ``step`` (and every later batch failed).
-    Now the filter's x, P and the Simulator return to their checkpoint after the last good batch:
-    no re-initialisation, the next batch is predicted through the failed one like a gap."""
+def test_a_huge_torque_fails_each_sample_cleanly(source: MessageSource) -> None:
+    """tau_m = 1e300 (range check widened) reaches the integrator: each of the batch's 20 samples
+    is a counted solver failure and re-initialises from the measurements (no exception: the
+    re-initialisation keeps the integrator's step size, where a fresh initial step from the huge
+    derivative once divided by zero); the twin keeps publishing and tracks the next valid batches
+    within 0.01 rad."""
     core = TwinCore(CoreConfig(input_limit=math.inf), load_mechanism(MECH))
     _tracking_error(core, source, 0, 3)
-    assert core.step(_hostile(source, 3, 1e300)) == []
+    outs = core.step(_hostile(source, 3, 1e300))
+    assert any(o.topic.endswith("/state") for o in outs)
+    assert core.stats["solver_failure"] == 20 and core.stats["resync"]["solver_failure"] == 20
+    assert sum(core.stats["recovered"].values()) == 0
+    assert _tracking_error(core, source, 4, 6) < 0.01
+
+
+def test_step_failure_restores_the_filter_state(source: MessageSource, monkeypatch: Any) -> None:
+    """An exception escaping the filter inside ``step`` (injected: the filter's sample raises
+    ZeroDivisionError once, as a 1e300 torque once made the re-initialisation do) is caught: the
+    batch gives no output, the filter's x, P and the Simulator return to their checkpoint after the
+    last good batch (no re-initialisation), and the next batch is predicted through the failed one
+    like a gap."""
+    core = TwinCore(CoreConfig(), load_mechanism(MECH))
+    _tracking_error(core, source, 0, 3)
+    est = core.tracker.est  # type: ignore[union-attr]
+    x, P = est.x.copy(), est.P.copy()
+    real = type(est).sample
+    calls = {"n": 0}
+
+    def failing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 5:  # mid-batch: the filter has moved on from the checkpoint
+            raise ZeroDivisionError("division by zero")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(type(est), "sample", failing)
+    assert core.step(_batch(source.message(3))) == []
     assert core.stats["recovered"]["step"] == 1 and "ZeroDivisionError" in core.last_problem
+    assert np.array_equal(core.tracker.est.x, x) and np.array_equal(core.tracker.est.P, P)  # type: ignore[union-attr]
     assert _tracking_error(core, source, 4, 6) < 0.01
     assert core.stats["gap_predicted"] == 1 and dict(core.stats["resync"]) == {"start": 1}
 

@@ -81,6 +81,9 @@ def _nominal_waits(sent: list[int], window: int) -> list[float]:
     return waits
 
 
+# slow: every batch of a real-time twin asserted processed at hold 1 and none shed; beside the
+# parallel suite the machine itself stalled the twin past lag_high (hold 1 → 5) or dropped batches
+@pytest.mark.slow
 @pytest.mark.parametrize("timeout", [0.5, None], ids=["field-timeout-0.5", "default-timeout"])
 def test_reorder_wait_is_not_overload(broker: Any, tmp_path: Any, trajectory: Trajectory,
                                       timeout: float | None) -> None:
@@ -132,6 +135,7 @@ def test_reorder_wait_is_not_overload(broker: Any, tmp_path: Any, trajectory: Tr
     assert len(states) == len(sent) and health["lag_s"] < s.lag_high
 
 
+@pytest.mark.slow  # every batch asserted processed, none shed (as above)
 def test_send_jitter_that_reorders_batches(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
     """Each batch sent 0–40 ms late (uniform: 20 ± 20 ms of send jitter, at 20 ms a batch), so that
     about a quarter of them overtake or are overtaken by a neighbour: the sequencer puts them back
@@ -260,8 +264,12 @@ def test_nagle_warning_from_measured_round_trips(broker: Any, tmp_path: Any) -> 
     assert d["warnings"] == [] and d["broker_rtt_ms"]["p50"] < fast.service.rtt_warn_ms
 
 
+# slow: a real-time twin through a broker; failed beside the parallel suite on a slow 2-core machine
+# (this stop's CI run)
+@pytest.mark.slow
 @pytest.mark.parametrize("nodelay", [False, True], ids=["nagle", "set_tcp_nodelay"])
-def test_round_trips_with_and_without_nodelay(tmp_path: Any, trajectory: Trajectory, nodelay: bool) -> None:
+def test_round_trips_with_and_without_nodelay(tmp_path: Any, trajectory: Trajectory, nodelay: bool,
+                                             caplog: pytest.LogCaptureFixture) -> None:
     """mosquitto with its default (Nagle on) and with ``set_tcp_nodelay true``, a 1 kHz rig stream
     and an observer subscribed like a dashboard (paho's default socket, no TCP_NODELAY). With Nagle
     the broker holds the second probe's PUBACK until the first is acknowledged, which the twin's
@@ -291,4 +299,7 @@ def test_round_trips_with_and_without_nodelay(tmp_path: Any, trajectory: Traject
           f"{h['broker_rtt_ms']}; rig -> observer latency p50 {lat[len(lat) // 2]:.1f} ms, "
           f"p99 {lat[int(0.99 * len(lat))]:.1f} ms over {len(lat)}; warnings {h['warnings']}")
     assert len(lat) > 100 and h["broker_rtt_ms"]["n"] >= MIN_PAIRS
-    assert (h["warnings"] == []) is nodelay
+    # warned in the health at the end or, earlier, in the log: the health's warning stands only while
+    # the twin is not overloaded, and other tests loading the machine may overload it at that moment
+    warned = bool(h["warnings"]) or any("set_tcp_nodelay" in r.getMessage() for r in caplog.records)
+    assert warned is not nodelay

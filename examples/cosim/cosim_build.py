@@ -35,6 +35,10 @@ HERE = Path(__file__).resolve().parent
 C_SOURCES = HERE / "fmu_src"
 SLIDER_CRANK = HERE.parent / "mechanisms" / "slider_crank.toml"
 SSP_NAME = "SpeedControl"
+# the name of every component's parameter set in the .ssd: libcosim applies each component's inline
+# values whatever their name; Ecos applies the one named set system-wide (`ecos simulate
+# --parameterSet settings`, `EcosSimulation.init(parameter_set="settings")`)
+PARAMETER_SET = "settings"
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ def model_vars_header(model: CModel, model_guid: str) -> str:
 def model_description(model: CModel, model_guid: str, settings: Settings) -> bytes:
     root = ET.Element("fmiModelDescription", {
         "fmiVersion": "2.0", "modelName": model.identifier, "guid": model_guid, "description": model.description,
-        "generationTool": "mbsd-twin examples/cosim/cosim_build.py", "numberOfEventIndicators": "0"})
+        "generationTool": "examples/cosim/cosim_build.py", "numberOfEventIndicators": "0"})
     ET.SubElement(root, "CoSimulation", {
         "modelIdentifier": model.identifier, "canHandleVariableCommunicationStepSize": "true",
         "canNotUseMemoryManagementFunctions": "true", "canGetAndSetFMUstate": "false",
@@ -143,13 +147,22 @@ def build_c_fmu(model: CModel, dest_dir: Path, settings: Settings, cc: str = "gc
     return fmu
 
 
-def build_fmus(dest_dir: Path, settings: Settings, python: str | None = None) -> dict[str, Path]:
-    """The three FMUs by component name: profile, controller, mechanism (host-independent)."""
+def build_fmus(dest_dir: Path, settings: Settings, python: str | None = None,
+               standalone: bool = False) -> dict[str, Path]:
+    """The three FMUs by component name: profile, controller, mechanism (host-independent, or
+    ``standalone``: the engine compiled into the FMU's library, no Python at run time)."""
+    plant = dest_dir / "SliderCrank.fmu"
+    if standalone:
+        from mbsd_twin.fmi.standalone import build_standalone
+
+        mechanism = build_standalone(SLIDER_CRANK, plant, model_name="SliderCrank", stop_time=settings.stop,
+                                     step_size=settings.step)
+    else:
+        mechanism = build_fmu(SLIDER_CRANK, plant, model_name="SliderCrank", stop_time=settings.stop,
+                              step_size=settings.step, host_independent=True, python=python)
     return {"profile": build_c_fmu(SPEED_PROFILE, dest_dir, settings),
             "controller": build_c_fmu(PI_CONTROLLER, dest_dir, settings),
-            "mechanism": build_fmu(SLIDER_CRANK, dest_dir / "SliderCrank.fmu", model_name="SliderCrank",
-                                   stop_time=settings.stop, step_size=settings.step, host_independent=True,
-                                   python=python)}
+            "mechanism": mechanism}
 
 
 CONNECTIONS = (("profile", "speed", "controller", "speed_setpoint"),
@@ -188,7 +201,7 @@ def _component(elements: ET.Element, name: str, fmu: Path, parameters: dict[str,
     if parameters:
         binding = ET.SubElement(ET.SubElement(comp, _q("ssd:ParameterBindings")), _q("ssd:ParameterBinding"))
         pset = ET.SubElement(ET.SubElement(binding, _q("ssd:ParameterValues")), _q("ssv:ParameterSet"),
-                             {"version": "1.0", "name": f"{name}_parameters"})
+                             {"version": "1.0", "name": PARAMETER_SET})
         params = ET.SubElement(pset, _q("ssv:Parameters"))
         for pname, value in parameters.items():
             ET.SubElement(ET.SubElement(params, _q("ssv:Parameter"), {"name": pname}), _q("ssv:Real"),
@@ -223,13 +236,15 @@ def system_structure(fmus: dict[str, Path], settings: Settings) -> bytes:
     return ET.tostring(root, encoding="UTF-8", xml_declaration=True)
 
 
-def build_ssp(dest: Path, settings: Settings | None = None, python: str | None = None) -> Path:
+def build_ssp(dest: Path, settings: Settings | None = None, python: str | None = None,
+              standalone: bool = False) -> Path:
     """Build the FMUs and ``dest`` (``SpeedControl.ssp``): ``SystemStructure.ssd`` and
-    ``resources/<FMU>.fmu``. ``python``: the worker interpreter recorded in the slider-crank FMU."""
+    ``resources/<FMU>.fmu``. ``python``: the worker interpreter recorded in the slider-crank FMU;
+    ``standalone``: the standalone slider-crank FMU instead of the host-independent one."""
     settings = settings or Settings()
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cosim_fmus_") as tmp:
-        fmus = build_fmus(Path(tmp), settings, python)
+        fmus = build_fmus(Path(tmp), settings, python, standalone)
         with zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zf:
             zf.writestr("SystemStructure.ssd", system_structure(fmus, settings))
             for fmu in fmus.values():

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ from _common import figure, load, output_folder, report, save
 from matplotlib.patches import Circle
 
 import mbsd_twin as mt
-from mbsd_twin.viz.animate import AnimationOptions, Sketch, _poses, frame_times, parse_trace, render
+from mbsd_twin.viz.animate import AnimationOptions, build_scene
 from mbsd_twin.viz.plotting import plot_csv, read_csv
 from mbsd_twin.viz.pose import plot_pose
 
@@ -97,35 +95,14 @@ def sketch(mech: mt.Mechanism, out: Path) -> Path:
     return save(fig, out, "tutorial_sketch.png")
 
 
-class _LastFrame:
-    """The writer interface of ``render``: saves the last frame only (traces drawn in full)."""
-
-    def __init__(self, n: int) -> None:
-        self.n, self.k, self.fig, self.dest, self.dpi = n, 0, None, "", 90
-
-    @contextmanager
-    def saving(self, fig: Any, dest: str, dpi: int) -> Iterator[None]:
-        self.fig, self.dest, self.dpi = fig, dest, dpi
-        yield
-
-    def grab_frame(self) -> None:
-        self.k += 1
-        if self.k == self.n:
-            self.fig.savefig(self.dest, dpi=self.dpi)
-
-
 def frame(mech: mt.Mechanism, csv: Path, out: Path) -> Path:
     """The last frame of ``mbsd-twin animate quick_return.toml RUN.csv --t-start 1 --trace lever:0.3,0
     --forces crank_pin``."""
-    table = read_csv(csv)
     opts = AnimationOptions(t_start=1.0, traces=("lever:0.3,0",), forces=("crank_pin",))
-    sk = Sketch.from_mechanism(mech)
-    times = frame_times(np.asarray(table["time"]), opts)
-    forces = {"crank_pin": np.column_stack([np.interp(times, table["time"], table[f"crank_pin.f{c}"])
-                                            for c in "xy"])}
+    scene = build_scene(mech, read_csv(csv), opts)
+    scene.ax.set_title(f"{mech.name}: last frame of the animation", fontsize=10)
     dest = out / "tutorial_frame.png"
-    render(sk, times, _poses(table, sk, times), [parse_trace(s) for s in opts.traces], forces,
-           _LastFrame(len(times)), dest, 90, f"{mech.name}: last frame of the animation")
+    scene.save(dest, 90, len(scene.times) - 1)
     return dest
 
 

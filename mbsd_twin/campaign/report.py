@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_atomic
 from .config import Campaign
 from .tasks import Task
 
@@ -66,18 +65,6 @@ def markdown(summary: dict[str, Any]) -> str:
                 lines.append("| " + " | ".join(cells) + " |")
             lines.append("")
     return "\n".join(lines)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """``text`` into ``path`` through a temporary file in the same folder renamed over it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def _strict(value: Any) -> Any:

@@ -66,7 +66,7 @@ def bind_signature() -> tuple[Any, ...]:
 def start_signature() -> tuple[Any, ...]:
     """The numba types of ``nb_stepper.start``'s arguments as the stepper passes them."""
     f, i = np.zeros(1), np.zeros(1, dtype=np.int64)
-    return tuple(numba.typeof(a) for a in (f, 0.0, f, f, i, f, f, f, i))
+    return tuple(numba.typeof(a) for a in (f, 0.0, f, f, i, f, f, f, i, False))
 
 
 def outputs_signature() -> tuple[Any, ...]:
@@ -312,14 +312,15 @@ class CompiledStepper:
         self._changed, self._changed_before, self.inputs = changed, changed_before, dict(inputs)
 
     def reset_state(self, t: float, y: F, inputs: dict[str, float] | None = None, streaming: bool = False) -> None:
-        """Restart from (t, y) with a fresh initial step (the model stays packed), with new
-        ``inputs`` if given. With ``streaming`` the restart keeps the record that the inputs have
-        been changing (a re-initialisation amid streamed inputs: the next call with new inputs
-        again ends its steps at the communication point), else the inputs count as settled."""
+        """Restart from (t, y) (the model stays packed), with new ``inputs`` if given. With
+        ``streaming`` — a re-initialisation amid a run — the restart keeps the step size the error
+        control last proposed and the record that the inputs have been changing (the next call with
+        new inputs again ends its steps at the communication point); else it starts with a fresh
+        initial step and the inputs count as settled."""
         if inputs is not None and inputs != self.inputs:
             self.inputs = dict(inputs)
             self._u[:] = self._input_array()
         ns.start(self._S, float(t), np.ascontiguousarray(y, dtype=float), self._u, self._ib, self._fb, self._wb,
-                 self._ob, self._cb)
+                 self._ob, self._cb, streaming)
         self._changed_before = streaming and (self._changed or self._changed_before)
         self._changed = False

@@ -136,10 +136,16 @@ def bind(cb, u, ib, fb, wb):  # noqa: ANN001
 
 
 @njit(cache=True, nogil=True)
-def start(S, t0, y0, u, ib, fb, wb, ob, cb):  # noqa: ANN001
-    """Fill S from (t0, y0) with a fresh initial step size; False if f(t0, y0) failed. ``cb``: the
-    buffer of :func:`bind`."""
+def start(S, t0, y0, u, ib, fb, wb, ob, cb, keep):  # noqa: ANN001
+    """Fill S from (t0, y0) with a fresh initial step size — or, with ``keep``, the step size the
+    error control last proposed, when there is one: a re-initialisation amid a run (a filter's
+    correction, a re-synchronisation) moves the state by little, and the first step's error control
+    rejects a size that no longer fits. Hairer's initial step is a cautious guess (a twentieth of
+    the step the slider crank goes on to take): after each correction of a 1 kHz filter it cost the
+    next millisecond 3–6 steps where one suffices. False if f(t0, y0) failed. ``cb``: the buffer of
+    :func:`bind`."""
     S, y0, ob = borrow((S, y0, ob))
+    h = S[3]
     y_new, f_new, y_old, y_out, _F = _views(S)
     ctx = table(cb)
     _copy(y_new, y0)
@@ -148,7 +154,10 @@ def start(S, t0, y0, u, ib, fb, wb, ob, cb):  # noqa: ANN001
     S[0] = S[1] = S[2] = t0
     S[5] = 0.0  # S[4], the steps, counts on across restarts (a bound on a batch's work reads it)
     ok = nd.rhs_at(t0, y_new, f_new, ctx)
-    S[3] = nd.initial_step(t0, y_new, f_new, ctx, ob[0], ob[1], ob[2])
+    if keep and h > 0.0 and h <= ob[2]:  # a step size of this run (not NaN, within max_step)
+        S[3] = h
+    else:
+        S[3] = nd.initial_step(t0, y_new, f_new, ctx, ob[0], ob[1], ob[2])
     return ok
 
 

@@ -44,7 +44,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from ..model.model import Mechanism
 from ..twin.metrics import request_client
-from ..viz.animate import Pose, Sketch
+from ..viz.sketch import Pose, Sketch
 from .commands import CommandRelay
 from .figures import base_units, cusum_threshold, measured_channels, nis_band, unit_of
 from .guard import RateLimit, ReplyCache, json_reply
@@ -115,7 +115,7 @@ class Dashboard:
         self._threshold: dict[float | None, float | None] = {}  # CUSUM threshold by sample interval
         h, lim = service.cfg.history, service.cfg.dashboard
         self.limits = lim
-        self.history = HistoryView(h, core.asset, lim) if h.enabled else None
+        self.history = HistoryView(h, core.asset, lim, self._units) if h.enabled else None
         self.rate = RateLimit(lim.rate, lim.burst)
         self.data_cache = ReplyCache(lim.cache_entries)
 

@@ -47,6 +47,21 @@ def unit_of(name: str, units: dict[str, str]) -> str:
     return units[name]
 
 
+def channel_units(channels: Sequence[str], units: dict[str, str]) -> dict[str, str]:
+    """Units of history channels ``<topic>.<name>`` (``state.theta``, ``estimates.piston.mass``)."""
+    return {c: unit_of(c.partition(".")[2], units) for c in channels}
+
+
+def twin_units(config: str) -> dict[str, str]:
+    """:func:`base_units` of the twin that the TOML file ``config`` configures (its mechanism, its
+    compared channels)."""
+    from ..model.loader import bundled_slider_crank, load_mechanism
+    from ..twin.config import load_config
+
+    cfg = load_config(config)
+    return base_units(load_mechanism(cfg.service.mechanism or bundled_slider_crank()), dict(cfg.core.compare))
+
+
 def column_unit(column: str, units: dict[str, str]) -> str:
     """Unit of a store column (``t``, ``sim.<ch>``, ``resid.<ch>``, ``meas.<ch>``, ``virt.<o>``, ``est.<e>``)."""
     if column == "t":

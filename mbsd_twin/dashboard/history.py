@@ -1,9 +1,10 @@
 """The dashboard's view of the history store: any stored time range of an asset's channels,
 read-only from the twin's configured store (docs/history.md), downsampled while it is read.
 
-``/dashboard/api/history`` — the asset's stored channels, the rig-time span of its blocks and the
-request bounds; ``/dashboard/api/history?from=…&to=…&channel=a,b[&points=N]`` — each channel in
-[from, to] (rig time in s or ISO 8601, as ``twin history --from/--to``; either may be left out).
+``/dashboard/api/history`` — the asset's stored channels with their units (``units``: channel →
+unit, '' when unknown), the rig-time span of its blocks and the request bounds;
+``/dashboard/api/history?from=…&to=…&channel=a,b[&points=N]`` — each channel in [from, to] (rig
+time in s or ISO 8601, as ``twin history --from/--to``; either may be left out).
 The range is clamped to what the requested channels hold, a channel named twice is read once, and a
 channel of more than ``points`` samples (default and bound ``[dashboard] history_points``, 2000)
 comes as ``points`` equal time buckets over the clamped range, each with its first sample's time,
@@ -31,6 +32,7 @@ from ..twin.config import DashboardConfig, HistoryConfig
 from ..twin.history.backends import open_store
 from ..twin.history.export import ExportError, parse_time
 from ..twin.history.stores import StoreError
+from .figures import channel_units
 from .guard import Reply, ReplyCache, json_reply
 
 MAX_POINTS = 2000  # the default of [dashboard] history_points
@@ -109,8 +111,10 @@ class HistoryView:
     """Read-only queries of the configured history store for the dashboard's routes: its own
     connection (never one the twin's worker or writer uses), one request read at a time."""
 
-    def __init__(self, cfg: HistoryConfig, asset: str, limits: DashboardConfig | None = None) -> None:
+    def __init__(self, cfg: HistoryConfig, asset: str, limits: DashboardConfig | None = None,
+                 units: dict[str, str] | None = None) -> None:
         self.asset = asset
+        self.units = units or {}  # the twin's units by output, input, parameter and channel name
         self.limits = limits or DashboardConfig()
         self.store = open_store(cfg.backend, cfg.path, cfg.dsn, cfg.timeout, create=False)
         self._lock = threading.Lock()  # one connection, used by one HTTP thread at a time
@@ -138,7 +142,8 @@ class HistoryView:
         channels = self.store.channels(self.asset)
         span = self.store.span(self.asset)
         lim = self.limits
-        return {"asset": self.asset, "channels": channels, "span": span, "max_points": lim.history_points,
+        return {"asset": self.asset, "channels": channels, "units": channel_units(channels, self.units), "span": span,
+                "max_points": lim.history_points,
                 "bounds": {"points": lim.history_points, "channels": lim.history_channels,
                            "samples": lim.history_samples}}
 

@@ -7,13 +7,15 @@ from pathlib import Path
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from ..twin.rig_faults import parse_fault
     from .run import DemoOptions, run_demo
 
     if args.duration <= 0:
         raise ValueError("--duration must be positive")
+    faults = None if args.inject is None else tuple(parse_fault(s) for s in args.inject if s != "none")
     opts = DemoOptions(duration=args.duration, out=Path(args.out), broker=args.broker, protocol=args.protocol,
                        http_host=args.http_host, http_port=args.http_port, fault_rate=args.faults, seed=args.seed,
-                       fmu=not args.no_fmu, fmu_stop=args.fmu_stop, live=args.live)
+                       fmu=not args.no_fmu, fmu_stop=args.fmu_stop, live=args.live, faults=faults)
     return run_demo(opts)
 
 
@@ -30,6 +32,10 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--http-port", type=int, default=0, help="dashboard port (default: a free port)")
     p.add_argument("--faults", type=float, default=0.01, help="fault probability per sensor message (default 0.01)")
     p.add_argument("--seed", type=int, default=0, help="seed of the rig's noise and fault plan")
+    p.add_argument("--inject", action="append", metavar="SPEC",
+                   help="a rig fault to inject (repeatable; e.g. friction@6:main_bearing=0.3, the forms of "
+                        "`mbsd-twin rig --fault`; 'none': no fault). Default: the crank encoder slips by "
+                        "0.05 rad at 60 %% of the run (encoder_offset@T:theta+0.05)")
     p.add_argument("--no-fmu", action="store_true", help="skip the FMU build and validation")
     p.add_argument("--fmu-stop", type=float, default=2.0, help="FMU validation run length [s] (default 2)")
     p.add_argument("--live", choices=("auto", "rich", "plain", "off"), default="auto",

@@ -6,24 +6,38 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from ..model.model import Mechanism
+from ..simulation.ports import model_parameters
 from ..twin.protocol import Topics, encode
-from ..twin.rig import MessageSource, RigConfig, Trajectory, expected_counts, payload, schedule
+from ..twin.rig import (
+    MessageSource,
+    RigConfig,
+    Trajectory,
+    expected_counts,
+    fault_manifest,
+    payload,
+    schedule,
+)
 from ..twin.rig_client import connect
 from ..twin.rig_messages import message_plan
 
 
 class RigThread(threading.Thread):
     """Streams ``duration`` s of sensor messages (with faults at ``fault_rate`` per message) to
-    ``url``; ``stop()`` ends it early. ``manifest`` is the injected-fault manifest after ``join``."""
+    ``url``; ``stop()`` ends it early. ``manifest`` is the injected-fault manifest after ``join``: the
+    message faults by index (``faults``; message i has seq ``seq0`` + i), the rig faults
+    (``rig_faults``, :func:`~mbsd_twin.twin.rig.fault_manifest`), the stream's ``epoch`` (rig time 0
+    on the twin's clock), ``rate`` and ``batch``."""
 
     def __init__(self, mech: Mechanism, cfg: RigConfig, url: str, duration: float, fault_rate: float,
                  window: int = 5, protocol: int = 4) -> None:
         super().__init__(name="demo-rig", daemon=True)
         self.cfg, self.url, self.duration, self.fault_rate, self.window = cfg, url, duration, fault_rate, window
         self.protocol = protocol
+        self.mech = mech
         self.traj = Trajectory(mech, cfg)
         self.topics = Topics(f"{cfg.prefix}/{cfg.asset}")
         self.session = uuid.uuid4().hex[:8]
@@ -66,10 +80,31 @@ class RigThread(threading.Thread):
             last = max((i for i, _ in order[:self.sent]), default=-1)
             done = {i: kind for i, kind in plan.items() if i <= last}
             self.manifest = {"asset": c.asset, "session": self.session, "messages": last + 1, "sent": self.sent,
-                             "seed": c.seed, "fault_rate": self.fault_rate,
+                             "seed": c.seed, "fault_rate": self.fault_rate, "epoch": src.epoch, "seq0": src.seq0,
+                             "rate": c.rate, "batch": c.batch,
                              "faults": {str(i): kind for i, kind in sorted(done.items())},
-                             "expected": expected_counts(done), "noise": c.noise, "mismatch": c.mismatch}
+                             "expected": expected_counts(done), "noise": c.noise, "mismatch": c.mismatch,
+                             "rig_faults": [f for f in fault_manifest(c) if f["sample"] < (last + 1) * c.batch]}
             cl.publish(self.topics.rig_status, offline, qos=1, retain=True).wait_for_publish(2)
         finally:
             cl.disconnect()
             cl.loop_stop()
+
+    def truth(self, names: Sequence[str]) -> dict[str, dict[str, float]]:
+        """The rig's hidden value (``hidden``) and the model's (``model``) of each name at the last
+        sample streamed: a model parameter (with the mismatch and the mass faults in effect), or
+        ``<input port>.bias`` (the input_bias faults in effect on that port; 0 without). Names that
+        are neither are left out."""
+        c = self.cfg
+        k_last = max(0, int(self.manifest.get("messages", 0)) * c.batch - 1)
+        hidden, params = self.traj.parameters(k_last / c.rate), model_parameters(self.mech)
+        out = {}
+        for name in names:
+            port = name.removesuffix(".bias")
+            if name in params:
+                out[name] = {"hidden": hidden.get(name, params[name][0].value), "model": params[name][0].value}
+            elif port != name and port in self.mech.input_names:
+                bias = sum(f.size for f in c.faults if f.kind == "input_bias" and f.target == port
+                           and f.sample(c.rate) <= k_last)
+                out[name] = {"hidden": bias, "model": 0.0}
+        return out

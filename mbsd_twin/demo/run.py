@@ -20,10 +20,11 @@ from ..dashboard.figures import base_units
 from ..dashboard.store import Store
 from ..model.loader import bundled_slider_crank
 from ..twin.config import AlarmConfig, TwinConfig, load_config
-from ..twin.rig import RigConfig
+from ..twin.rig import RigConfig, RigFault
 from .live import LiveView, Snapshot, residual_rms
 from .procs import EmbeddedBroker, free_port
 from .report import TwinRun
+from .timeline import Timeline
 
 DEMO_ALARMS = (AlarmConfig("crank_angle_residual", "theta", "residual", high=0.012, low=0.006, min_duration=0.05),)
 
@@ -44,6 +45,20 @@ class DemoOptions:
     live: str = "auto"  # auto, rich, plain, off
     mechanism: str | None = None  # default: the bundled slider crank
     solver: str = "DOP853"  # the twin's integrator (DOP853 runs on the compiled path)
+    faults: tuple[RigFault, ...] | None = None  # injected rig faults; None: default_faults(duration)
+    service: dict[str, Any] = field(default_factory=dict)  # [service] settings of the twin over the demo's
+
+
+def default_faults(duration: float) -> tuple[RigFault, ...]:
+    """The demo's injected fault: the crank encoder slips by 0.05 rad at 60 % of the run (none in a
+    run under 1 s, before the twin's tests are armed)."""
+    if duration < 1.0:
+        return ()
+    return (RigFault("encoder_offset", round(0.6 * duration, 3), "theta", 0.05),)
+
+
+def rig_faults(opts: DemoOptions) -> tuple[RigFault, ...]:
+    return default_faults(opts.duration) if opts.faults is None else opts.faults
 
 
 def twin_config(opts: DemoOptions, broker_url: str, port: int) -> TwinConfig:
@@ -57,7 +72,7 @@ def twin_config(opts: DemoOptions, broker_url: str, port: int) -> TwinConfig:
                              {"name": "piston.mass", "sigma": 0.2, "rate": 0.002}]},
         # every sample from the start (the filter keeps up at 1 kHz; under load the service still
         # degrades to coarser holds by itself)
-        "service": {"mechanism": opts.mechanism or str(bundled_slider_crank()), "start_level": 0},
+        "service": {"mechanism": opts.mechanism or str(bundled_slider_crank()), "start_level": 0, **opts.service},
         "metrics": {"host": opts.http_host, "port": port}})
 
 
@@ -100,8 +115,8 @@ def _live_phase(svc: Any, store: Store, opts: DemoOptions, url: str) -> tuple[di
     """Stream the rig through the running twin with the live view; the rig manifest and wall time."""
     from .rig import RigThread
 
-    rig = RigThread(svc.mech, RigConfig(mismatch=opts.mismatch, seed=opts.seed), url, opts.duration,
-                    opts.fault_rate, window=svc.cfg.service.reorder_window, protocol=opts.protocol)
+    rig = RigThread(svc.mech, RigConfig(mismatch=opts.mismatch, seed=opts.seed, faults=rig_faults(opts)), url,
+                    opts.duration, opts.fault_rate, window=svc.cfg.service.reorder_window, protocol=opts.protocol)
     view = LiveView(opts.live) if opts.live != "off" else None
     t0 = time.monotonic()
     rig.start()
@@ -129,7 +144,18 @@ def _live_phase(svc: Any, store: Store, opts: DemoOptions, url: str) -> tuple[di
     while svc.batches and time.monotonic() < t_end:
         time.sleep(0.05)
     time.sleep(0.6)  # the sequencer gives up on trailing gaps after reorder_timeout
-    return rig.manifest, time.monotonic() - t0
+    truth = rig.truth([a.name for a in svc.cfg.core.augment])
+    return rig.manifest | {"truth": truth}, time.monotonic() - t0
+
+
+def skip_counters(svc: Any) -> dict[str, Any]:
+    """The health counters of skipped batches (coalesced, dropped_overload, invalid.range,
+    missing_channels, recovered), from the sources twin/health.py reads, without building the whole
+    health message at every batch."""
+    st = svc.core.stats
+    return {"coalesced": svc.counts["coalesced"], "dropped_overload": svc.counts["dropped_overload"],
+            "invalid": {"range": st["invalid"]["range"]}, "missing_channels": st["missing_channels"],
+            "recovered": dict(st["recovered"])}
 
 
 def run_twin(opts: DemoOptions, folder: Path) -> TwinRun:
@@ -149,20 +175,26 @@ def run_twin(opts: DemoOptions, folder: Path) -> TwinRun:
         svc = TwinService(twin_config(opts, url, port))
         rows = Store(list(svc.cfg.core.compare), maxlen=2_000_000, every_sample=True,
                      estimates=svc.cfg.core.estimator == "ekf", units=base_units(svc.mech, svc.cfg.core.compare))
-        svc.taps.append(rows)
+        timeline = Timeline(lambda: skip_counters(svc))
+        svc.taps += [rows, timeline]
         stack.enter_context(svc)
         dashboard = f"http://{opts.http_host}:{svc.http.server_address[1]}/dashboard/"
         if not svc.connected.wait(15):
             raise ConnectionError(f"the twin service could not connect to the broker at {url}")
         say(f"twin service connected; dashboard: {dashboard}")
+        injected = ", ".join(f.spec() for f in rig_faults(opts)) or "none"
         say(f"streaming the synthetic rig for {opts.duration:g} s (fault rate {opts.fault_rate:g} per message, "
-            f"hidden mismatch {opts.mismatch}) ...")
+            f"hidden mismatch {opts.mismatch}, injected: {injected}) ...")
         manifest, seconds = _live_phase(svc, rows, opts, url)
         health = svc.health()
+        timeline.add_health(health)
         snap = rows.snapshot()
     csv = rows.to_csv(folder / "twin.csv")
+    s, core = svc.cfg.service, svc.cfg.core
+    service = {"lag_high": s.lag_high, "lag_low": s.lag_low, "lag_low_batches": s.lag_low_batches,
+               "max_lag": s.max_lag, "queue_size": s.queue_size, "max_gap": core.max_gap}
     return TwinRun(csv, health, manifest, snap["alarm_counts"], DEMO_ALARMS, broker_text, dashboard, seconds,
-                   dict(svc.cfg.core.compare))
+                   dict(core.compare), timeline.to_dict(), [a.name for a in core.augment], service)
 
 
 def run_fmu(opts: DemoOptions, folder: Path) -> dict[str, Any]:
@@ -180,9 +212,7 @@ def run_fmu(opts: DemoOptions, folder: Path) -> dict[str, Any]:
     rep.write_csv(folder / "fmu")
     plot = None
     if rep.fmu_result and rep.native_result:
-        wanted = ("crank.theta", "crank.omega", "piston.x", "main_bearing.fx")
-        names: list[str] = [n for n in wanted if n in rep.fmu_result]
-        plot = rep.plot(folder / "fmu_vs_native.png", names)
+        plot = rep.plot(folder / "fmu_vs_native.png")  # every output, a panel each
     worst = max(rep.errors, key=lambda e: e.max_abs, default=None)
     return {"path": str(path.relative_to(folder)), "bytes": path.stat().st_size, "build_s": build_s,
             "problems": rep.problems, "ok": rep.ok, "stop": opts.fmu_stop, "step": 1e-3, "input": profile,
@@ -192,17 +222,19 @@ def run_fmu(opts: DemoOptions, folder: Path) -> dict[str, Any]:
 
 
 def write_report(opts: DemoOptions, folder: Path, run: TwinRun, fmu: dict[str, Any] | None) -> str:
+    from ..atomic import write_atomic
     from .report import summary_markdown, twin_plots, write_json
 
-    paths, stats = twin_plots(run, folder, "theta", "omega")
+    paths, stats, found = twin_plots(run, folder, "theta", "omega")
     files = [run.csv, folder / "twin.log", write_json(folder / "health.json", run.health),
-             write_json(folder / "rig_manifest.json", run.manifest), *paths]
+             write_json(folder / "rig_manifest.json", run.manifest), write_json(folder / "events.json", run.events),
+             *([write_json(folder / "findings.json", found.to_dict())] if found else []), *paths]
     if fmu is not None:
         files += sorted((folder / "fmu").iterdir())
         if fmu.get("plot"):
             files.append(Path(fmu["plot"]))
-    text = summary_markdown(run, stats, fmu, [*files, folder / "summary.md"], folder)
-    (folder / "summary.md").write_text(text, encoding="utf-8")
+    text = summary_markdown(run, stats, fmu, [*files, folder / "summary.md"], folder, found)
+    write_atomic(str(folder / "summary.md"), text)
     return text
 
 

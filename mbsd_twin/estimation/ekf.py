@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 
 from ..simulation.simulator import Simulator
 from ..simulation.snapshot import Snapshot
-from . import fused, iterated, linearisation, nb_kalman
+from . import fused, iterated, linearisation, nb_jacobians, nb_kalman
 from .holds import Step, mean_step
 from .records import PARAM_WRITE, GapNoise, Innovation, Linearisation, Prediction, wrap
 
@@ -39,6 +39,7 @@ __all__ = ["PARAM_WRITE", "Augment", "FilterConfig", "Innovation", "StateEstimat
 
 F64 = NDArray[np.float64]
 SPEED = {"x": "vx", "y": "vy", "theta": "omega"}
+_NONE = np.zeros(0)  # no fixed finite-difference steps (nb_jacobians.fd_steps)
 
 
 def speed_of(coordinate: str) -> str:
@@ -224,7 +225,8 @@ class StateEstimator:
         self.next_travel = 0.0
 
     def _deltas(self) -> F64:
-        return self.cfg.fd_scale * np.sqrt(np.maximum(np.diag(self.P), 1e-300)).clip(1e-9)
+        """Finite-difference steps of the state components: ``fd_scale`` of each one's σ."""
+        return nb_jacobians.fd_steps(self.P, self.cfg.fd_scale, _NONE)
 
     def predict(self, steps: Sequence[Step], at_next: Mapping[str, float], gap: GapNoise | None = None
                 ) -> None:
@@ -274,22 +276,22 @@ class StateEstimator:
     def _linearise(self, start: Snapshot, h: float, steps: Sequence[Step],
                    at_next: Mapping[str, float], extra: tuple[str, ...] = ()) -> Linearisation:
         """F, H and the input part of Q of the prediction from the snapshot ``start`` by finite
-        differences over the interval as one step with the inputs' means (:func:`.holds.mean_step`;
-        what :func:`.nb_filter.linearise` does in one compiled call; :mod:`.linearisation`)."""
-        sim, perts, D = self.sim, linearisation.perturbations(self, extra), []
-        one = mean_step(start.time, list(steps))
-        sim.restore(start)
-        base = self._run(one, at_next, None)
-        for kind, target, dv in perts:
-            sim.restore(start)
-            if kind == 0:
-                x = self.x.copy()
-                x[target] += dv
-                self._write(x, params=False)  # the parameters as in the nominal step
-            elif kind == 1:
-                sim.set_parameter(target, self.applied[target] + dv, keep_state=True)
-            D.append(self._run(one, at_next, (target, dv) if kind == 2 else None) - base)
-        return linearisation.assembled(self, h, len(steps), np.array(D), perts)
+        differences over the interval as one step with the inputs' means (:func:`.holds.mean_step`):
+        on a compiled Simulator in one compiled call, its runs in fixed steps
+        (:func:`.fused.linearise`, as :meth:`sample` takes them), else through the Simulator's API
+        (:func:`.linearisation.stepwise`)."""
+        p = fused.plan(self)
+        if p is None:
+            return linearisation.stepwise(self, start, h, steps, at_next, extra)
+        self.sim.restore(start)
+        _, _, u_base = fused._held(self, steps, at_next)
+        times, U, _ = fused._held(self, mean_step(start.time, list(steps)), at_next)
+        b = self.sim.buffers()
+        assert b is not None
+        try:
+            return fused.linearise(self, p, b, times, U, u_base, len(steps), h, extra)
+        finally:
+            self.sim.buffers_done(b)
 
     def _held(self, steps: Sequence[Step], delta: tuple[str, float] | None) -> tuple[F64, F64]:
         """End times and input rows (``input_ports`` order) of ``steps`` as :meth:`_set_inputs`

@@ -7,9 +7,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ..compiled.fastpath import Buffers, failure_text
+from ..compiled.nb_dop853 import FAIL_MAX_STEPS
 from ..errors import AssemblyError
+from ..simulation.work import meter
 from ..solvers.dynamics import SolverFailure
 from . import linearisation, nb_filter
 from .holds import Step, mean_step
@@ -36,6 +39,17 @@ class Plan:
         self.param_fb = np.array([fb_index[name] for name in est.param], dtype=np.int64)
         self.out = np.zeros(len(est.meas) * 3 + 2 * est.n + 3)
         self.all_rows = np.arange(len(est.meas), dtype=np.int64)
+        self._runs: dict[tuple[str, ...], tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
+
+    def runs(self, runs: linearisation.Runs, est: StateEstimator) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """The runs' kinds and targets as the kernel takes them (a state index, the parameter's
+        place in the packed model, the input's column)."""
+        key = tuple(port for _, port in runs.perts[est.n:])
+        if key not in self._runs:
+            self._runs[key] = (np.array([k for k, _ in runs.perts], dtype=np.int64),
+                               np.array([t if k == 0 else self.fb_index[t] if k == 1 else est.col[t]
+                                         for k, t in runs.perts], dtype=np.int64))
+        return self._runs[key]
 
 
 def plan(est: StateEstimator) -> Plan | None:
@@ -74,19 +88,21 @@ def _failed(est: StateEstimator, status: int) -> None:
 
 def linearise(est: StateEstimator, p: Plan, b: Buffers, times: F64, U: F64, u_base: F64, n_steps: int,
               h: float, extra: tuple[str, ...] = ()) -> Linearisation:
-    """:meth:`StateEstimator._linearise` in one :func:`nb_filter.linearise`."""
-    perts = linearisation.perturbations(est, extra)
-    kind = np.array([k for k, _, _ in perts], dtype=np.int64)
-    where = np.array([t if k == 0 else p.fb_index[t] if k == 1 else est.col[t] for k, t, _ in perts], dtype=np.int64)
-    value = np.array([est.applied[t] if k == 1 else 0.0 for k, t, _ in perts])
-    delta = np.array([dv for _, _, dv in perts])
+    """:meth:`StateEstimator._linearise` in one :func:`nb_filter.linearise` (``b``: the Simulator's
+    buffers, which the call leaves as they were)."""
+    runs = linearisation.runs(est, extra)
+    kind, where = p.runs(runs, est)
+    value = np.array([est.applied[t] if k == 1 else 0.0 for k, t in runs.perts])
+    delta = linearisation.steps_of(est, runs)
     row = u_base.copy()
     row[p.bias_cols] += est.x[p.bias_idx]
-    D = np.zeros((len(perts), len(p.i_run)))
+    D = np.zeros((len(runs.perts), len(p.i_run)))
     status = nb_filter.linearise(*b, times, U, row, p.i_run, p.qi, p.vi, est.x, kind, where, value, delta, D)
-    est.sim.buffers_done(b)
+    m = meter()
+    if status == FAIL_MAX_STEPS and m is not None and m.capped:  # a run needed more than the block had left
+        m.charge(0, int(m.limit - m.used) + 1)
     _failed(est, status)
-    return linearisation.assembled(est, h, n_steps, D, perts)
+    return linearisation.assembled(est, h, n_steps, D, runs, delta)
 
 
 def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping[str, float],
@@ -95,18 +111,16 @@ def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping
     (after :func:`linearise` when the Jacobians are due)."""
     times, U, u_base = _held(est, steps, at_next)
     h = steps[-1][0] - est.sim.time
+    b = est.sim.buffers()
+    assert b is not None
     if linearisation.stale(est, h, len(steps)):
         lt, lU, _ = _held(est, mean_step(est.sim.time, list(steps)), at_next)
-        buf = est.sim.buffers()
-        assert buf is not None
-        linearisation.adopt(est, linearise(est, p, buf, lt, lU, u_base, len(steps), h,
+        linearisation.adopt(est, linearise(est, p, b, lt, lU, u_base, len(steps), h,
                                           tuple(gap.input_error) if gap else ()), h)
     else:
         est.age += 1
     lin = est.lin
     assert lin is not None
-    b = est.sim.buffers()
-    assert b is not None
     y = np.array([measured[est.meas[i]] for i in rows])
     applied = np.array([est.applied[name] for name in est.param])
     status = nb_filter.sample(*b, times, U, u_base, p.bias_cols, p.bias_idx, p.i_run, p.qi, p.vi, est.x, est.P,

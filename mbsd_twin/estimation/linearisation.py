@@ -7,11 +7,15 @@ the motion"). Used by both paths of :class:`~.ekf.StateEstimator`: the Python re
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from . import nb_jacobians
+from .holds import Step, mean_step
 from .records import Linearisation
 
 StateEstimator = Any  # an .ekf.StateEstimator (which imports this module: no import back)
@@ -23,12 +27,8 @@ def jacobian_change(old: Linearisation, new: Linearisation, P: F64, r: F64) -> f
     """How far two linearisations of the filter's step differ, applied to the state's uncertainty P:
     the larger of maxᵢ √(ΔHᵢ·P·ΔHᵢᵀ)/rᵢ (the measurement Jacobian's change, in σ of each measured
     channel) and maxᵢ √((ΔF·P·ΔFᵀ)ᵢᵢ/(F·P·Fᵀ)ᵢᵢ) (the transition's change, in σ of each propagated
-    state component)."""
-    dH, dF = new.H - old.H, new.F - old.F
-    e_h = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", dH, P, dH), 0.0)) / r
-    prop = np.einsum("ij,jk,ik->i", new.F, P, new.F)
-    e_f = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", dF, P, dF), 0.0) / np.maximum(prop, 1e-300))
-    return float(max(e_h.max(), e_f.max()))
+    state component); compiled (:func:`.nb_jacobians.change`)."""
+    return float(nb_jacobians.change(old.H, new.H, old.F, new.F, P, r))
 
 
 def stale(est: StateEstimator, h: float, n_steps: int) -> bool:
@@ -65,7 +65,7 @@ def adopt(est: StateEstimator, lin: Linearisation, h: float) -> Linearisation:
     if old is None or old.z is None or not math.isfinite(tol):
         est.next_travel = 0.0 if math.isfinite(tol) else math.inf  # the rate needs two refreshes
     else:
-        s = float(np.linalg.norm(lin.z - old.z))
+        s = math.dist(lin.z.tolist(), old.z.tolist())
         e = jacobian_change(old, lin, est.P, est.r)
         if s > 0.0:
             est.next_travel = 2.0 * s if e * 2.0 <= tol else s * tol / e
@@ -74,43 +74,80 @@ def adopt(est: StateEstimator, lin: Linearisation, h: float) -> Linearisation:
     return lin
 
 
-def perturbations(est: StateEstimator, extra: tuple[str, ...] = ()) -> list[tuple[int, Any, float]]:
-    """The finite-difference runs of a linearisation, as (kind, target, step): kind 0 moves
-    component ``target`` of [z, ż], 1 the parameter named ``target``, 2 the input port
-    ``target`` over the interval (an input bias; then each other noisy input, then the ports of
-    ``extra`` that neither covers: the inputs whose effect a gap's noise needs)."""
-    out: list[tuple[int, Any, float]] = []
-    for j, dj in enumerate(est._deltas()):
+@dataclass(frozen=True)
+class Runs:
+    """The finite-difference runs of an estimator's linearisation (:func:`runs`) and what their
+    assembly needs: ``perts`` (kind, target) — kind 0 moves component ``target`` of the state, 1 the
+    parameter named ``target``, 2 the input port ``target`` over the interval; ``fixed``, the steps of
+    the runs after the state's n (inputs); the inputs' effects B by port (``ports``) with their
+    sources (``b_src``: a state column of F, or −1 − run) and sample-noise variances (``noise_var``,
+    0.5·σ²: each interval value is the mean of two samples)."""
+
+    perts: tuple[tuple[int, Any], ...]
+    fixed: F64
+    ports: tuple[str, ...]
+    b_src: NDArray[np.int64]
+    noise_var: F64
+
+
+def runs(est: StateEstimator, extra: tuple[str, ...] = ()) -> Runs:
+    """The finite-difference runs of a linearisation: one per state component (kind 0 for [z, ż], an
+    augmented parameter's kind 1, an input bias's kind 2 over the interval), then each other noisy
+    input, then the ports of ``extra`` that neither covers (the inputs whose effect a gap's noise
+    needs). Built once per estimator and ``extra``: its structure does not change; the steps do
+    (:func:`steps_of`)."""
+    cache = est.__dict__.setdefault("_runs", {})
+    if extra in cache:
+        return cache[extra]
+    perts: list[tuple[int, Any]] = []
+    for j in range(est.n):
         aug = est.aug[j - 2 * est.d] if j >= 2 * est.d else None
-        out.append((0, j, float(dj)) if aug is None else (1, aug.name, float(dj)) if aug.bias_port is None
-                   else (2, aug.bias_port, float(dj)))
-    noisy = [(2, port, max(sig, 1e-9)) for port, sig in est.cfg.input_noise.items() if port not in est.bias]
+        perts.append((0, j) if aug is None else (1, aug.name) if aug.bias_port is None else (2, aug.bias_port))
+    noisy = [(port, max(sig, 1e-9)) for port, sig in est.cfg.input_noise.items() if port not in est.bias]
     known = set(est.bias) | set(est.cfg.input_noise)
-    return out + noisy + [(2, port, 1e-3) for port in extra if port not in known]
+    more = noisy + [(port, 1e-3) for port in extra if port not in known]
+    perts += [(2, port) for port, _ in more]
+    sigma = dict(est.cfg.input_noise)
+    ports = (*est.bias, *(port for port, _ in more))
+    src = [est.bias[port] for port in est.bias] + [-1 - (est.n + k) for k in range(len(more))]
+    var = [0.5 * sigma[port] * sigma[port] if port in sigma else 0.0 for port in ports]
+    out = Runs(tuple(perts), np.array([step for _, step in more]), ports, np.array(src, dtype=np.int64),
+               np.array(var))
+    cache[extra] = out
+    return out
 
 
-def assembled(est: StateEstimator, h: float, n_steps: int, D: F64, perts: list[tuple[int, Any, float]]
-              ) -> Linearisation:
-    """The linearisation from the runs' differences ``D`` (perturbed − nominal [z, ż, y], one
-    row per perturbation of :func:`perturbations`): transition F, measurement Jacobian
-    H = G·F⁻¹, each input's effect B (the state's change per unit offset of the input held over
-    the interval) and the process noise of the inputs' sample noise (each interval value is the
-    mean of two samples)."""
-    d, n = est.d, est.n
-    dv = np.array([perts[j][2] for j in range(n)])[:, None]
-    F = np.eye(n)
-    F[:2 * d, :] = (D[:n, :2 * d] / dv).T
-    dy = D[:n, 2 * d:].copy()
-    dy[:, est.angular] = np.remainder(dy[:, est.angular] + math.pi, 2.0 * math.pi) - math.pi
-    G = (dy / dv).T
-    B: dict[str, F64] = {}
-    for port, i in est.bias.items():
-        B[port] = np.zeros(n)
-        B[port][:2 * d] = F[:2 * d, i]
-    for p in range(n, len(perts)):
-        B[perts[p][1]] = np.zeros(n)
-        B[perts[p][1]][:2 * d] = D[p, :2 * d] / perts[p][2]
-    Q = np.zeros((n, n))
-    for port, sig in est.cfg.input_noise.items():
-        Q += 0.5 * sig * sig * np.outer(B[port], B[port])
-    return Linearisation(h, n_steps, F, G @ np.linalg.inv(F), Q, B=B)
+def steps_of(est: StateEstimator, r: Runs) -> F64:
+    """The runs' step sizes now: the state's from its σ (``fd_scale`` of it), then the fixed."""
+    return nb_jacobians.fd_steps(est.P, est.cfg.fd_scale, r.fixed)
+
+
+def assembled(est: StateEstimator, h: float, n_steps: int, D: F64, r: Runs, delta: F64) -> Linearisation:
+    """The linearisation from the runs' differences ``D`` (perturbed − nominal [z, ż, y], one row
+    per run of ``r``, of the sizes ``delta``): transition F, measurement Jacobian H = G·F⁻¹, each
+    input's effect B (the state's change per unit offset of the input held over the interval) and
+    the process noise of the inputs' sample noise (:func:`.nb_jacobians.assemble`)."""
+    F, H, B, Q = nb_jacobians.assemble(D, delta, est.n, est.d, est.angular, r.b_src, r.noise_var)
+    return Linearisation(h, n_steps, F, H, Q, B=dict(zip(r.ports, B, strict=True)))
+
+
+def stepwise(est: StateEstimator, start: Any, h: float, steps: Sequence[Step], at_next: Mapping[str, float],
+             extra: tuple[str, ...] = ()) -> Linearisation:
+    """``StateEstimator._linearise`` through the Simulator's API from the snapshot ``start``, each
+    run under the integrator's error control: the numpy path's, and the independent reference of
+    the compiled runs in fixed steps (tests/test_filter_kernels.py)."""
+    sim, r, D = est.sim, runs(est, extra), []
+    delta = steps_of(est, r)
+    one = mean_step(start.time, list(steps))
+    sim.restore(start)
+    base = est._run(one, at_next, None)
+    for (kind, target), dv in zip(r.perts, delta.tolist(), strict=True):
+        sim.restore(start)
+        if kind == 0:
+            x = est.x.copy()
+            x[target] += dv
+            est._write(x, params=False)  # the parameters as in the nominal step
+        elif kind == 1:
+            sim.set_parameter(target, est.applied[target] + dv, keep_state=True)
+        D.append(est._run(one, at_next, (target, dv) if kind == 2 else None) - base)
+    return assembled(est, h, len(steps), np.array(D), r, delta)

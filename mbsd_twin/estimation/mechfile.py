@@ -12,13 +12,12 @@ The result is checked by loading it back and comparing every written parameter.
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from ..atomic import write_atomic
 from ..model.loader import loads_mechanism
 from ..model.model import Mechanism
 from ..simulation.ports import apply_parameters, model_parameters
@@ -120,19 +119,7 @@ def write_mechanism(path: str, text: str, mech: Mechanism, values: Mapping[str, 
     comment = "".join(f"# {ln}\n" for ln in header.splitlines())
     out = comment + body
     _check_written(out, values, path)
-    atomic_write(path, out)
+    write_atomic(path, out)
     return out
 
 
-def atomic_write(path: str, text: str) -> None:
-    """Write ``text`` to a temporary file next to ``path``, then rename it over ``path``."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=os.path.basename(path), dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise

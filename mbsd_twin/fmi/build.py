@@ -82,7 +82,9 @@ def model_identifier(name: str) -> str:
 @dataclass(frozen=True)
 class Flavour:
     """What differs between the FMI versions' builds: the PythonFMU package's builder, the entry
-    script, the modelDescription post-processor and the FMU options."""
+    script, the modelDescription post-processor, the FMU options and the tail of the default file
+    name (``dest`` a folder: ``<Model><file_tail>.fmu``, so that the FMI 2.0 and 3.0 FMUs of a model
+    built into one folder are two files)."""
 
     label: str
     builder: Callable[[], Any]
@@ -91,6 +93,7 @@ class Flavour:
     postprocess: Callable[[bytes, Sequence[FmuVariable]], bytes]
     options: Mapping[str, Any]
     meta: Mapping[str, str]
+    file_tail: str = ""
 
 
 def _fmi2_builder() -> Any:
@@ -137,9 +140,10 @@ def build_fmu(mechanism: str | Path | None, dest: str | Path, outputs: Sequence[
               step_size: float | None = None, *, step_time_limit: float = STEP_TIME_LIMIT,
               host_independent: bool = False, python: str | None = None) -> Path:
     """Build the FMI 2.0 FMU of ``mechanism`` (``None``: the bundled slider crank) into ``dest`` (a
-    ``.fmu`` file or a folder) and return its path. ``outputs``: glob patterns over the output names
-    (see :mod:`mbsd_twin.fmi.variables`). ``step_time_limit``: s of wall-clock time one doStep may
-    take before it is discarded (the host is never left waiting on a runaway integration).
+    ``.fmu`` file, replaced if it exists, or a folder: ``<Model>.fmu`` there) and return its path.
+    ``outputs``: glob patterns over the output names (see :mod:`mbsd_twin.fmi.variables`).
+    ``step_time_limit``: s of wall-clock time one doStep may take before it is discarded (the host
+    is never left waiting on a runaway integration).
 
     ``host_independent``: a native library (compiled with gcc) that runs the model in a worker
     process started with the interpreter ``python`` (default: this one), instead of PythonFMU's,
@@ -189,7 +193,7 @@ def build_with(flavour: Flavour, mechanism: str | Path | None, dest: str | Path,
             "description": f"{mech.name}: planar multibody co-simulation model (mbsd-twin {__version__}"
                            f"{flavour.label})"}
     dest = Path(dest)
-    target = dest if dest.suffix == ".fmu" else dest / f"{name}.fmu"
+    target = dest if dest.suffix == ".fmu" else dest / f"{name}{flavour.file_tail}.fmu"
     target.parent.mkdir(parents=True, exist_ok=True)
     saved_path, saved_module = list(sys.path), sys.modules.pop(flavour.entry_module, None)
     with tempfile.TemporaryDirectory(prefix="mbsd_fmu_") as tmpd:

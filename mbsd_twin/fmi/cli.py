@@ -20,6 +20,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     extra: dict[str, object] = {} if args.step_time_limit is None else {"step_time_limit": args.step_time_limit}
     if args.python and not args.host_independent:
         raise SystemExit("mbsd-twin fmu build: --python needs --host-independent")
+    if args.standalone or args.source:
+        return _build_standalone(args)
     if args.fmi_version == "3":
         from .fmi3 import build_fmu3 as build_fmu
     else:
@@ -50,6 +52,33 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"checks: {verdict}")
         return 1 if problems else 0
     return 0
+
+
+def _build_standalone(args: argparse.Namespace) -> int:
+    """``fmu build --standalone``: engine and mechanism in the FMU's library (no Python at run time)."""
+    if args.host_independent or args.step_time_limit is not None:
+        raise SystemExit("mbsd-twin fmu build: --standalone (and --source) take none of --host-independent, --python, "
+                         "--step-time-limit")
+    from .standalone import build_standalone
+    from .standalone.model_data import StandaloneUnsupported
+
+    outputs = [p.strip() for p in args.outputs.split(",") if p.strip()] if args.outputs else None
+    try:
+        path = build_standalone(args.mechanism, args.output, outputs=outputs, model_name=args.model_name,
+                                stop_time=args.stop_time, step_size=args.step, fmi_version=args.fmi_version,
+                                source=args.source)
+    except StandaloneUnsupported as exc:
+        raise SystemExit(f"mbsd-twin fmu build --standalone: {exc}") from exc
+    print(f"FMU written: {path} (standalone{', with sources/' if args.source else ''})")
+    if not args.check:
+        return 0
+    from .validation import check_fmu
+
+    problems = check_fmu(path)
+    for p in problems:
+        print(f"  problem: {p}")
+    print(f"checks: {f'{len(problems)} problem(s)' if problems else 'fmpy validate and fmutool -check passed'}")
+    return 1 if problems else 0
 
 
 def _start_note(mechanism: Path | None) -> str:
@@ -88,7 +117,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                                           "3.0 with pythonfmu3)")
     b.add_argument("mechanism", nargs="?", type=Path, default=None,
                    help="mechanism TOML file (default: the bundled slider crank)")
-    b.add_argument("-o", "--output", type=Path, default=Path("dist"), help="FMU file or folder (default dist/)")
+    b.add_argument("-o", "--output", type=Path, default=Path("dist"),
+                   help="FMU file, or folder (default dist/) where the FMU is <Model>.fmu (FMI 2.0) or "
+                        "<Model>-fmi3.fmu (FMI 3.0)")
     b.add_argument("--outputs", default=None, metavar="PATTERNS",
                    help="comma-separated glob patterns of the outputs to expose, or 'all' "
                         "(default: every body's x, y, vx, vy, theta, omega, reactions, energy, residual)")
@@ -107,6 +138,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--python", default=None, metavar="PATH",
                    help="with --host-independent: the interpreter the FMU starts its worker with (default: the "
                         "one running this build; MBSD_TWIN_FMU_PYTHON overrides it at run time)")
+    b.add_argument("--standalone", action="store_true",
+                   help="an FMU (FMI 2.0 or, with --fmi-version 3, 3.0) whose library holds the compiled engine and "
+                        "the mechanism: no Python, no worker process, libc and libm only (built for this CPU); "
+                        "see fmu/README.md")
+    b.add_argument("--source", action="store_true",
+                   help="the standalone FMU with its sources/ too (implies --standalone): C99 files, the engine as "
+                        "x86-64 and AArch64 Linux assembly wrapped in C, from which a target's C compiler builds "
+                        "the library; see fmu/README.md")
     b.add_argument("--check", action="store_true", help="run fmpy validate and fmutool -check afterwards")
     b.set_defaults(func=cmd_build)
     v = cmds.add_parser("validate", help="check an FMU and compare it with the native Simulator")

@@ -179,13 +179,14 @@ def build_fmu3(mechanism: str | Path | None, dest: str | Path, outputs: Sequence
                step_size: float | None = None, *, step_time_limit: float = STEP_TIME_LIMIT,
                host_independent: bool = False, python: str | None = None) -> Path:
     """Build the FMI 3.0 co-simulation FMU of ``mechanism`` (``None``: the bundled slider crank)
-    into ``dest`` (a ``.fmu`` file or a folder); same arguments as :func:`~mbsd_twin.fmi.build.build_fmu`
+    into ``dest`` (a ``.fmu`` file, or a folder: ``<Model>-fmi3.fmu`` there, beside the FMI 2.0 FMU's
+    ``<Model>.fmu``); same arguments as :func:`~mbsd_twin.fmi.build.build_fmu`
     (``host_independent``: the native library and worker process instead of pythonfmu3's library)."""
     from .build import Flavour, build_with, finish_host_independent
 
     if python is not None and not host_independent:
         raise ValueError("python= is the worker interpreter of a host-independent FMU (host_independent=True)")
     flavour = Flavour(", FMI 3.0", _fmi3_builder, ENTRY_MODULE, ENTRY_SCRIPT, postprocess3, FMU_OPTIONS,
-                      {"fmi_version": "3.0"})
+                      {"fmi_version": "3.0"}, file_tail="-fmi3")
     path = build_with(flavour, mechanism, dest, outputs, model_name, stop_time, step_size, step_time_limit)
     return finish_host_independent(path, python) if host_independent else path

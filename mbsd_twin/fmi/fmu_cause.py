@@ -23,6 +23,14 @@ META_FILE = "mbsd_twin_fmu.json"
 RESOURCE_NAME = "mbsd_twin_fmu_cause.py"  # this file's name inside the FMU's resources
 
 
+SHIP_DOC = "fmu/README.md, section Ship an FMU to another machine"  # no quotes: the message is shown as a repr
+
+
+def wheel_name(version: str) -> str:
+    """The file name of mbsd-twin ``version``'s wheel (``pip wheel . -w dist`` in its checkout)."""
+    return f"mbsd_twin-{version}-py3-none-any.whl"
+
+
 def _series(version: str) -> tuple[str, ...]:
     """The release series (major, minor) of a version string such as ``0.1.0``."""
     return tuple(version.split(".")[:2])
@@ -34,8 +42,9 @@ def version_problem(built: str | None, installed: str) -> str | None:
     if not built or _series(built) == _series(installed):
         return None
     return (f"this FMU was built with mbsd-twin {built} but the Python running it has mbsd-twin {installed} "
-            f"({sys.executable}); install the matching version there (python -m pip install "
-            f"'mbsd-twin=={built}') or rebuild the FMU with mbsd-twin {installed} (mbsd-twin fmu build)")
+            f"({sys.executable}); install the matching version there (python -m pip install {wheel_name(built)}, "
+            f"the wheel of mbsd-twin {built}: {SHIP_DOC}) or rebuild the FMU with mbsd-twin {installed} "
+            "(mbsd-twin fmu build)")
 
 
 def _built_with(resources: str | None) -> tuple[str, str]:
@@ -50,12 +59,13 @@ def _built_with(resources: str | None) -> tuple[str, str]:
 def missing_message(resources: str | None, exc: BaseException) -> str:
     """One line: the FMU, the interpreter that could not import mbsd-twin, the error, the fix."""
     model, built = _built_with(resources)
-    pin = f"=={built}" if built != "?" else ""
+    known = built != "?"
+    wheel, what = wheel_name(built if known else "*"), f"mbsd-twin {built}" if known else "mbsd-twin"
     python = f"{sys.executable or '?'}, Python {sys.version.split()[0]}, prefix {sys.prefix}"
     return (f"mbsd-twin FMU {model} cannot start: the Python interpreter running it ({python}) cannot import "
-            f"mbsd-twin ({type(exc).__name__}: {exc}); install mbsd-twin{pin} there (python -m pip install "
-            f"mbsd-twin{pin}, the version this FMU was built with) or build the host-independent FMU "
-            "(mbsd-twin fmu build --host-independent), which runs the model in a Python of its own")
+            f"mbsd-twin ({type(exc).__name__}: {exc}); install {what} there (python -m pip install "
+            f"{wheel}, the wheel of the version this FMU was built with: {SHIP_DOC}) or build the "
+            "standalone FMU (mbsd-twin fmu build --standalone), which needs no Python")
 
 
 def unavailable(exc: BaseException, base: type = object, echo: bool = False) -> type:

@@ -8,6 +8,8 @@ PythonFMU writes no units, no declared types, no InitialUnknowns and start value
 - every variable states causality, variability and (where allowed) ``initial`` explicitly:
   parameters ``exact``, outputs ``calculated`` (no start), inputs no ``initial`` (FMI 2.0 §2.2.7);
 - start values are written with ``repr`` (shortest exact round trip);
+- ``generationTool`` names mbsd-twin and its version, then the tool that wrote the document
+  (PythonFMU, pythonfmu3) in parentheses;
 - ``<ModelStructure>`` lists every output in ``<Outputs>`` with its dependencies on the inputs
   (accelerations and reactions depend directly on them, positions, velocities, energy and the
   residual do not) and every output in ``<InitialUnknowns>`` (FMI 2.0 §2.2.8).
@@ -19,6 +21,7 @@ import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 
+from .. import __version__
 from .units import DECLARED_TYPES, DISPLAY_UNITS, declared_type, parse_unit
 from .variables import FmuVariable
 
@@ -114,9 +117,18 @@ def postprocess(xml: bytes, variables: Sequence[FmuVariable]) -> bytes:
     return assemble(root, extra, _ORDER)
 
 
+def generation_tool(original: str | None) -> str:
+    """``mbsd-twin <version>``, followed by the tool that wrote the document in parentheses."""
+    own = f"mbsd-twin {__version__}"
+    if not original or original.startswith(own):
+        return original or own
+    return f"{own} ({original})"
+
+
 def assemble(root: ET.Element, extra: dict[str, ET.Element | None], order: Sequence[str]) -> bytes:
     """``root`` with the ``extra`` children added or replaced, every child in the schema ``order``,
-    serialised as indented UTF-8 XML."""
+    and ``generationTool`` naming mbsd-twin, serialised as indented UTF-8 XML."""
+    root.set("generationTool", generation_tool(root.get("generationTool")))
     children = {child.tag: child for child in root}
     children.update({k: v for k, v in extra.items() if v is not None})
     for child in list(root):

@@ -14,7 +14,9 @@ and documentation) with PythonFMU's binaries, sources and Python files replaced 
   (``instantiationToken``); it exports the FMI co-simulation functions unprefixed;
 - ``resources/mbsd_twin_python.txt``: the interpreter that starts the worker
   (``python -m mbsd_twin.fmi.worker``), by default the one running the build; the environment
-  variable ``MBSD_TWIN_FMU_PYTHON`` overrides it when the FMU is loaded.
+  variable ``MBSD_TWIN_FMU_PYTHON`` overrides it when the FMU is loaded, and when neither is an
+  executable file (a relocated FMU) the first ``python3`` on PATH that imports mbsd_twin is used
+  (``native_fmu/shim_python.c``).
 
 The worker (:mod:`mbsd_twin.fmi.worker`) needs mbsd-twin installed for that interpreter;
 ``native_fmu/`` also holds the FMI 2.0 and 3.0 headers (Modelica Association, 2-clause BSD licence).
@@ -33,8 +35,10 @@ import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 
+from .. import __version__
+
 SOURCE_DIR = Path(__file__).with_name("native_fmu")
-COMMON_SOURCES = ("shim_core.c", "worker_link.c", "worker_shm.c")
+COMMON_SOURCES = ("shim_core.c", "shim_python.c", "worker_link.c", "worker_shm.c")
 SOURCES = {"2.0": ("fmi2_shim.c", "fmi2_misc.c", *COMMON_SOURCES),
            "3.0": ("fmi3_shim.c", "fmi3_misc.c", *COMMON_SOURCES)}
 PLATFORM_DIR = {"2.0": "binaries/linux64", "3.0": "binaries/x86_64-linux"}
@@ -62,8 +66,12 @@ def compile_library(guid: str, dest: Path, compiler: str | None = None, fmi_vers
                                "(install gcc, e.g. apt-get install gcc, or set CC)")
     if not guid or not all(c.isalnum() or c in "{}-" for c in guid):
         raise NativeBuildError(f"unexpected guid {guid!r} in modelDescription.xml")
-    cmd = [cc, "-shared", "-fPIC", "-O2", "-std=gnu11", "-fvisibility=hidden", "-Wall", "-Wextra",
-           f'-DMBSD_GUID="{guid}"', "-o", str(dest), *(str(SOURCE_DIR / s) for s in SOURCES[fmi_version])]
+    # -z nodelete: the library stays mapped after the host's dlclose (a freed instance's reaper thread
+    # may still run in it)
+    cmd = [cc, "-shared", "-fPIC", "-O2", "-std=gnu11", "-fvisibility=hidden", "-pthread", "-Wall", "-Wextra",
+           "-Wl,-z,nodelete", f'-DMBSD_GUID="{guid}"', f'-DMBSD_TWIN_VERSION="{__version__}"', "-o",
+           str(dest),
+           *(str(SOURCE_DIR / s) for s in SOURCES[fmi_version])]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise NativeBuildError(f"compiling the FMU's library failed ({' '.join(cmd)}):\n{proc.stderr}")

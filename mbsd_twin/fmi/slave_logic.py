@@ -154,6 +154,10 @@ class SlaveLogic:
         table entry, its getter and its setter) and index inputs and outputs by value reference."""
         self._vr_in: dict[int, int] = {}
         self._vr_out: dict[int, int] = {}
+        # each name's first position (list.index per variable was quadratic: 15,000 outputs of a
+        # 1,000-link chain)
+        self._in_pos = {name: k for k, name in reversed(list(enumerate(self._in_names)))}
+        self._out_pos = {name: k for k, name in reversed(list(enumerate(self._out_names)))}
         for v in self._table:
             var = make(v, *self._accessors(v))
             self.register_variable(var, nested=False)
@@ -167,10 +171,10 @@ class SlaveLogic:
     def _accessors(self, v: FmuVariable) -> tuple[Getter, Setter]:
         name = v.name
         if v.causality == "input":
-            k = self._in_names.index(name)
+            k = self._in_pos[name]
             return (lambda: self._in_values[k]), (lambda x: self._set_input(k, x))
         if v.causality == "output":
-            k = self._out_names.index(name)
+            k = self._out_pos[name]
             return (lambda: self._outputs()[k]), None
         if v.variability == "tunable":
             return (lambda: self._tunable[name]), (lambda x: self._set_tunable(name, x))

@@ -103,26 +103,11 @@ class ValidationReport:
         return [*paths, path]
 
     def plot(self, path: str | Path, names: list[str] | None = None) -> Path:
-        """FMU and native curves (and their difference) of ``names`` (default: up to 6 outputs)."""
-        import matplotlib
+        """FMU and native curves of ``names`` (default: every output), one small panel each, titled
+        with the largest difference (:mod:`mbsd_twin.viz.compare`); needs matplotlib."""
+        from ..viz.compare import plot_comparison
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        names = names or [e.name for e in self.errors][:6]
-        fig, axes = plt.subplots(len(names), 2, figsize=(11, 2.2 * len(names)), squeeze=False)
-        t_f, t_n = self.fmu_result["time"], self.native_result["time"]
-        for row, name in zip(axes, names, strict=True):
-            row[0].plot(t_n, self.native_result[name], label="native")
-            row[0].plot(t_f, self.fmu_result[name], "--", label="FMU (fmpy)")
-            row[0].set_ylabel(name, fontsize=8)
-            row[1].plot(t_f, self.fmu_result[name] - self.native_result[name])
-            row[1].set_ylabel("FMU − native", fontsize=8)
-        axes[0][0].legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        return Path(path)
+        return plot_comparison(self, path, names)
 
 
 def fmutool_check(fmu: str | Path) -> list[str] | None:

@@ -81,10 +81,24 @@ class WorkerSlave(SlaveLogic):
         self.vars[var.value_reference] = var
 
     def layout(self) -> list[float]:
-        """The HELLO reply: input and output value references and the step time limit (s), as the
-        library expects them."""
+        """The HELLO reply: input and output value references, the step time limit (s), the
+        parameters' value references and the values of the inputs and parameters, as the library
+        expects them."""
+        params = self.param_vrs()
         return [float(len(self._in_vrs)), *map(float, self._in_vrs), float(len(self._out_vrs)),
-                *map(float, self._out_vrs), self._step_limit]
+                *map(float, self._out_vrs), self._step_limit, float(len(params)), *map(float, params),
+                *self.held_values()]
+
+    def param_vrs(self) -> list[int]:
+        """The parameters' value references, in registration order."""
+        names = {v.name for v in self._table if v.causality == "parameter"}
+        return [vr for vr, var in self.vars.items() if var.name in names]
+
+    def held_values(self) -> list[float]:
+        """The values of the inputs, then the parameters: the library serves reads of them from
+        its copy (sent at the start, after a reset and after a state is restored)."""
+        vrs = self._in_vrs + self.param_vrs()
+        return self._get_values(vrs) if vrs else []
 
 
 class Worker:
@@ -190,11 +204,11 @@ class Worker:
 
     def _reset(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
         self.slave = WorkerSlave(self.resources)
-        return OK, (), b""
+        return OK, self.slave.held_values(), b""  # the start values, for the library's copy
 
     def _set_state(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
-        self.slave._set_fmu_state(data)
-        return OK, [self.slave._sim.time], b""  # the library's fmi2LastSuccessfulTime
+        self.slave._set_fmu_state(data)  # the library's fmi2LastSuccessfulTime and its copy of the held values
+        return OK, [self.slave._sim.time, *self.slave.held_values()], b""
 
     def _set_real(self, flags: int, vr: list[int], reals: list[float], data: bytes) -> tuple[int, Any, bytes]:
         self.slave._set_values(vr, reals)

@@ -14,6 +14,7 @@ Conventions
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -76,9 +77,16 @@ def kinematic_columns(system: System, q: F, v: F, a: F) -> dict[str, F]:
 
 def reaction_columns(system: System, q: F, Cq: F, lam: F) -> dict[str, F]:
     """Joint reactions on the second body and driver efforts from the multipliers λ (B, m)."""
+    return reaction_columns_from(system, q, [_constraint_force(system, j, Cq, lam) for j in system.joints], lam)
+
+
+def reaction_columns_from(system: System, q: F, g: Sequence[F], lam: F) -> dict[str, F]:
+    """:func:`reaction_columns` from each joint's generalised constraint force ``g`` (B, 3) on the
+    columns of its reported body (:func:`_constraint_force`; the sparse sweep forms them without
+    a dense Cq)."""
     cols: dict[str, F] = {}
-    for j in system.joints:
-        F_, M = _reaction_on_second(system, j, q, Cq, lam)
+    for j, gj in zip(system.joints, g, strict=True):
+        F_, M = _reaction_on_second(system, j, q, gj)
         vals = {"fx": F_[:, 0], "fy": F_[:, 1], "mz": M}
         for c in j.components:
             cols[f"{j.name}.{c}"] = vals[c]
@@ -87,15 +95,21 @@ def reaction_columns(system: System, q: F, Cq: F, lam: F) -> dict[str, F]:
     return cols
 
 
-def _reaction_on_second(system: System, j: JointInfo, q: F, Cq: F, lam: F) -> tuple[F, F]:
-    """Generalised constraint force −Cqᵀλ of the joint's rows, reduced to a force and a moment
-    about the joint point on the second body (from the first body by action–reaction when the
-    second body is ground)."""
+def _constraint_force(system: System, j: JointInfo, Cq: F, lam: F) -> F:
+    """Generalised constraint force −Cqᵀλ (B, 3) of the joint's rows on the columns of the second
+    body (of the first when the second is ground)."""
     rows = list(j.rows)
+    col = j.col_j if j.col_j < system.n_coord else j.col_i
+    return -np.einsum("brk,br->bk", Cq[:, rows, col:col + 3], lam[:, rows])
+
+
+def _reaction_on_second(system: System, j: JointInfo, q: F, g: F) -> tuple[F, F]:
+    """The joint's generalised constraint force ``g`` reduced to a force and a moment about the
+    joint point on the second body (from the first body by action–reaction when the second body
+    is ground)."""
     n = system.n_coord
     on_second = j.col_j < n
     col = j.col_j if on_second else j.col_i
-    g = -np.einsum("brk,br->bk", Cq[:, rows, col:col + 3], lam[:, rows])
     force, m_ref = g[:, :2], g[:, 2]
     th = q[:, col + 2]
     c, s = np.cos(th), np.sin(th)

@@ -106,8 +106,9 @@ class Simulator(CompiledAccess, StateAccess):
         self._set_baseline()
 
     def _restart_at(self, t: float, q: F, v: F) -> None:
-        """Continue from time t [s], positions q and velocities v with the current inputs: a fresh
-        integrator start, the energy integrals at zero and the balance counted from here."""
+        """Continue from time t [s], positions q and velocities v with the current inputs: an
+        integrator restart (on the compiled path with the step size its error control last
+        proposed), the energy integrals at zero and the balance counted from here."""
         self._stepper.reset_state(t, np.concatenate([q, v, np.zeros(3)]), self._inputs, streaming=True)
         self._set_baseline()
 

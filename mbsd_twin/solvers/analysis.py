@@ -13,11 +13,19 @@ from numpy.typing import NDArray
 from ..errors import DOFError, MechanismError, Problem
 from ..model.model import Mechanism
 from ..model.plausibility import numerical
-from ..physics.outputs import kinematic_columns, kinematic_specs, reaction_columns, reaction_specs
+from ..physics.outputs import (
+    kinematic_columns,
+    kinematic_specs,
+    reaction_columns,
+    reaction_columns_from,
+    reaction_specs,
+)
 from ..physics.system import System, compile_mechanism
 from .assembly import pose_rows
-from .kinematics import KinematicsOptions, Sweep, assemble, rank_info, sweep
+from .kinematics import KinematicsOptions, Sweep, _singularity_warnings, assemble, rank_info, sweep
 from .results import TIME_SPEC, Result
+from .sparse_sweep import SparseSweep, sparse_sweep
+from .sparse_sweep import applies as sparse_applies
 
 F = NDArray[Any]
 
@@ -151,13 +159,26 @@ def _blocked_sweep(system: System, t: F, opts: KinematicsOptions, progress: Prog
 _SWEEP_ARRAYS = ("t", "q", "v", "a", "jinv", "cond", "Cq")
 
 
+def _sparse_as_sweep(system: System, t: F, opts: KinematicsOptions, progress: ProgressFn | None,
+                     out: list[SparseSweep] | None = None) -> Sweep:
+    """The sparse sweep's q, v, a and conditions as a :class:`Sweep` (no inverse Jacobians, no Cq);
+    the sparse sweep itself appended to ``out``."""
+    ss = sparse_sweep(system, t, opts, progress=progress)
+    sw = Sweep(ss.t, ss.q, ss.v, ss.a, np.empty(0), ss.cond, np.empty(0), ss.warnings)
+    _singularity_warnings(sw, opts.cond_warn)
+    if out is not None:
+        out.append(ss)
+    return sw
+
+
 def kinematics(mech: Mechanism | System, t: F, opts: KinematicsOptions | None = None,
                progress: ProgressFn | None = None) -> Result:
     """Positions, velocities and accelerations of a DOF-0 mechanism at the times ``t`` [s]."""
     system = _as_system(mech)
     opts = opts or KinematicsOptions()
     warns = _require_dof0(system, "kinematic analysis", opts)
-    sw = _blocked_sweep(system, t, opts, progress)
+    sw = _sparse_as_sweep(system, t, opts, progress) if sparse_applies(system) else \
+        _blocked_sweep(system, t, opts, progress)
     cols = {"time": sw.t, **kinematic_columns(system, sw.q, sw.v, sw.a)}
     specs = [TIME_SPEC, *kinematic_specs(system)]
     return Result(specs, np.column_stack([cols[s.name] for s in specs]), "kinematics",
@@ -181,11 +202,16 @@ def inverse_dynamics(mech: Mechanism | System, t: F, opts: KinematicsOptions | N
     system = _as_system(mech)
     opts = opts or KinematicsOptions()
     warns = _require_dof0(system, "inverse dynamics", opts)
-    sw = _blocked_sweep(system, t, opts, progress)
-    lam = multipliers(system, sw.t, sw.q, sw.v, sw.a, sw.jinv)
-    Cq = sw.Cq
-    cols = {"time": sw.t, **kinematic_columns(system, sw.q, sw.v, sw.a),
-            **reaction_columns(system, sw.q, Cq, lam)}
+    if sparse_applies(system):  # large: one sparse LU per point (sparse_sweep.py)
+        out: list[SparseSweep] = []
+        sw = _sparse_as_sweep(system, t, opts, progress, out)
+        ss = out[0]
+        reactions = reaction_columns_from(system, ss.q, list(ss.g.transpose(1, 0, 2)), ss.lam)
+    else:
+        sw = _blocked_sweep(system, t, opts, progress)
+        lam = multipliers(system, sw.t, sw.q, sw.v, sw.a, sw.jinv)
+        reactions = reaction_columns(system, sw.q, sw.Cq, lam)
+    cols = {"time": sw.t, **kinematic_columns(system, sw.q, sw.v, sw.a), **reactions}
     specs = [TIME_SPEC, *kinematic_specs(system), *reaction_specs(system)]
     return Result(specs, np.column_stack([cols[s.name] for s in specs]), "inverse dynamics",
                   system.mechanism.source, warns + sw.warnings)

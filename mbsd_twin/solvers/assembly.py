@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from ..errors import AssemblyError
 from ..physics.system import System
 from . import linsolve
-from .newton import KinematicsOptions, length_scale, solve_positions, solve_positions_sparse
+from .newton import KinematicsOptions, length_scale, solve_positions, solve_positions_lu, solve_positions_sparse
 
 F = NDArray[Any]
 Idx = NDArray[np.intp]
@@ -57,6 +57,10 @@ def _newton(system: System, guess: F, t: float, opts: KinematicsOptions, free: I
     cols = np.arange(system.n_coord) if free is None else free
     if system.n_constraints < len(cols) >= linsolve.SPARSE_MIN:  # large and underdetermined: sparse
         return solve_positions_sparse(system, guess, t, opts, free)
+    if system.n_constraints == len(cols) >= linsolve.SPARSE_MIN:  # large and square: sparse LU
+        out = solve_positions_lu(system, guess, t, opts, free)
+        if out is not None:
+            return out
     A = system.jacobian(guess, t)[:, cols]
     square = A.shape[0] == A.shape[1] and np.linalg.matrix_rank(A) == A.shape[1]
     q, res, it, _, _ = solve_positions(system, guess[None, :], np.array([t]), opts, square, free)

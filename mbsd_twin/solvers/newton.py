@@ -61,6 +61,9 @@ class RankInfo:
         return float(s[0] / (s[-1] if self.sparse else s[self.rank - 1]))
 
 
+_MAX_SPARSE_REDUNDANT = 50  # dependent rows up to which their singular values are found by Lanczos
+
+
 def length_scale(system: System) -> float:
     m = system.mechanism
     pts = [abs(c) for j in m.joints for p in j.points for c in p]
@@ -78,10 +81,15 @@ def coordinate_scale(system: System) -> F:
 
 def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInfo:
     """Rank of Cq by SVD; redundant rows by QR with column pivoting on Cqᵀ. From ``SPARSE_MIN``
-    coordinates on, a Jacobian that one sparse elimination finds of full row rank and whose
-    extreme singular values (Lanczos on Cq·Cqᵀ) are within 1e8 of each other is reported without
-    the dense factorisations (rank m, no redundant rows, the two extreme singular values)."""
-    if system.n_coord >= linsolve.SPARSE_MIN and 0 < system.n_constraints < system.n_coord:
+    coordinates on (no shipped mechanism is that large) Lanczos (shift-invert) on Cq·Cqᵀ gives the
+    largest and the smallest singular value: within 1e8 of each other (far above ``rank_tol``),
+    Cq has full row rank. Otherwise one sparse elimination of Cqᵀ with its columns in row order
+    (:func:`pivot_columns`) picks the independent rows and calls the others, later rows dependent
+    on earlier ones, redundant, and Lanczos confirms that rank: as many singular values as
+    dependent rows at round-off (below 1e-7·σ_max, the resolution of Cq·Cqᵀ) and the next within
+    1e8 of σ_max. Otherwise, or with more than ``_MAX_SPARSE_REDUNDANT`` dependent rows, the
+    dense factorisations decide."""
+    if system.n_coord >= linsolve.SPARSE_MIN and system.n_constraints > 0:
         info = _sparse_rank_info(system, q, t, rank_tol)
         if info is not None:
             return info
@@ -96,19 +104,30 @@ def rank_info(system: System, q: F, t: float, rank_tol: float = 1e-9) -> RankInf
 
 
 def _sparse_rank_info(system: System, q: F, t: float, rank_tol: float) -> RankInfo | None:
-    J = system.evaluate_sparse(q, t)[1]
+    J = sp.csr_array(system.evaluate_sparse(q, t)[1])
     m, n = J.shape
-    if len(pivot_columns(J, range(n), rank_tol)) < m:
+    if m < 2:  # Lanczos needs two rows at least
         return None
     K = sp.csc_array(J @ J.T)
     try:
         big = float(spla.eigsh(K, k=1, which="LA", return_eigenvectors=False)[0])
-        small = float(spla.eigsh(K, k=1, sigma=0.0, which="LM", return_eigenvectors=False)[0])
+        shift = -1e-10 * big  # below every eigenvalue, above K's round-off: K − shift·I is definite
+        small = float(spla.eigsh(K, k=1, sigma=shift, which="LM", return_eigenvectors=False)[0])
+        if m <= n and big > 0.0 and big < 1e16 * small:  # full row rank: no elimination needed
+            return RankInfo(m, n - m, [], np.sqrt(np.array([big, small])), sparse=True)
+        independent = pivot_columns(J.T, range(m), rank_tol)
+        rank = len(independent)
+        if not 0 < m - rank <= _MAX_SPARSE_REDUNDANT or m - rank + 1 >= m:
+            return None
+        low = np.sort(spla.eigsh(K, k=m - rank + 1, sigma=shift, which="LM", return_eigenvectors=False))
     except (RuntimeError, ValueError, spla.ArpackError):
         return None
-    if not (big > 0.0 and small > 0.0 and big < 1e16 * small):
+    small = float(low[m - rank])
+    if not (big > 0.0 and big < 1e16 * small and (low[: m - rank] < 1e-14 * big).all()):
         return None
-    return RankInfo(m, n - m, [], np.sqrt(np.array([big, small])), sparse=True)
+    independent_rows = set(independent)
+    redundant = [r for r in range(m) if r not in independent_rows]
+    return RankInfo(rank, n - rank, redundant, np.sqrt(np.array([big, small])), sparse=True)
 
 
 def redundant_rows(system: System, q: F, t: float, rank_tol: float = 1e-9) -> list[int]:
@@ -189,3 +208,34 @@ def solve_positions_sparse(system: System, q_guess: F, t: float, opts: Kinematic
         C, J = system.evaluate_sparse(q, t)
     return q, res, it
 
+
+
+def solve_positions_lu(system: System, q_guess: F, t: float, opts: KinematicsOptions,
+                       free: NDArray[np.intp] | None = None) -> tuple[F, float, int] | None:
+    """Damped Newton at one point of a square system (as many rows as moving coordinates) with
+    sparse LU steps (``splu``): q, max|C| and the iterations used; None when a Jacobian is exactly
+    singular (the caller takes the dense path). :func:`solve_positions`' square steps without
+    the dense (m, n) Jacobian."""
+    q = np.array(q_guess, dtype=float)
+    tol = opts.tol * max(1.0, length_scale(system))
+    C, J = system.evaluate_sparse(q, t)
+    res, it = float(np.abs(C).max(initial=0.0)), 0
+    while it < opts.max_iter and res > tol:
+        it += 1
+        try:
+            step = spla.splu(sp.csc_array(J if free is None else sp.csr_array(J)[:, free])).solve(-C)
+        except RuntimeError:  # exactly singular
+            return None
+        dq = step if free is None else np.zeros_like(q)
+        if free is not None:
+            dq[free] = step
+        alpha, trial, rt = 1.0, q, res
+        for _ in range(12):  # backtracking: accept where the residual decreased
+            trial = q + alpha * dq
+            rt = float(np.abs(system.constraints(trial, t)).max(initial=0.0))
+            if rt < res or rt <= tol:
+                break
+            alpha *= 0.5
+        q, res = trial, rt
+        C, J = system.evaluate_sparse(q, t)
+    return q, res, it

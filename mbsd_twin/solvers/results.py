@@ -10,15 +10,14 @@ from __future__ import annotations
 import io
 import os
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from ..atomic import write_atomic
 from ..physics.output_spec import OutputSpec
 
 F = NDArray[Any]
@@ -97,7 +96,7 @@ class Result:
         if str(path) == "-":
             sys.stdout.write(buf.getvalue())
             return
-        write_atomic(Path(path), buf.getvalue())
+        write_atomic(path, buf.getvalue())
 
     def _write(self, out: io.StringIO) -> None:
         out.write(",".join(self.columns) + "\n")
@@ -110,22 +109,6 @@ class Result:
         for w in self.warnings:
             out.write(f"# warning: {w}\n")
         np.savetxt(out, self.data + 0.0, delimiter=",", fmt="%.17g")  # + 0.0 turns -0 into 0
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename, so a
-    reader never sees a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 TIME_SPEC = OutputSpec("time", "s", "time")

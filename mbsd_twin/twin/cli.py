@@ -63,9 +63,10 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
+    from ..atomic import write_atomic
     from ..cli_args import parse_assignments
     from ..estimation.calibrate import format_report
-    from ..estimation.mechfile import atomic_write, write_mechanism
+    from ..estimation.mechfile import write_mechanism
     from .calibration import calibrate_recording, calibration_header
 
     cal, rec = calibrate_recording(
@@ -84,7 +85,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}")
     if args.json:
         report = {"recording": args.recording, "t_start": args.t_start, "t_end": t_end, **cal.to_json()}
-        atomic_write(args.json, json.dumps(report, indent=1) + "\n")
+        write_atomic(args.json, json.dumps(report, indent=1) + "\n")
     return 0 if cal.success else 1
 
 

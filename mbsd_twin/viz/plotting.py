@@ -1,89 +1,33 @@
-"""Plots of result CSV files (``mbsd-twin plot``) and the figure helpers the demo report uses.
+"""Figures of result tables (``mbsd-twin plot``) and the axis conventions every figure of the project
+shares: a unit in brackets on every axis, a title, the legend outside the data.
 
-A result CSV (:mod:`mbsd_twin.solvers.results`) has one header row of column names, then ``#`` comment
-lines (one of them ``# units: name [unit], ...``), then the data rows. Any CSV with a header row
-and numeric rows reads as well (units then empty). matplotlib (the ``plot`` extra) is imported
-only when a figure is drawn.
+The tables come from :func:`mbsd_twin.viz.tables.read_csv` (result CSVs, the twin's row CSV, fmpy's
+CSV, the history export). A time axis of Unix times (a rig's clock) is drawn as seconds since its
+first value, which the label gives in UTC. matplotlib (the ``plot`` extra) is imported only when a
+figure is drawn.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import io
-import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from .tables import CsvError, Table, read_csv
+
+__all__ = ["CsvError", "Table", "read_csv", "pyplot", "plot_csv", "plot_table", "table_figure", "legend_outside",
+           "axis_label", "time_axis", "save"]
+
 DEFAULT_PATTERNS = ("*.theta", "*.fx", "*.fy", "*.mz", "*.effort")
-_UNIT = re.compile(r"\s*(.+?)\s*\[([^\]]*)\]\s*$")
-
-
-@dataclass
-class Table:
-    """Named columns of a CSV file; ``table["crank.theta"]`` is a column."""
-
-    columns: list[str]
-    data: NDArray[np.float64]
-    units: dict[str, str] = field(default_factory=dict)
-    comments: list[str] = field(default_factory=list)
-    source: str = ""
-
-    def __getitem__(self, name: str) -> NDArray[np.float64]:
-        try:
-            return self.data[:, self.columns.index(name)]
-        except ValueError:
-            raise KeyError(f"{self.source}: no column {name!r}; columns are: {', '.join(self.columns)}") from None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.columns
-
-    def __len__(self) -> int:
-        return int(self.data.shape[0])
-
-    def unit(self, name: str) -> str:
-        return self.units.get(name, "")
-
-    def select(self, patterns: Sequence[str]) -> list[str]:
-        """Column names matching any of ``patterns`` (exact names or globs), in the given order."""
-        out: list[str] = []
-        for pat in patterns:
-            hits = [c for c in self.columns if fnmatch.fnmatchcase(c, pat)]
-            if not hits:
-                raise KeyError(f"{self.source}: no column matches {pat!r}; columns are: {', '.join(self.columns)}")
-            out += [h for h in hits if h not in out]
-        return out
-
-
-def _units(comments: list[str]) -> dict[str, str]:
-    for line in comments:
-        if line.startswith("units:"):
-            out = {}
-            for part in line[len("units:"):].split(","):
-                m = _UNIT.match(part)
-                if m:
-                    out[m.group(1)] = m.group(2)
-            return out
-    return {}
-
-
-def read_csv(path: str | Path) -> Table:
-    """Read a result CSV: header row, ``#`` comment lines, numeric rows."""
-    text = Path(path).read_text(encoding="utf-8")
-    lines = text.splitlines()
-    if not lines or lines[0].startswith("#"):
-        raise ValueError(f"{path}: the first line must be the header row of column names")
-    columns = [c.strip() for c in lines[0].split(",")]
-    comments = [ln[1:].strip() for ln in lines[1:] if ln.startswith("#")]
-    body = "\n".join(ln for ln in lines[1:] if ln.strip() and not ln.startswith("#"))
-    data = np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2) if body else np.empty((0, len(columns)))
-    if data.shape[1] != len(columns):
-        raise ValueError(f"{path}: {data.shape[1]} values per row but {len(columns)} column names")
-    return Table(columns, data, _units(comments), comments, str(path))
+EPOCH_MIN = 1e8  # an x value beyond this many seconds is a Unix time (after 1973)
+QUANTITY = {"s": "time", "rad": "angle", "rad/s": "angular speed", "rad/s2": "angular acceleration", "m": "position",
+            "m/s": "speed", "m/s2": "acceleration", "N": "force", "N.m": "torque", "kg": "mass", "kg.m2": "inertia",
+            "J": "energy", "W": "power", "1": "dimensionless", "σ": "statistic"}
 
 
 def pyplot() -> Any:
@@ -98,18 +42,40 @@ def pyplot() -> Any:
     return plt
 
 
+def axis_label(what: str, unit: str) -> str:
+    """``what [unit]``; an unknown unit says so."""
+    return f"{what} [{unit}]" if unit else f"{what} (unit not given)"
+
+
+def legend_outside(ax: Any, **kw: Any) -> Any:
+    """The axes' legend to the right of its box, never over the data."""
+    kw.setdefault("fontsize", 8)
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+
+
+def time_axis(xs: NDArray[np.float64], name: str, unit: str) -> tuple[NDArray[np.float64], str]:
+    """The values drawn and the label of an x column: Unix times as seconds since the first one. A
+    column named ``time`` or ``t`` without a unit is in seconds (FMI's time, the rig's clock)."""
+    unit = unit or ("s" if name in ("time", "t") else "")
+    finite = xs[np.isfinite(xs)]
+    if unit == "s" and len(finite) and finite[0] > EPOCH_MIN:
+        start = datetime.fromtimestamp(float(finite[0]), UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        return xs - finite[0], f"{name}: seconds since {start} UTC [s]"
+    return xs, axis_label(name, unit)
+
+
 def group_by_unit(table: Table, names: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """Columns grouped by unit, in first-appearance order (one axis per unit)."""
+    """Columns grouped by unit, in first-appearance order (one axis per unit); a column of unknown
+    unit gets an axis of its own."""
     groups: dict[str, list[str]] = {}
     for n in names:
-        groups.setdefault(table.unit(n), []).append(n)
-    return list(groups.items())
+        groups.setdefault(table.unit(n) or f"?{n}", []).append(n)
+    return [(u if not u.startswith("?") else "", cols) for u, cols in groups.items()]
 
 
-def plot_table(table: Table, names: Sequence[str], dest: str | Path, x: str = "time",
-               title: str | None = None, t_range: tuple[float | None, float | None] = (None, None)) -> Path:
-    """One panel per unit with every column of ``names`` against column ``x``; written to ``dest``
-    (format from its suffix: png, svg, pdf)."""
+def table_figure(table: Table, names: Sequence[str], x: str = "time", title: str | None = None,
+                 t_range: tuple[float | None, float | None] = (None, None)) -> Any:
+    """One panel per unit with every column of ``names`` against column ``x`` (a figure)."""
     plt = pyplot()
     xs = table[x]
     keep = np.ones(len(xs), dtype=bool)
@@ -118,36 +84,69 @@ def plot_table(table: Table, names: Sequence[str], dest: str | Path, x: str = "t
     if t_range[1] is not None:
         keep &= xs <= t_range[1]
     if not keep.any():
-        raise ValueError(f"no rows with {x} in the range {t_range}")
+        raise ValueError(f"{table.source}: no rows with {x} in the range {t_range}")
     groups = group_by_unit(table, [n for n in names if n != x])
     if not groups:
-        raise ValueError("nothing to plot: give --columns")
-    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 2.6 * len(groups) + 0.6), sharex=True, squeeze=False)
+        raise ValueError(f"{table.source}: nothing to plot: give --columns")
+    shown, xlabel = time_axis(xs, x, table.unit(x))
+    fig, axes = plt.subplots(len(groups), 1, figsize=(11, 2.6 * len(groups) + 0.7), sharex=True, squeeze=False,
+                             layout="constrained")
     for ax, (unit, cols) in zip(axes[:, 0], groups, strict=True):
         for c in cols:
-            ax.plot(xs[keep], table[c][keep], label=c, lw=1.2)
-        ax.set_ylabel(f"[{unit}]" if unit else "value")
+            rows = keep & table.rows_of(c)
+            ax.plot(shown[rows], table[c][rows], label=c, lw=1.2)
+        what = QUANTITY.get(unit, "value") if unit else cols[0]
+        ax.set_ylabel(axis_label(what, unit))
+        ax.set_title(", ".join(cols) if len(cols) <= 3 else f"{len(cols)} columns in {unit}", fontsize=9, loc="left")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, loc="upper right", ncol=min(3, len(cols)))
-    axes[-1, 0].set_xlabel(f"{x} [{table.unit(x)}]" if table.unit(x) else x)
-    fig.suptitle(title or Path(table.source).name, fontsize=10)
-    fig.tight_layout()
+        legend_outside(ax)
+    axes[-1, 0].set_xlabel(xlabel)
+    fig.suptitle(title or Path(table.source).name, fontsize=11)
+    return fig
+
+
+def save(fig: Any, dest: str | Path, dpi: int = 110) -> Path:
+    """Write ``fig`` (the format from the suffix: png, svg, pdf) and close it."""
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(dest, dpi=110)
-    plt.close(fig)
+    try:
+        fig.savefig(dest, dpi=dpi)
+    finally:
+        pyplot().close(fig)
     return dest
 
 
-def plot_csv(path: str | Path, dest: str | Path, columns: Sequence[str] | None = None, x: str = "time",
-             title: str | None = None, t_range: tuple[float | None, float | None] = (None, None)) -> Path:
-    """``mbsd-twin plot``: the columns (names or globs; default every angle, reaction and effort)."""
+def plot_table(table: Table, names: Sequence[str], dest: str | Path, x: str = "time",
+               title: str | None = None, t_range: tuple[float | None, float | None] = (None, None)) -> Path:
+    """:func:`table_figure` written to ``dest``."""
+    return save(table_figure(table, names, x, title, t_range), dest)
+
+
+def default_x(table: Table) -> str:
+    """``time`` (results, fmpy) or ``t`` (the twin's rows, the history export); else the first column."""
+    return next((c for c in ("time", "t") if c in table), table.columns[0])
+
+
+def default_columns(table: Table, x: str) -> list[str]:
+    """Every channel of a pivoted history export; else every angle, reaction and effort; else six."""
+    rest = [c for c in table.columns if c != x]
+    if table.present:
+        return rest
+    names = [c for c in rest if any(fnmatch.fnmatchcase(c, p) for p in DEFAULT_PATTERNS)]
+    return names or rest[:6]
+
+
+def plot_csv(path: str | Path, dest: str | Path, columns: Sequence[str] | None = None, x: str | None = None,
+             title: str | None = None, t_range: tuple[float | None, float | None] = (None, None),
+             units: Callable[[list[str]], dict[str, str]] | None = None) -> Path:
+    """``mbsd-twin plot``: the columns (names or globs; default :func:`default_columns`) against ``x``
+    (default :func:`default_x`); ``units(columns)`` adds to the file's own units (a history export
+    has none)."""
     table = read_csv(path)
+    if units is not None:
+        table.units = {**units(table.columns), **table.units}
+    x = x or default_x(table)
     if x not in table:
-        raise KeyError(f"{path}: no column {x!r} for the x axis")
-    if columns:
-        names = table.select(columns)
-    else:
-        names = [c for c in table.columns if any(fnmatch.fnmatchcase(c, p) for p in DEFAULT_PATTERNS)]
-        names = names or [c for c in table.columns if c != x][:6]
+        raise KeyError(f"{path}: no column {x!r} for the x axis; columns are: {', '.join(table.columns)}")
+    names = table.select(columns) if columns else default_columns(table, x)
     return plot_table(table, names, dest, x, title, t_range)

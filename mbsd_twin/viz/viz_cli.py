@@ -12,31 +12,38 @@ def _names(text: str | None) -> list[str]:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
+    from ..twin.config import ConfigError
     from .plotting import plot_csv
+    from .units import column_units
 
     try:
+        units = column_units(args.units) if args.units else None
         path = plot_csv(args.csv, args.output, _names(args.columns) or None, args.x, args.title,
-                        (args.t_start, args.t_end))
-    except KeyError as exc:
-        print(f"mbsd-twin plot: error: {exc.args[0]}", file=sys.stderr)
-        return 2
-    except ImportError as exc:
-        print(f"mbsd-twin plot: error: {exc}", file=sys.stderr)
+                        (args.t_start, args.t_end), units)
+    except (KeyError, ImportError, ValueError, ConfigError) as exc:
+        print(f"mbsd-twin plot: error: {exc.args[0] if isinstance(exc, KeyError) else exc}", file=sys.stderr)
         return 2
     print(f"written: {path}")
     return 0
 
 
 def add_plot(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plot", help="plot columns of a result CSV (PNG, SVG or PDF)")
-    p.add_argument("csv", help="result CSV (header row, # comment lines, data rows)")
+    p = sub.add_parser("plot", help="plot columns of a result CSV, fmpy's CSV or a history export (PNG, SVG, PDF)")
+    p.add_argument("csv", help="CSV: a result (simulate, kinematics, inverse), the twin's rows (the demo's "
+                               "twin.csv), fmpy's result, an FMU validation's fmu.csv/native.csv, or a "
+                               "'twin history' export (pivoted: one line per channel)")
     p.add_argument("-o", "--output", required=True, help="figure file; the format follows the suffix")
     p.add_argument("--columns", help="comma-separated column names or glob patterns, e.g. 'crank.theta,*.fx' "
-                                     "(default: every *.theta, *.fx, *.fy, *.mz, *.effort); one panel per unit")
-    p.add_argument("--x", default="time", help="column on the x axis (default time)")
-    p.add_argument("--t-start", type=float, default=None, help="first x value shown")
+                                     "(default: every *.theta, *.fx, *.fy, *.mz, *.effort; a history export: "
+                                     "every channel); one panel per unit")
+    p.add_argument("--x", default=None, help="column on the x axis (default: time, else t); Unix times are "
+                                             "drawn as seconds since the first")
+    p.add_argument("--t-start", type=float, default=None, help="first x value shown (in the file's x values)")
     p.add_argument("--t-end", type=float, default=None, help="last x value shown")
     p.add_argument("--title", default=None, help="figure title (default: the CSV file name)")
+    p.add_argument("--units", default=None, metavar="FILE",
+                   help="where units come from for a CSV without them (fmpy's, a history export): the FMU, "
+                        "the mechanism TOML or the twin configuration TOML")
     p.set_defaults(func=_cmd_plot)
 
 

@@ -115,7 +115,10 @@ fmi2Status fmi2DoStep(fmi2Component c, fmi2Real t, fmi2Real h, fmi2Boolean new_s
 
 /* Hooks of mbsd_twin/fmi/native_fmu/fmi2_misc.c, which provides the rest of the API for an FMU of
    Real variables (version queries, debug logging, Integer/Boolean/String access, derivatives,
-   status queries); the build compiles it into this library. */
+   status queries); the build compiles it into this library. mbsd_live: whether c is an instance
+   (these example FMUs check for NULL only). */
+int mbsd_live(fmi2Component c);
+int mbsd_live(fmi2Component c) { return c != NULL; }
 void mbsd_log_error(fmi2Component c, const char *text);
 void mbsd_set_logging(fmi2Component c, int on);
 double mbsd_last_time(fmi2Component c);

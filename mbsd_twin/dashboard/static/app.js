@@ -6,7 +6,7 @@ const POLL_MS = 300;
 const COLORS = ["#1f77b4", "#e4572e", "#2e9e5b", "#9467bd", "#8c564b", "#17becf", "#bcbd22"];
 const state = { cfg: null, cursor: 0, t0: null, cols: {}, buf: {}, health: null, alarms: [], alarmCounts: {},
   pose: null, lastRows: 0, lastData: 0, polls: 0, errors: 0, rows: 0, rate: null, prevRecv: null,
-  nis: null, cusumThreshold: null, marks: {}, drawn: {}, resyncs: [], motionBounds: null, virtualPlotted: [] };
+  nis: null, cusumThreshold: null, marks: {}, drawn: {}, axes: {}, resyncs: [], motionBounds: null, virtualPlotted: [] };
 window.dashboard = state;      // read by tests and curious users
 
 function wrap(a) { return Math.atan2(Math.sin(a), Math.cos(a)); }
@@ -29,8 +29,9 @@ function setupCanvas(cv) {
   return { ctx, w, h };
 }
 
-// The y range of everything drawn ([ymin, ymax], padded; null without data) and the newest time.
-function extent(series, lines, bands, hbands, ycap) {
+// The y range of everything drawn ([ymin, ymax], padded; null without data) and the newest time;
+// ycap: the top at most (larger values leave the plot), yfloor: the bottom at least (NIS, CUSUM ≥ 0).
+function extent(series, lines, bands, hbands, ycap, yfloor) {
   let xmax = -Infinity, ymin = Infinity, ymax = -Infinity;
   const take = (y) => { if (Number.isFinite(y)) { if (y < ymin) ymin = y; if (y > ymax) ymax = y; } };
   for (const s of series) for (let i = 0; i < s.x.length; i++) { if (s.x[i] > xmax) xmax = s.x[i]; take(s.y[i]); }
@@ -44,7 +45,8 @@ function extent(series, lines, bands, hbands, ycap) {
   if (capped) ymax = ycap;
   if (ymax - ymin < 1e-12) { ymax += 1; ymin -= 1; }
   const pad = 0.08 * (ymax - ymin);
-  return { xmax, ymin: ymin - pad, ymax: capped ? ymax : ymax + pad };
+  const floor = Number.isFinite(yfloor) && ymin - pad < yfloor ? yfloor : ymin - pad;
+  return { xmax, ymin: floor, ymax: capped ? ymax : ymax + pad };
 }
 
 // The legend (one entry per series, wrapped onto as many rows as needed); the height it takes.
@@ -73,48 +75,68 @@ function drawSeries(ctx, s, xmin, X, Y) {
   return drawn;
 }
 
-function drawAxes(ctx, r, X, Y, L, R, w, h, unit) {
+// Grid lines and labels at round values (1, 2 or 5 × 10^k) of both axes; the unit above the y
+// labels, opts.xlabel under the time labels. What was drawn is kept in state.axes[id] (for tests).
+function drawAxes(ctx, r, X, Y, L, R, w, h, unit, xlabel) {
   ctx.strokeStyle = "#e5e7eb"; ctx.fillStyle = "#6b7280"; ctx.lineWidth = 1;
-  for (let k = 0; k <= 4; k++) {
-    const y = r.ymin + k * (r.ymax - r.ymin) / 4;
+  const ys = roundTicks(r.ymin, r.ymax, 4), xs = roundTicks(r.xmin, r.xmax, 5);
+  for (const y of ys.ticks) {
     ctx.beginPath(); ctx.moveTo(L, Y(y)); ctx.lineTo(w - R, Y(y)); ctx.stroke();
-    ctx.fillText(fmt(y, 3), 2, Y(y) + 4);
+    ctx.fillText(tickText(y, ys.step), 2, Y(y) + 4);
   }
-  const step = niceStep((r.xmax - r.xmin) / 5), digits = step < 1 ? 2 : 0;
-  for (let x = Math.ceil(r.xmin / step) * step; x <= r.xmax; x += step) {
-    ctx.fillText(`${x.toFixed(digits)} s`, X(x) - 10, h - 6);
-  }
+  const base = xlabel ? h - 18 : h - 6;
+  for (const x of xs.ticks) ctx.fillText(`${tickText(x, xs.step)} s`, X(x) - 10, base);
+  if (xlabel) { const tw = ctx.measureText(xlabel).width; ctx.fillText(xlabel, Math.max(L, (L + w - R - tw) / 2), h - 4); }
   if (unit) ctx.fillText(`[${unit}]`, 2, 11);
+  return { yticks: ys.ticks, ystep: ys.step, xticks: xs.ticks, xstep: xs.step, ymin: r.ymin, ymax: r.ymax, unit, xlabel };
 }
 
-// A round tick step (1, 2 or 5 × 10^k) near ``raw``.
+// The round step (1, 2 or 5 × 10^k, an exact decimal) nearest ``raw`` on a log scale.
 function niceStep(raw) {
-  const p = Math.pow(10, Math.floor(Math.log10(raw > 0 ? raw : 1)));
-  return [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw) || 10 * p;
+  const e = Math.floor(Math.log10(raw > 0 ? raw : 1));
+  const steps = [1, 2, 5, 10].map((m) => Number(`${m}e${e}`));
+  return steps.reduce((best, s) => (Math.abs(Math.log(s / raw)) < Math.abs(Math.log(best / raw)) ? s : best));
+}
+
+// The multiples of a round step inside [lo, hi], about ``n`` of them (each k·step, computed as such).
+function roundTicks(lo, hi, n) {
+  const step = niceStep((hi - lo) / n), ticks = [];
+  for (let k = Math.ceil(lo / step - 1e-9); k * step <= hi + 1e-9 * step; k++) ticks.push(k * step);
+  return { step, ticks };
+}
+
+// A tick value with the decimals its step needs (0.25 → "0.25" at step 0.05; 40 → "40" at step 10).
+function tickText(v, step) {
+  if (Math.abs(v) < step * 1e-9) return "0";
+  const a = Math.abs(v), se = Math.floor(Math.log10(step) + 1e-9);
+  if (a >= 1e6 || step < 1e-4) return v.toExponential(Math.max(0, Math.floor(Math.log10(a) + 1e-9) - se));
+  return v.toFixed(Math.max(0, -se));
 }
 
 // series: [{label, color, x: [], y: [], dash, wrap}]; lines: [{y, label, color}];
 // opts.bands: [{x: [], lo: [], hi: [], color}] (a filled band along x); opts.hbands: [{lo, hi, color}];
-// opts.ycap: the top of the y axis at most (series clipped there); opts.xrange: [xmin, xmax] shown
-// (default: the last WINDOW_S s of the data) with no live alarm or re-initialisation marks
+// opts.ycap: the top of the y axis at most (series clipped there); opts.yfloor: its bottom at least
+// (quantities ≥ 0 start at 0); opts.xrange: [xmin, xmax] shown (default: the last WINDOW_S s of the
+// data) with no live alarm or re-initialisation marks; opts.xlabel: a caption under the time axis
 function drawChart(id, series, lines, unit, opts = {}) {
   const cv = document.getElementById(id);
   if (!cv) return;
   const { ctx, w, h } = setupCanvas(cv);
-  const L = 56, R = 8, B = 22, bands = opts.bands || [], hbands = opts.hbands || [];
+  const L = 56, R = 8, B = opts.xlabel ? 34 : 22, bands = opts.bands || [], hbands = opts.hbands || [];
   lines = lines.filter((l) => Number.isFinite(l.y));
   ctx.font = "11px system-ui, sans-serif";
-  const r = extent(series, lines, bands, hbands, opts.ycap);
+  const r = extent(series, lines, bands, hbands, opts.ycap, opts.yfloor);
   state.drawn[id] = 0;
   if (!r) { ctx.fillStyle = "#6b7280"; ctx.fillText("waiting for data…", L, h / 2); return; }
-  const T = legend(ctx, series, L, w);
+  // the legend above the plot area, never over the data: the series, then the labelled lines (dashed)
+  const T = legend(ctx, series.concat(lines.filter((l) => l.label).map((l) => ({ label: `╌ ${l.label}`, color: l.color }))), L, w);
   let xfirst = Infinity;
   for (const s of series) if (s.x.length) xfirst = Math.min(xfirst, s.x[0]);
   r.xmin = Math.max(r.xmax - WINDOW_S, Math.min(xfirst, r.xmax - 1));
   if (opts.xrange) [r.xmin, r.xmax] = opts.xrange;
   const X = (x) => L + (x - r.xmin) / (r.xmax - r.xmin) * (w - L - R);
   const Y = (y) => T + (r.ymax - y) / (r.ymax - r.ymin) * (h - T - B);
-  drawAxes(ctx, r, X, Y, L, R, w, h, unit);
+  state.axes[id] = drawAxes(ctx, r, X, Y, L, R, w, h, unit, opts.xlabel);
   for (const b of hbands) { ctx.fillStyle = b.color; ctx.fillRect(L, Y(b.hi), w - L - R, Y(b.lo) - Y(b.hi)); }
   for (const b of bands) fillBand(ctx, b, r.xmin, X, Y);
   if (opts.xrange) state.marks[id] = [];   // a stored range: no live alarm or re-initialisation marks
@@ -130,11 +152,6 @@ function drawChart(id, series, lines, unit, opts = {}) {
   ctx.save(); ctx.beginPath(); ctx.rect(L, T, w - L - R, h - T - B); ctx.clip();
   for (const s of series) state.drawn[id] += drawSeries(ctx, s, r.xmin, X, Y);
   ctx.restore();
-  for (const l of lines) {   // the lines' labels over the data, on a white ground
-    const tw = ctx.measureText(l.label).width;
-    ctx.fillStyle = "#ffffffd0"; ctx.fillRect(w - R - tw - 2, Y(l.y) - 14, tw + 4, 13);
-    ctx.fillStyle = l.color; ctx.fillText(l.label, w - R - tw, Y(l.y) - 4);
-  }
 }
 
 function fillBand(ctx, b, xmin, X, Y) {
@@ -184,12 +201,24 @@ function drawMechanism() {
       if (fill && b.pts.length > 2) { ctx.fillStyle = color + "40"; ctx.fill(); }
       ctx.stroke();
     }
+    ctx.lineWidth = dash ? 1 : 1.4;
+    for (const sp of v.springs || []) {   // springs and dampers: polylines from the server's sketch
+      for (const ln of sp.lines) { ctx.beginPath(); ln.forEach((q, i) => (i ? ctx.lineTo(...P(q)) : ctx.moveTo(...P(q)))); ctx.stroke(); }
+    }
     ctx.setLineDash([]);
     for (const j of v.joints) {
       const [x, y] = P([j[1], j[2]]);
       ctx.beginPath(); ctx.arc(x, y, dash ? 3 : 4.5, 0, 2 * Math.PI);
       ctx.fillStyle = "#fff"; ctx.fill(); ctx.strokeStyle = color; ctx.lineWidth = 1.5; ctx.stroke();
     }
+  }
+  ctx.fillStyle = "#111827"; ctx.font = "11px system-ui, sans-serif";
+  state.mechanismText = [];
+  const named = views[0].v.bodies.concat((views[0].v.springs || []).map((sp) => ({ body: sp.name, label: sp.label })));
+  for (const b of named) {
+    if (!b.label) continue;
+    const [x, y] = P(b.label);
+    ctx.fillText(b.body, x + 6, y - 6); state.mechanismText.push(b.body);
   }
   ctx.fillStyle = "#374151"; ctx.font = "12px system-ui, sans-serif";
   const t = p && p.t !== undefined && state.t0 !== null ? `t = ${(p.t - state.t0).toFixed(2)} s` : "initial guess";

@@ -64,7 +64,7 @@ function renderFilter() {
   const clip = band ? `; axis cut at ${fmt(cap, 1)}` : "";
   drawChart("chart-nis", [{ label: `NIS [1] (≥ 0; expect ${cfg.nis_dof}${clip})`,
     color: COLORS[5], x: t, y: column("est.nis") }], mean, "1",
-  { hbands: band ? [{ lo: band[0], hi: band[1], color: "#2e9e5b30" }] : [], ycap: cap });
+  { hbands: band ? [{ lo: band[0], hi: band[1], color: "#2e9e5b30" }] : [], ycap: cap, yfloor: 0 });
   document.getElementById("nis-note").innerHTML = nisNote(nis);
   cfg.augment.forEach((a, i) => {
     const v = column(`est.${a.name}`), sd = column(`est.${a.name}.sd`);
@@ -75,7 +75,8 @@ function renderFilter() {
   const stats = Object.keys(state.cols).filter((c) => c.startsWith("est.cusum."));
   const h = state.cusumThreshold;
   drawChart("chart-cusum", stats.map((c, i) => ({ label: `${c.slice(10)} [σ] (≥ 0)`, color: COLORS[i % 7], x: t, y: column(c) })),
-    h !== null && h !== undefined ? [{ y: h, label: `threshold h = ${fmt(h, 2)} σ`, color: "#c53030" }] : [], "σ");
+    h !== null && h !== undefined ? [{ y: h, label: `threshold h = ${fmt(h, 2)} σ`, color: "#c53030" }] : [], "σ",
+    { yfloor: 0 });
 }
 
 // The verdict on the window's mean NIS: inside its χ² band (consistent), above (the filter is

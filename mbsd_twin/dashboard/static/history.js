@@ -1,13 +1,26 @@
 // mbsd-twin dashboard: any stored time range of the history store (/dashboard/api/history), each
-// channel downsampled by the server to at most max_points buckets with their min/max envelope.
+// channel downsampled by the server to at most max_points buckets with their min/max envelope; one
+// chart per unit (kg and rad never share an axis), times shown in UTC (ISO 8601) where they are
+// Unix times, as the range boxes take them.
 "use strict";
 
-const hist = { channels: [], span: null, data: null, loads: 0, error: null, ms: null };  // loads: requests done
-window.dashboard.history = hist;
+const hist = { channels: [], units: {}, span: null, data: null, loads: 0, error: null, ms: null, charts: [], drawn: 0 };
+window.dashboard.history = hist;   // loads: requests done; charts: [{id, unit, channels}] drawn
+const UNIX_MIN = 1e8;              // a rig time beyond this is a Unix time (after 1973)
 
 function histNote(text, bad) {
   const n = document.getElementById("hist-note");
   n.textContent = text; n.style.color = bad ? "#c53030" : "";
+}
+
+// A rig time as the range boxes show it: ISO 8601 UTC to the millisecond (rounded down for a
+// start, up for an end, so the range keeps every stored sample), or seconds when not a Unix time.
+function timeText(t, up) {
+  if (!(Math.abs(t) >= UNIX_MIN)) return String(t);
+  let ms = up ? Math.ceil(t * 1000) : Math.floor(t * 1000);
+  if (up && ms / 1000 < t) ms += 1;          // t * 1000 rounded the other way
+  if (!up && ms / 1000 > t) ms -= 1;
+  return new Date(ms).toISOString();
 }
 
 async function setupHistory() {
@@ -17,16 +30,16 @@ async function setupHistory() {
     const r = await fetch("/dashboard/api/history", { cache: "no-store" });
     const d = await r.json();
     if (!r.ok) throw new Error(d.error || `HTTP ${r.status}`);
-    hist.channels = d.channels; hist.span = d.span;
+    hist.channels = d.channels; hist.span = d.span; hist.units = d.units || {};
     document.getElementById("hist-points").textContent = d.max_points;
     const want = `state.${state.cfg.angle}`;
     document.getElementById("hist-channel").innerHTML = d.channels
-      .map((c) => `<option${c === want ? " selected" : ""}>${c}</option>`).join("");
+      .map((c) => `<option value="${c}"${c === want ? " selected" : ""}>${c}${hist.units[c] ? ` [${hist.units[c]}]` : ""}</option>`).join("");
     if (d.span) {
-      document.getElementById("hist-from").value = d.span[0];
-      document.getElementById("hist-to").value = d.span[1];
+      document.getElementById("hist-from").value = timeText(d.span[0], false);
+      document.getElementById("hist-to").value = timeText(d.span[1], true);
     }
-    histNote(d.span ? `stored: rig time ${d.span[0]} to ${d.span[1]} s` : "nothing stored yet");
+    histNote(d.span ? `stored: ${timeText(d.span[0], false)} to ${timeText(d.span[1], true)}` : "nothing stored yet");
   } catch (e) { hist.error = String(e); histNote(`history: ${e}`, true); }
   document.getElementById("hist-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadHistory(); });
   window.addEventListener("resize", drawHistory);
@@ -50,15 +63,39 @@ async function loadHistory() {
   drawHistory();
 }
 
+// The canvas of the k-th unit's chart (the first is in the page; more are added below it).
+function historyCanvas(k) {
+  const id = k ? `chart-history-${k}` : "chart-history";
+  if (!document.getElementById(id)) {
+    const cv = document.createElement("canvas");
+    cv.id = id; cv.className = "chart tall";
+    document.getElementById("card-history").appendChild(cv);
+  }
+  return id;
+}
+
 function drawHistory() {
   const d = hist.data;
   if (!d) return;
-  const series = [], bands = [];
+  const groups = {};
   const nums = (a) => a.map((v) => (v === null ? NaN : v));
-  Object.entries(d.channels).forEach(([name, c], i) => {
-    const x = c.t.map((t) => t - d.from), color = COLORS[i % COLORS.length];
-    series.push({ label: `${name} (${c.n} samples)`, color, x, y: nums(c.value) });
-    if (c.n > c.t.length) bands.push({ x, lo: nums(c.min), hi: nums(c.max), color: color + "40" });
+  Object.keys(d.channels).forEach((name) => { const u = hist.units[name] || ""; (groups[u] = groups[u] || []).push(name); });
+  const since = Math.abs(d.from) >= UNIX_MIN ? `seconds since ${timeText(d.from, false).replace("T", " ").replace("Z", " UTC")}`
+    : `seconds since rig time ${d.from} s`;
+  hist.charts = []; hist.drawn = 0;
+  Object.entries(groups).forEach(([unit, names], k) => {
+    const id = historyCanvas(k), series = [], bands = [];
+    names.forEach((name) => {
+      const c = d.channels[name], i = Object.keys(d.channels).indexOf(name), color = COLORS[i % COLORS.length];
+      const x = c.t.map((t) => t - d.from);
+      series.push({ label: `${name} [${unit || "unit unknown"}] (${c.n} samples)`, color, x, y: nums(c.value) });
+      if (c.n > c.t.length) bands.push({ x, lo: nums(c.min), hi: nums(c.max), color: color + "40" });
+    });
+    drawChart(id, series, [], unit, { bands, xrange: [0, d.to - d.from], xlabel: since });
+    hist.charts.push({ id, unit, channels: names });
+    hist.drawn += state.drawn[id];
   });
-  drawChart("chart-history", series, [], "", { bands, xrange: [0, d.to - d.from] });
+  for (let k = hist.charts.length; document.getElementById(`chart-history-${k}`); k++) {
+    document.getElementById(`chart-history-${k}`).remove();
+  }
 }

@@ -63,14 +63,18 @@ fmi2Component fmi2Instantiate(fmi2String name, fmi2Type type, fmi2String guid, f
     return NULL;
 }
 
-void fmi2FreeInstance(fmi2Component c) { core_free(c); }
+void fmi2FreeInstance(fmi2Component c) { core_free(c); }  /* NULL or freed: nothing */
 
+/* Hooks of fmi2_misc.c (hidden: not exported). A NULL or freed instance is not live: the misc
+   functions return fmi2Error without touching it. */
+int mbsd_live(fmi2Component c);
 void mbsd_log_error(fmi2Component c, const char *text);
 void mbsd_set_logging(fmi2Component c, int on);
 double mbsd_last_time(fmi2Component c);
-void mbsd_log_error(fmi2Component c, const char *text) { core_log(c, fmi2Error, text); }
-void mbsd_set_logging(fmi2Component c, int on) { ((Inst *)c)->logging = on; }
-double mbsd_last_time(fmi2Component c) { return ((Inst *)c)->time; }
+int mbsd_live(fmi2Component c) { return core_live(c); }
+void mbsd_log_error(fmi2Component c, const char *text) { if (core_live(c)) core_log(c, fmi2Error, text); }
+void mbsd_set_logging(fmi2Component c, int on) { if (core_live(c)) ((Inst *)c)->logging = on; }
+double mbsd_last_time(fmi2Component c) { return core_live(c) ? ((Inst *)c)->time : 0.0; }
 
 fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean tol_defined, fmi2Real tol, fmi2Real start,
                                fmi2Boolean stop_defined, fmi2Real stop) {
@@ -78,9 +82,9 @@ fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean tol_defined, fmi2Rea
     return (fmi2Status)core_simple(c, OP_SETUP, start);
 }
 
-fmi2Status fmi2EnterInitializationMode(fmi2Component c) { return ((Inst *)c)->link.dead ? fmi2Error : fmi2OK; }
+fmi2Status fmi2EnterInitializationMode(fmi2Component c) { return (fmi2Status)core_usable(c); }
 fmi2Status fmi2ExitInitializationMode(fmi2Component c) { return (fmi2Status)core_simple(c, OP_EXIT_INIT, 0.0); }
-fmi2Status fmi2Terminate(fmi2Component c) { return ((Inst *)c)->link.dead ? fmi2Error : fmi2OK; }
+fmi2Status fmi2Terminate(fmi2Component c) { return (fmi2Status)core_usable(c); }
 fmi2Status fmi2Reset(fmi2Component c) { return (fmi2Status)core_simple(c, OP_RESET, 0.0); }
 
 fmi2Status fmi2GetReal(fmi2Component c, const fmi2ValueReference vr[], size_t n, fmi2Real value[]) {
@@ -96,14 +100,17 @@ fmi2Status fmi2DoStep(fmi2Component c, fmi2Real t, fmi2Real h, fmi2Boolean no_pr
     return (fmi2Status)core_step(c, t, h);
 }
 
-fmi2Status fmi2CancelStep(fmi2Component c) { (void)c; return fmi2Error; }  /* doStep is synchronous */
+fmi2Status fmi2CancelStep(fmi2Component c) {  /* doStep is synchronous */
+    if (core_live(c)) core_log(c, fmi2Error, "fmi2CancelStep: fmi2DoStep is synchronous (nothing to cancel)");
+    return fmi2Error;
+}
 
 /* --------------------------------------------------------------------------- FMU state */
 fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate *state) { return (fmi2Status)core_get_state(c, state); }
 fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate state) { return (fmi2Status)core_set_state(c, state); }
 
 fmi2Status fmi2FreeFMUstate(fmi2Component c, fmi2FMUstate *state) {
-    (void)c;
+    if (!core_live(c)) return fmi2Error;
     core_free_state(state);
     return fmi2OK;
 }

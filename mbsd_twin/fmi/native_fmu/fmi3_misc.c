@@ -5,16 +5,20 @@
 
 #include "fmi3Functions.h"
 
-void mbsd_log_error(fmi3Instance c, const char *text);  /* fmi3_shim.c (hidden: not exported) */
+/* fmi3_shim.c (hidden: not exported); mbsd_live: whether c is a live instance (not NULL, not freed):
+   every function here returns fmi3Error for one that is not */
+int mbsd_live(fmi3Instance c);
+void mbsd_log_error(fmi3Instance c, const char *text);
 
 static fmi3Status refuse(fmi3Instance c, const char *fn, const char *why) {
     char text[256];
+    if (!mbsd_live(c)) return fmi3Error;
     snprintf(text, sizeof text, "%s is not provided: %s", fn, why);
-    if (c) mbsd_log_error(c, text);
+    mbsd_log_error(c, text);
     return fmi3Error;
 }
 
-#define NO_TYPE(fn, n) return (n) == 0 ? fmi3OK : refuse(c, fn, "every variable of this FMU is a Float64")
+#define NO_TYPE(fn, n) return (n) == 0 && mbsd_live(c) ? fmi3OK : refuse(c, fn, "every variable of this FMU is a Float64")
 #define GET_SET(T, CT)                                                                                    \
     fmi3Status fmi3Get##T(fmi3Instance c, const fmi3ValueReference vr[], size_t n, CT v[], size_t nv) {   \
         (void)vr; (void)v; (void)nv; NO_TYPE("fmi3Get" #T, n);                                            \

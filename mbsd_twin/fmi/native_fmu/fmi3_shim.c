@@ -36,6 +36,7 @@ const char *fmi3GetVersion(void) { return fmi3Version; }
 
 fmi3Status fmi3SetDebugLogging(fmi3Instance c, fmi3Boolean on, size_t n, const fmi3String cats[]) {
     (void)n; (void)cats;
+    if (!core_live(c)) return fmi3Error;
     ((Inst *)c)->logging = on;
     return fmi3OK;
 }
@@ -64,10 +65,13 @@ fmi3Instance fmi3InstantiateCoSimulation(fmi3String name, fmi3String token, fmi3
     return NULL;
 }
 
-void fmi3FreeInstance(fmi3Instance c) { core_free(c); }
+void fmi3FreeInstance(fmi3Instance c) { core_free(c); }  /* NULL or freed: nothing */
 
+/* Hooks of fmi3_misc.c (hidden: not exported): a NULL or freed instance is not live. */
+int mbsd_live(fmi3Instance c);
 void mbsd_log_error(fmi3Instance c, const char *text);
-void mbsd_log_error(fmi3Instance c, const char *text) { core_log(c, fmi3Error, text); }
+int mbsd_live(fmi3Instance c) { return core_live(c); }
+void mbsd_log_error(fmi3Instance c, const char *text) { if (core_live(c)) core_log(c, fmi3Error, text); }
 
 fmi3Status fmi3EnterInitializationMode(fmi3Instance c, fmi3Boolean tol_defined, fmi3Float64 tol, fmi3Float64 start,
                                        fmi3Boolean stop_defined, fmi3Float64 stop) {
@@ -76,11 +80,12 @@ fmi3Status fmi3EnterInitializationMode(fmi3Instance c, fmi3Boolean tol_defined, 
 }
 
 fmi3Status fmi3ExitInitializationMode(fmi3Instance c) { return (fmi3Status)core_simple(c, OP_EXIT_INIT, 0.0); }
-fmi3Status fmi3Terminate(fmi3Instance c) { return ((Inst *)c)->link.dead ? fmi3Error : fmi3OK; }
+fmi3Status fmi3Terminate(fmi3Instance c) { return (fmi3Status)core_usable(c); }
 fmi3Status fmi3Reset(fmi3Instance c) { return (fmi3Status)core_simple(c, OP_RESET, 0.0); }
-fmi3Status fmi3EnterStepMode(fmi3Instance c) { return ((Inst *)c)->link.dead ? fmi3Error : fmi3OK; }
+fmi3Status fmi3EnterStepMode(fmi3Instance c) { return (fmi3Status)core_usable(c); }
 
 static int scalars(fmi3Instance c, size_t n_vr, size_t n_values) {
+    if (!core_live(c)) return 0;
     if (n_vr == n_values) return 1;
     core_log(c, fmi3Error, "every variable of this FMU is a scalar: nValues must equal nValueReferences");
     return 0;
@@ -98,6 +103,7 @@ fmi3Status fmi3SetFloat64(fmi3Instance c, const fmi3ValueReference vr[], size_t 
 fmi3Status fmi3DoStep(fmi3Instance c, fmi3Float64 t, fmi3Float64 h, fmi3Boolean no_prior, fmi3Boolean *event_needed,
                       fmi3Boolean *terminate, fmi3Boolean *early_return, fmi3Float64 *last_time) {
     (void)no_prior;
+    if (!core_live(c)) return fmi3Error;
     int st = core_step(c, t, h);
     if (event_needed) *event_needed = fmi3False;
     if (terminate) *terminate = fmi3False;
@@ -111,7 +117,7 @@ fmi3Status fmi3GetFMUState(fmi3Instance c, fmi3FMUState *state) { return (fmi3St
 fmi3Status fmi3SetFMUState(fmi3Instance c, fmi3FMUState state) { return (fmi3Status)core_set_state(c, state); }
 
 fmi3Status fmi3FreeFMUState(fmi3Instance c, fmi3FMUState *state) {
-    (void)c;
+    if (!core_live(c)) return fmi3Error;
     core_free_state(state);
     return fmi3OK;
 }

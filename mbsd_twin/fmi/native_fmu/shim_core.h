@@ -5,7 +5,13 @@
    outputs returned by the last step. Per communication step the host's calls cost one round trip:
    inputs set are held here and sent with the next request; a step returns the outputs at the new
    time when the host read outputs after the previous step, and output reads are then served from
-   them until an input changes.
+   them until an input changes. The values of the inputs and parameters are known here (the worker
+   sends them at the start, after a reset and after a state is restored; the library keeps what
+   the host sets): reading them costs no round trip.
+
+   Every entry point checks its instance against the registry of live instances (core_live): a NULL
+   or freed instance is an Error, not a crash. fmi2FreeInstance / fmi3FreeInstance return at once:
+   the worker is told to quit and reaped by a detached thread (worker_link.c).
 
    The statuses are FMI's (0 OK, 1 Warning, 2 Discard, 3 Error, 4 Fatal: the same in 2.0 and 3.0);
    the FMI version's file maps its types onto these functions and logs through its host's logger
@@ -33,10 +39,11 @@ struct Inst {
     emit_fn emit;  /* the FMI version's logging into its host */
     char *name;
     int logging;
-    uint32_t n_in, n_out, max_vr;
-    uint32_t *in_vr, *out_vr;
-    int32_t *in_slot, *out_slot;  /* by value reference: input / output position, -1 */
-    char *pending; double *pend_val; uint32_t *set_vr; double *set_val;
+    uint32_t n_in, n_out, n_par, max_vr;
+    uint32_t *in_vr, *out_vr, *par_vr;
+    int32_t *val_slot, *out_slot;  /* by value reference: position in vals (inputs first, then parameters) / outs, -1 */
+    double *vals; char *known;     /* the inputs' and parameters' values, whether known here */
+    char *pending; uint32_t *set_vr; double *set_val;  /* inputs set, not yet sent (their values in vals) */
     double *outs;
     int outs_valid, outs_read;
     double time;  /* after the last successful step (or the start time) */
@@ -44,6 +51,18 @@ struct Inst {
 
 /* The FMU state handed to the host: the worker's bytes behind a magic tag. */
 typedef struct { char magic[8]; size_t size; unsigned char data[]; } Blob;
+
+/* Whether c is an instance made by core_new and not yet freed (NULL: no). */
+int core_live(const void *c);
+/* ST_OK for a live instance whose worker is there, else ST_ERROR. */
+int core_usable(const void *c);
+/* Log an Error and write it to stderr too (hosts that hide the FMI log below debug level). */
+void core_alert(Inst *s, const char *text);
+/* The worker's interpreter into python[n] and where it came from into origin[n_origin] (shim_python.c):
+   0; 1 when places before it were passed over (why[n_why] says why); -1 when none works (why[n_why]
+   gives the reason for each of the three places). */
+int core_find_python(const char *res, char *python, size_t n, char *origin, size_t n_origin, char *why, size_t n_why);
+int core_read_line(const char *res, const char *file, char *buf, size_t n);
 
 /* file:///a/b, file:/a/b or a plain path -> /a/b (percent escapes decoded, trailing '/' dropped) */
 char *core_uri_to_path(const char *uri);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,6 +29,20 @@ static void logf_(WorkerLink *w, int status, const char *fmt, ...) {
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
     if (w->log) w->log(w->log_ctx, status, text);
+}
+
+/* As logf_, and on stderr too: hosts such as Ecos show the FMI log only at debug level, and a worker
+   that cannot start or is gone must not go unexplained. */
+static void alert(WorkerLink *w, link_log_fn log, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void alert(WorkerLink *w, link_log_fn log, int status, const char *fmt, ...) {
+    char text[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (log) log(w->log_ctx, status, text);
+    fprintf(stderr, "mbsd-twin FMU: %s\n", text);
+    fflush(stderr);
 }
 
 double link_now(void) {
@@ -97,7 +112,7 @@ void link_gone(WorkerLink *w, uint32_t op) {
         reap(w, 0);
         if (w->pid > 0) { struct timespec ts = {0, 2000000}; nanosleep(&ts, NULL); }
     }
-    logf_(w, 3, "the mbsd-twin worker process (pid %d) is gone (%s) during %s: this instance cannot continue; "
+    alert(w, w->log, 3, "the mbsd-twin worker process (pid %d) is gone (%s) during %s: this instance cannot continue; "
           "free it and instantiate the FMU again", (int)pid, w->pid > 0 ? "no reply" : w->ended, during);
 }
 
@@ -107,7 +122,7 @@ void link_hung(WorkerLink *w, uint32_t op, double waited) {
     pid_t pid = w->pid;
     w->dead = 1;
     if (pid > 0) { kill(pid, SIGKILL); reap(w, 1); }
-    logf_(w, 3, "the mbsd-twin worker process (pid %d) did not answer %s within %.3g s: it was killed; this "
+    alert(w, w->log, 3, "the mbsd-twin worker process (pid %d) did not answer %s within %.3g s: it was killed; this "
           "instance cannot continue: free it and instantiate the FMU again (the bound is set with the environment "
           "variable MBSD_TWIN_FMU_TIMEOUT or resources/mbsd_twin_timeout.txt, in seconds)", (int)pid,
           op_name(w, op), waited);
@@ -211,17 +226,14 @@ static void exec_worker(int sock, int err, int shm, const char *python, char *co
     _exit(127);
 }
 
-/* Read the worker's start-up stderr while waiting for its HELLO reply; keep the tail in tail[]. */
 /* The worker says it is compiling the engine's kernels (a first run: half a minute or more): tell
    the host now, while it waits in the instantiation, through the host's logger (a warning). */
 static void pass_notice(WorkerLink *w, link_log_fn log, const char *buf, size_t k) {
-    const char *at = log ? memmem(buf, k, COMPILE_NOTICE, sizeof COMPILE_NOTICE - 1) : NULL;
+    const char *at = memmem(buf, k, COMPILE_NOTICE, sizeof COMPILE_NOTICE - 1);
     if (!at) return;
     size_t n = k - (size_t)(at - buf);
     const char *end = memchr(at, '\n', n);
-    char line[1024];
-    snprintf(line, sizeof line, "%.*s", (int)(end ? (size_t)(end - at) : n), at);
-    log(w->log_ctx, 1, line);
+    alert(w, log, 1, "%.*s", (int)(end ? (size_t)(end - at) : n), at);
 }
 
 static int await_ready(WorkerLink *w, int err, char *tail, size_t *n_tail, link_log_fn log) {
@@ -292,21 +304,62 @@ int link_start(WorkerLink *w, const char *python, const char *origin, const char
     close(w->sock); w->sock = -1;
     w->shm = page;
     reap(w, 1);
-    logf_(w, 3, "the mbsd-twin worker could not start (%s %s -m mbsd_twin.fmi.worker; %s): %s -- the FMU needs a "
-          "Python 3.11+ with mbsd-twin installed (python -m pip install mbsd-twin); point the environment variable "
+    alert(w, w->log, 3, "the mbsd-twin worker could not start (%s %s -m mbsd_twin.fmi.worker; %s): %s -- the FMU needs a "
+          "Python 3.11+ with mbsd-twin installed (" MBSD_TWIN_INSTALL "); point the environment variable "
           "MBSD_TWIN_FMU_PYTHON at that interpreter", origin, python, w->ended, n_tail ? tail : "no output");
     return -1;
 }
 
-void link_stop(WorkerLink *w) {
-    if (w->sock >= 0) close(w->sock);
-    w->sock = -1;
-    for (int k = 0; k < 500 && w->pid > 0; k++) {  /* EOF on its stdin ends the worker */
-        reap(w, 0);
-        if (w->pid > 0) { struct timespec ts = {0, 10000000}; nanosleep(&ts, NULL); }
+/* The end of a freed instance's link, in a detached thread (off the host's call): tell the worker
+   to quit (kind 0 in the shared page, end of file on its stdin), unmap the page, wait for the worker
+   to exit, at most REAP_WAIT seconds, then kill it; reap it in either case (no zombie). `arg`: a
+   heap copy of the link, freed here. */
+#define REAP_WAIT 5.0
+static void *reaper(void *arg) {
+    WorkerLink *e = arg;
+    pid_t pid = e->pid, r;
+    if (pid > 0 && !e->dead) shm_quit(e);  /* a worker asleep on the shared page wakes and ends */
+    if (e->sock >= 0) close(e->sock);      /* one between requests reads end of file */
+    shm_destroy(e);
+    free(e);
+    double end = link_now() + REAP_WAIT;
+    long ns = 200000;
+    for (; pid > 0;) {
+        do { r = waitpid(pid, NULL, WNOHANG); } while (r < 0 && errno == EINTR);
+        if (r != 0) return NULL;  /* reaped, or the host reaps its children itself (ECHILD) */
+        if (link_now() > end) break;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 20000000) ns *= 2;
     }
-    if (w->pid > 0) { kill(w->pid, SIGKILL); reap(w, 1); }
-    shm_destroy(w);
+    if (pid > 0) kill(pid, SIGKILL);
+    do { r = pid > 0 ? waitpid(pid, NULL, 0) : 0; } while (r < 0 && errno == EINTR);
+    return NULL;
+}
+
+void link_stop(WorkerLink *w) {
+    WorkerLink *e = malloc(sizeof *e);
+    if (e) {
+        *e = *w;
+        e->reals = NULL; e->bytes = NULL;
+        pthread_t th;
+        pthread_attr_t attr;
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 65536);
+        pthread_sigmask(SIG_SETMASK, &all, &old);  /* the host's signals are not the reaper's */
+        int failed = pthread_create(&th, &attr, reaper, e);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+        if (failed) reaper(e);  /* no thread: the same, here */
+    } else {
+        if (w->sock >= 0) close(w->sock);
+        shm_destroy(w);
+        if (w->pid > 0) { kill(w->pid, SIGKILL); reap(w, 1); }
+    }
+    w->sock = -1; w->shm = NULL; w->shm_fd = -1; w->pid = 0;
     free(w->reals); free(w->bytes);
     w->reals = NULL; w->bytes = NULL; w->cap_real = w->cap_bytes = 0;
 }

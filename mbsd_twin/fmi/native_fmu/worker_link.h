@@ -22,6 +22,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* The mbsd-twin version that built the FMU (native_build.py passes -DMBSD_TWIN_VERSION="0.1.0") and
+   the wheel a machine without it installs (fmu/README.md, "Ship an FMU to another machine"). */
+#ifndef MBSD_TWIN_VERSION
+#define MBSD_TWIN_VERSION "*"
+#endif
+#define MBSD_TWIN_INSTALL "python -m pip install mbsd_twin-" MBSD_TWIN_VERSION "-py3-none-any.whl, the wheel of " \
+    "mbsd-twin " MBSD_TWIN_VERSION ": fmu/README.md, section Ship an FMU to another machine"
+
 enum { OP_HELLO = 1, OP_SETUP = 2, OP_EXIT_INIT = 3, OP_RESET = 4, OP_GET_REAL = 5, OP_SET_REAL = 6,
        OP_DO_STEP = 7, OP_GET_STATE = 8, OP_SET_STATE = 9 };
 enum { FLAG_WANT_OUTPUTS = 1, FLAG_SHM = 2 /* HELLO: fd 4 of the worker is the shared page */ };
@@ -81,7 +89,8 @@ int link_start(WorkerLink *w, const char *python, const char *python_origin, con
 /* Send a request and read the reply into w (status, reals, bytes; logs passed to w->log).
    Returns 0, or -1 when the worker is gone (logged once, w->dead set). */
 int link_call(WorkerLink *w, const Request *rq);
-/* Close the link, let the worker exit (pipe EOF), reap it (SIGKILL after 5 s), free the buffers. */
+/* Free the buffers and return at once; a detached thread tells the worker to quit (kind 0 in the
+   shared page, EOF on its stdin), closes the link and reaps the worker (SIGKILL after 5 s). */
 void link_stop(WorkerLink *w);
 
 /* worker_link.c, for worker_shm.c */
@@ -94,5 +103,6 @@ void link_hung(WorkerLink *w, uint32_t op, double waited);
 int shm_create(WorkerLink *w);   /* the memfd and its mapping: 0, or -1 (then the socket only) */
 int shm_call(WorkerLink *w, const Request *rq);
 void shm_destroy(WorkerLink *w);
+void shm_quit(WorkerLink *w);  /* wake the worker with kind 0: it returns */
 
 #endif

@@ -65,6 +65,10 @@ static void post(WorkerLink *w, uint32_t kind) {
     if (__atomic_load_n(&h->worker_waits, __ATOMIC_SEQ_CST)) futex(&h->req, FUTEX_WAKE, 1, NULL);
 }
 
+void shm_quit(WorkerLink *w) {
+    if (w->shm) post(w, 0);  /* kind 0: the library is gone, the worker returns */
+}
+
 /* The worker is gone when the socket shows end of file (it announces every frame it writes). */
 static int worker_gone(WorkerLink *w) {
     char c;

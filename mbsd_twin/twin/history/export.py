@@ -2,8 +2,9 @@
 
 The export is narrow — one row per sample: ``asset, channel, t, value, sigma`` (rig time in s; an
 empty value or σ is null), channels in the order asked, each in time order. Written atomically (a
-temporary file beside ``--out``, then ``os.replace``). Parquet needs pyarrow; without it the
-command says so and exits 2.
+temporary file beside ``--out``, then ``os.replace``; permissions as the umask gives, as for every
+result file: :mod:`mbsd_twin.atomic`). Parquet needs pyarrow; without it the command says so and
+exits 2.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ import argparse
 import csv
 import math
 import os
-import tempfile
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
+from ...atomic import atomic_path
 from .backends import open_store
 from .stores import StoreError
 
@@ -90,15 +91,8 @@ WRITERS: dict[str, Callable[[str, str, list[Series]], None]] = {"csv": _write_cs
 
 def export(series: list[Series], asset: str, fmt: str, out: str) -> int:
     """Write atomically; the number of samples."""
-    directory = os.path.dirname(os.path.abspath(out))
-    fd, tmp = tempfile.mkstemp(prefix=".history-", suffix=f".{fmt}", dir=directory)
-    os.close(fd)
-    try:
-        WRITERS[fmt](tmp, asset, series)
-        os.replace(tmp, out)
-    except BaseException:
-        os.remove(tmp)
-        raise
+    with atomic_path(out) as tmp:
+        WRITERS[fmt](str(tmp), asset, series)
     return sum(len(s[1]) for s in series)
 
 
