@@ -40,6 +40,7 @@ from fmu_harness import REPO, clean_env, compile_c_host, run_script, unpack  # n
 from mbsd_twin.fmi.build import build_fmu  # noqa: E402
 from mbsd_twin.fmi.fmi3 import build_fmu3  # noqa: E402
 from mbsd_twin.fmi.native_build import SOURCE_DIR  # noqa: E402
+from mbsd_twin.fmi.standalone import build_standalone  # noqa: E402
 
 LIB = {"2": "binaries/linux64/SliderCrank.so", "3": "binaries/x86_64-linux/SliderCrank.so"}
 # How many functions that take an instance each library exports (fmi*FreeInstance apart; FMI 2.0:
@@ -52,6 +53,12 @@ def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("fmus")
     return {"2": build_fmu(None, tmp / "n2" / "SliderCrank.fmu", host_independent=True),
             "3": build_fmu3(None, tmp / "n3" / "SliderCrank.fmu", host_independent=True)}
+
+
+@pytest.fixture(scope="module")
+def standalone_fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("standalone")
+    return {v: build_standalone(None, tmp / f"s{v}" / "SliderCrank.fmu", fmi_version=v) for v in ("2", "3")}
 
 
 def _host_cmd(tmp: Path, fmu: Path, fmi: str, mode: str, *extra: str, where: str = "unpacked") -> list[str]:
@@ -85,10 +92,10 @@ def _entry_points(lib: Path, fmi: str) -> set[str]:
     return {name for name in exported if name in first} - {f"fmi{fmi}FreeInstance"}
 
 
-@pytest.mark.parametrize("fmi", ["2", "3"])
-def test_null_and_freed_instances_are_errors_and_free_returns_at_once(fmus: dict[str, Path], tmp_path: Path,
-                                                                     fmi: str) -> None:
-    cmd = _host_cmd(tmp_path, fmus[fmi], fmi, "null")
+def _null_and_freed(tmp_path: Path, fmu: Path, fmi: str) -> dict[str, str]:
+    """Run the C host's "null" mode on ``fmu``: every function that takes an instance, with NULL and
+    then with a freed instance, returns Error (3) and nothing crashes. The host's other lines."""
+    cmd = _host_cmd(tmp_path, fmu, fmi, "null")
     entry_points = _entry_points(Path(cmd[1]), fmi)
     assert len(entry_points) == N_FUNCTIONS[fmi]
     proc = _run(cmd, clean_env(tmp_path))
@@ -100,8 +107,24 @@ def test_null_and_freed_instances_are_errors_and_free_returns_at_once(fmus: dict
     values = {x[0]: x[1] for x in lines if len(x) == 2}
     assert values["instantiate"] == "ok"
     assert float(values["free_us"]) <= 1000.0  # fmi*FreeInstance returns at once
-    assert "reaped_ms" in values, proc.stdout  # the worker's pid is gone while the host lives on: no zombie
+    return values
+
+
+@pytest.mark.parametrize("fmi", ["2", "3"])
+def test_null_and_freed_instances_are_errors_and_free_returns_at_once(fmus: dict[str, Path], tmp_path: Path,
+                                                                     fmi: str) -> None:
+    values = _null_and_freed(tmp_path, fmus[fmi], fmi)
+    assert "reaped_ms" in values, values  # the worker's pid is gone while the host lives on: no zombie
     assert not Path(f"/proc/{values['worker']}").exists()
+
+
+@pytest.mark.parametrize("fmi", ["2", "3"])
+def test_standalone_null_and_freed_instances_are_errors(standalone_fmus: dict[str, Path], tmp_path: Path,
+                                                        fmi: str) -> None:
+    """The standalone library checks its registry of live instances (native_fmu/live_registry.c) too:
+    before it, a freed instance was read after free (any non-NULL pointer counted as live)."""
+    values = _null_and_freed(tmp_path, standalone_fmus[fmi], fmi)
+    assert values["worker"] == "-1"  # no child process at all
 
 
 def _compile_notice_python(tmp: Path) -> Path:

@@ -164,6 +164,7 @@ class ShootingProblem:
         self.evaluations = 0
         self.failure = ""
         self._last: tuple[F, F, F] | None = None  # (x, σ, weighted residuals) of the last evaluation
+        self._piece_cache: dict[int, list[tuple[F, F]]] = {}
 
     # ------------------------------------------------------------ variables
     def to_params(self, x: F) -> F:
@@ -200,19 +201,41 @@ class ShootingProblem:
             self.sim.set_input(port, u[k])
         return self.sim.output_vector()[self.cols]
 
+    def _pieces(self, s: int) -> list[tuple[F, F]]:
+        """Segment s's held-input pieces between its residual samples, as :meth:`Simulator.advance_held`
+        takes them (end times, one input row each in ``input_ports`` order): the steps of
+        :func:`interval_steps` with the inputs as ``set_input`` would leave them (each residual sample
+        sets the measured inputs to their sampled values; other ports keep the Simulator's). Built once
+        per segment: one compiled call per interval instead of one Python call per step."""
+        cached = self._piece_cache.get(s)
+        if cached is not None:
+            return cached
+        names = [p.name for p in self.sim.input_ports]
+        current = {n: self.sim.get_input(n) for n in names}
+        idx = self.idx[s]
+        current.update({port: float(u[idx[0]]) for port, u in self.u_at.items()})
+        pieces = []
+        for k0, k1 in zip(idx[:-1].tolist(), idx[1:].tolist(), strict=True):
+            times, rows = [], []
+            for k in range(k0, k1):
+                for t_end, values in self.steps[k]:
+                    current.update(values)
+                    times.append(t_end)
+                    rows.append([current[n] for n in names])
+            pieces.append((np.array(times), np.array(rows, dtype=np.float64).reshape(len(times), len(names))))
+            current.update({port: float(u[k1]) for port, u in self.u_at.items()})
+        self._piece_cache[s] = pieces
+        return pieces
+
     def _segment(self, s: int, theta0: float, omega0: float) -> F:
         """Model outputs at the segment's residual samples, (len(idx[s]), outputs)."""
         sim, t, idx = self.sim, self.t, self.idx[s]
         sim.set_configuration({self.angle: theta0}, {self.speed: omega0}, time=t[idx[0]])
         rows = np.empty((len(idx), len(self.outs)))
         rows[0] = self._outputs_at(int(idx[0]))
-        for i, k1 in enumerate(idx[1:], start=1):
-            for k in range(int(idx[i - 1]), int(k1)):
-                for t_end, values in self.steps[k]:
-                    for port, u in values.items():
-                        sim.set_input(port, u)
-                    sim.advance_to(t_end)
-            rows[i] = self._outputs_at(int(k1))
+        for i, (times, inputs) in enumerate(self._pieces(s), start=1):
+            sim.advance_held(times, inputs)
+            rows[i] = self._outputs_at(int(idx[i]))
         return rows
 
     def model(self, x: F) -> list[F] | None:

@@ -1,8 +1,8 @@
 /* The instance logic shared by the FMI 2.0 and FMI 3.0 libraries (see shim_core.h). */
 #define _GNU_SOURCE
 #include "shim_core.h"
+#include "live_registry.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,41 +18,7 @@ void core_alert(Inst *s, const char *text) {
     fflush(stderr);
 }
 
-/* ------------------------------------------------------- the registry of live instances */
-static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
-static const Inst **live;
-static size_t n_live, cap_live;
-
-static int live_add(const Inst *s) {
-    int ok = 1;
-    pthread_mutex_lock(&live_lock);
-    if (n_live == cap_live) {
-        const Inst **p = realloc(live, (2 * cap_live + 8) * sizeof *p);
-        if (p) { live = p; cap_live = 2 * cap_live + 8; } else ok = 0;
-    }
-    if (ok) live[n_live++] = s;
-    pthread_mutex_unlock(&live_lock);
-    return ok;
-}
-
-/* 1 if s was live (and is no longer), else 0 */
-static int live_remove(const Inst *s) {
-    int found = 0;
-    pthread_mutex_lock(&live_lock);
-    for (size_t i = 0; i < n_live && !found; i++)
-        if (live[i] == s) { live[i] = live[--n_live]; found = 1; }
-    pthread_mutex_unlock(&live_lock);
-    return found;
-}
-
-int core_live(const void *c) {
-    int found = 0;
-    if (!c) return 0;
-    pthread_mutex_lock(&live_lock);
-    for (size_t i = 0; i < n_live && !found; i++) found = live[i] == c;
-    pthread_mutex_unlock(&live_lock);
-    return found;
-}
+int core_live(const void *c) { return mbsd_live_has(c); }
 
 int core_usable(const void *c) { return core_live(c) && !((const Inst *)c)->link.dead ? ST_OK : ST_ERROR; }
 
@@ -92,7 +58,7 @@ static void set_timeout(Inst *s, const char *res, double step_limit) {
 }
 
 void core_free(Inst *s) {
-    if (!live_remove(s)) return;  /* NULL, or freed already */
+    if (!mbsd_live_remove(s)) return;  /* NULL, or freed already */
     link_stop(&s->link);
     free(s->name); free(s->in_vr); free(s->out_vr); free(s->par_vr); free(s->val_slot); free(s->out_slot);
     free(s->vals); free(s->known); free(s->pending); free(s->set_vr); free(s->set_val); free(s->outs);
@@ -106,7 +72,7 @@ Inst *core_new(size_t size, const char *name, int logging, emit_fn emit, const c
     if (!s->name) { free(s); return NULL; }
     s->logging = logging; s->emit = emit;
     s->link.sock = -1; s->link.log = link_log; s->link.log_ctx = s; s->link.op_names = op_names;
-    if (!live_add(s)) { free(s->name); free(s); return NULL; }
+    if (!mbsd_live_add(s)) { free(s->name); free(s); return NULL; }
     return s;
 }
 

@@ -5,6 +5,9 @@
 #include <string.h>
 
 #include "sa_core.h"
+#include "live_registry.h"
+
+static void release(SaInst *s);
 
 /* The table's right-hand side and projection: C functions over the native entry points. */
 static i64 rhs_c(double t, double *y, double *dy, i64 n, void *tb) {
@@ -104,11 +107,12 @@ SaInst *sa_new(size_t size, const char *name, int logging, sa_emit_fn emit) {
     s->vr_index = calloc(s->max_vr + 1, sizeof(int32_t));
     if (!s->name || !s->S || !s->u || !s->fb || !s->wb || !s->ob || !s->ib || !s->ri || !s->er || !s->held
         || !s->par || !s->vec || !s->vr_kind || !s->vr_index) {
-        sa_free(s);
+        release(s);
         return NULL;
     }
     index_vrs(s);
     initial_values(s);
+    if (!mbsd_live_add(s)) { release(s); return NULL; }
     return s;
 }
 
@@ -128,12 +132,16 @@ int sa_start(SaInst *s) {
     return 0;
 }
 
-void sa_free(SaInst *s) {
-    if (!s) return;
+/* Also for an instance sa_new gave up on, before it was recorded as live. */
+static void release(SaInst *s) {
     void *p[] = {s->name, s->S, s->u, s->fb, s->wb, s->ob, s->held, s->par, s->vec, s->ib, s->cb, s->ri, s->er,
                  s->vr_kind, s->vr_index};
     for (size_t k = 0; k < sizeof p / sizeof p[0]; k++) free(p[k]);
     free(s);
+}
+
+void sa_free(SaInst *s) {
+    if (mbsd_live_remove(s)) release(s);  /* NULL, or freed already: nothing */
 }
 
 double sa_time(SaInst *s) { return s->S[0]; }

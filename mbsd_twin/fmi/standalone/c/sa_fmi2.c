@@ -14,6 +14,10 @@
 #error "compile with -DMBSD_GUID=\"{...}\" (the modelDescription's guid)"
 #endif
 
+/* every function that takes an instance checks it first: NULL or freed is an Error (sa_live.c) */
+int mbsd_live(fmi2Component c);
+#define LIVE(c) do { if (!mbsd_live(c)) return fmi2Error; } while (0)
+
 typedef struct { SaInst core; fmi2CallbackFunctions cb; } Inst2;
 
 static const char *category(int status) {
@@ -57,54 +61,85 @@ void fmi2FreeInstance(fmi2Component c) { sa_free(c); }
 void mbsd_log_error(fmi2Component c, const char *text);
 void mbsd_set_logging(fmi2Component c, int on);
 double mbsd_last_time(fmi2Component c);
-int mbsd_live(fmi2Component c); /* sa_live.c */
 void mbsd_log_error(fmi2Component c, const char *text) { sa_log(c, fmi2Error, text); }
 void mbsd_set_logging(fmi2Component c, int on) { ((SaInst *)c)->logging = on; }
 double mbsd_last_time(fmi2Component c) { return sa_time(c); }
 
 fmi2Status fmi2SetupExperiment(fmi2Component c, fmi2Boolean tol_defined, fmi2Real tol, fmi2Real start,
                                fmi2Boolean stop_defined, fmi2Real stop) {
+    LIVE(c);
     (void)tol_defined; (void)tol; (void)stop_defined; (void)stop;  /* as the PythonFMU FMU: set solver.rtol */
     return (fmi2Status)sa_setup(c, start);
 }
 
-fmi2Status fmi2EnterInitializationMode(fmi2Component c) { (void)c; return fmi2OK; }
-fmi2Status fmi2ExitInitializationMode(fmi2Component c) { return (fmi2Status)sa_exit_init(c); }
-fmi2Status fmi2Terminate(fmi2Component c) { (void)c; return fmi2OK; }
-fmi2Status fmi2Reset(fmi2Component c) { return (fmi2Status)sa_reset(c); }
+fmi2Status fmi2EnterInitializationMode(fmi2Component c) {
+    LIVE(c);
+    return fmi2OK;
+}
+
+fmi2Status fmi2ExitInitializationMode(fmi2Component c) {
+    LIVE(c);
+    return (fmi2Status)sa_exit_init(c);
+}
+
+fmi2Status fmi2Terminate(fmi2Component c) {
+    LIVE(c);
+    return fmi2OK;
+}
+
+fmi2Status fmi2Reset(fmi2Component c) {
+    LIVE(c);
+    return (fmi2Status)sa_reset(c);
+}
 
 fmi2Status fmi2GetReal(fmi2Component c, const fmi2ValueReference vr[], size_t n, fmi2Real value[]) {
+    LIVE(c);
     return (fmi2Status)sa_get(c, vr, n, value);
 }
 
 fmi2Status fmi2SetReal(fmi2Component c, const fmi2ValueReference vr[], size_t n, const fmi2Real value[]) {
+    LIVE(c);
     return (fmi2Status)sa_set(c, vr, n, value);
 }
 
 fmi2Status fmi2DoStep(fmi2Component c, fmi2Real t, fmi2Real h, fmi2Boolean no_prior) {
+    LIVE(c);
     (void)no_prior;
     return (fmi2Status)sa_step(c, t, h);
 }
 
-fmi2Status fmi2CancelStep(fmi2Component c) { (void)c; return fmi2Error; }  /* doStep is synchronous */
+fmi2Status fmi2CancelStep(fmi2Component c) {
+    LIVE(c);
+    return fmi2Error;  /* doStep is synchronous */
+}
 
-fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate *state) { return (fmi2Status)sa_get_state(c, state); }
-fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate state) { return (fmi2Status)sa_set_state(c, state); }
+fmi2Status fmi2GetFMUstate(fmi2Component c, fmi2FMUstate *state) {
+    LIVE(c);
+    return (fmi2Status)sa_get_state(c, state);
+}
+
+fmi2Status fmi2SetFMUstate(fmi2Component c, fmi2FMUstate state) {
+    LIVE(c);
+    return (fmi2Status)sa_set_state(c, state);
+}
 
 fmi2Status fmi2FreeFMUstate(fmi2Component c, fmi2FMUstate *state) {
-    (void)c;
+    LIVE(c);
     sa_free_state(state);
     return fmi2OK;
 }
 
 fmi2Status fmi2SerializedFMUstateSize(fmi2Component c, fmi2FMUstate state, size_t *size) {
+    LIVE(c);
     return (fmi2Status)sa_state_size(c, state, size);
 }
 
 fmi2Status fmi2SerializeFMUstate(fmi2Component c, fmi2FMUstate state, fmi2Byte out[], size_t size) {
+    LIVE(c);
     return (fmi2Status)sa_serialize(c, state, (unsigned char *)out, size);
 }
 
 fmi2Status fmi2DeSerializeFMUstate(fmi2Component c, const fmi2Byte in[], size_t size, fmi2FMUstate *state) {
+    LIVE(c);
     return (fmi2Status)sa_deserialize(c, (const unsigned char *)in, size, state);
 }

@@ -15,6 +15,10 @@
 #error "compile with -DMBSD_GUID=\"{...}\" (the modelDescription's instantiationToken)"
 #endif
 
+/* every function that takes an instance checks it first: NULL or freed is an Error (sa_live.c) */
+int mbsd_live(fmi3Instance c);
+#define LIVE(c) do { if (!mbsd_live(c)) return fmi3Error; } while (0)
+
 typedef struct { SaInst core; fmi3InstanceEnvironment env; fmi3LogMessageCallback logger; } Inst3;
 
 static void emit(SaInst *c, int status, const char *text) {
@@ -27,6 +31,7 @@ static void emit(SaInst *c, int status, const char *text) {
 const char *fmi3GetVersion(void) { return fmi3Version; }
 
 fmi3Status fmi3SetDebugLogging(fmi3Instance c, fmi3Boolean on, size_t n, const fmi3String cats[]) {
+    LIVE(c);
     (void)n; (void)cats;
     ((SaInst *)c)->logging = on;
     return fmi3OK;
@@ -57,19 +62,34 @@ fmi3Instance fmi3InstantiateCoSimulation(fmi3String name, fmi3String token, fmi3
 void fmi3FreeInstance(fmi3Instance c) { sa_free(c); }
 
 void mbsd_log_error(fmi3Instance c, const char *text);
-int mbsd_live(fmi3Instance c); /* sa_live.c */
 void mbsd_log_error(fmi3Instance c, const char *text) { sa_log(c, fmi3Error, text); }
 
 fmi3Status fmi3EnterInitializationMode(fmi3Instance c, fmi3Boolean tol_defined, fmi3Float64 tol, fmi3Float64 start,
                                        fmi3Boolean stop_defined, fmi3Float64 stop) {
+    LIVE(c);
     (void)tol_defined; (void)tol; (void)stop_defined; (void)stop;  /* as the pythonfmu3 FMU: set solver.rtol */
     return (fmi3Status)sa_setup(c, start);
 }
 
-fmi3Status fmi3ExitInitializationMode(fmi3Instance c) { return (fmi3Status)sa_exit_init(c); }
-fmi3Status fmi3Terminate(fmi3Instance c) { (void)c; return fmi3OK; }
-fmi3Status fmi3Reset(fmi3Instance c) { return (fmi3Status)sa_reset(c); }
-fmi3Status fmi3EnterStepMode(fmi3Instance c) { (void)c; return fmi3OK; }
+fmi3Status fmi3ExitInitializationMode(fmi3Instance c) {
+    LIVE(c);
+    return (fmi3Status)sa_exit_init(c);
+}
+
+fmi3Status fmi3Terminate(fmi3Instance c) {
+    LIVE(c);
+    return fmi3OK;
+}
+
+fmi3Status fmi3Reset(fmi3Instance c) {
+    LIVE(c);
+    return (fmi3Status)sa_reset(c);
+}
+
+fmi3Status fmi3EnterStepMode(fmi3Instance c) {
+    LIVE(c);
+    return fmi3OK;
+}
 
 static int scalars(fmi3Instance c, size_t n_vr, size_t n_values) {
     if (n_vr == n_values) return 1;
@@ -78,16 +98,19 @@ static int scalars(fmi3Instance c, size_t n_vr, size_t n_values) {
 }
 
 fmi3Status fmi3GetFloat64(fmi3Instance c, const fmi3ValueReference vr[], size_t n, fmi3Float64 v[], size_t nv) {
+    LIVE(c);
     return scalars(c, n, nv) ? (fmi3Status)sa_get(c, vr, n, v) : fmi3Error;
 }
 
 fmi3Status fmi3SetFloat64(fmi3Instance c, const fmi3ValueReference vr[], size_t n, const fmi3Float64 v[],
                           size_t nv) {
+    LIVE(c);
     return scalars(c, n, nv) ? (fmi3Status)sa_set(c, vr, n, v) : fmi3Error;
 }
 
 fmi3Status fmi3DoStep(fmi3Instance c, fmi3Float64 t, fmi3Float64 h, fmi3Boolean no_prior, fmi3Boolean *event_needed,
                       fmi3Boolean *terminate, fmi3Boolean *early_return, fmi3Float64 *last_time) {
+    LIVE(c);
     (void)no_prior;
     int st = sa_step(c, t, h);
     if (event_needed) *event_needed = fmi3False;
@@ -97,23 +120,33 @@ fmi3Status fmi3DoStep(fmi3Instance c, fmi3Float64 t, fmi3Float64 h, fmi3Boolean 
     return (fmi3Status)st;
 }
 
-fmi3Status fmi3GetFMUState(fmi3Instance c, fmi3FMUState *state) { return (fmi3Status)sa_get_state(c, state); }
-fmi3Status fmi3SetFMUState(fmi3Instance c, fmi3FMUState state) { return (fmi3Status)sa_set_state(c, state); }
+fmi3Status fmi3GetFMUState(fmi3Instance c, fmi3FMUState *state) {
+    LIVE(c);
+    return (fmi3Status)sa_get_state(c, state);
+}
+
+fmi3Status fmi3SetFMUState(fmi3Instance c, fmi3FMUState state) {
+    LIVE(c);
+    return (fmi3Status)sa_set_state(c, state);
+}
 
 fmi3Status fmi3FreeFMUState(fmi3Instance c, fmi3FMUState *state) {
-    (void)c;
+    LIVE(c);
     sa_free_state(state);
     return fmi3OK;
 }
 
 fmi3Status fmi3SerializedFMUStateSize(fmi3Instance c, fmi3FMUState state, size_t *size) {
+    LIVE(c);
     return (fmi3Status)sa_state_size(c, state, size);
 }
 
 fmi3Status fmi3SerializeFMUState(fmi3Instance c, fmi3FMUState state, fmi3Byte out[], size_t size) {
+    LIVE(c);
     return (fmi3Status)sa_serialize(c, state, (unsigned char *)out, size);
 }
 
 fmi3Status fmi3DeserializeFMUState(fmi3Instance c, const fmi3Byte in[], size_t size, fmi3FMUState *state) {
+    LIVE(c);
     return (fmi3Status)sa_deserialize(c, (const unsigned char *)in, size, state);
 }
