@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TextIO
 
 import numpy as np
 
@@ -16,29 +14,11 @@ from .cli_args import parse_assignments
 from .errors import MbsdError, PlausibilityWarning
 from .model.loader import load_mechanism
 from .model.model import Mechanism
+from .progress import Progress, add_progress_flags
 from .solvers.analysis import check, inverse_dynamics
 from .solvers.results import Result
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-class Progress:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
-
-    def __init__(self, label: str, stream: TextIO | None = None) -> None:
-        self.stream = stream or sys.stderr
-        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.label, self.t0 = label, time.perf_counter()
-
-    def __call__(self, fraction: float) -> None:
-        if not self.enabled:
-            return
-        n = int(30 * fraction)
-        self.stream.write(f"\r{self.label} [{'#' * n}{'.' * (30 - n)}] {100 * fraction:5.1f}% "
-                          f"{time.perf_counter() - self.t0:6.1f} s")
-        if fraction >= 1.0:
-            self.stream.write("\n")
-        self.stream.flush()
 
 
 def _load(args: argparse.Namespace) -> Mechanism:
@@ -79,7 +59,8 @@ def _summary(res: Result, path: str) -> str:
 def _cmd_inverse(args: argparse.Namespace) -> int:
     mech = _load(args)
     t = np.linspace(args.t_start, args.t_end, args.steps + 1)
-    res = inverse_dynamics(mech, t, progress=Progress("inverse"))
+    with Progress("inverse", args.progress) as progress:
+        res = inverse_dynamics(mech, t, progress=progress)
     res.to_csv(args.output)
     if args.output != "-":
         print(_summary(res, args.output))
@@ -92,6 +73,7 @@ def _run_parser(sub: argparse._SubParsersAction, name: str, help: str) -> argpar
     p.add_argument("file", help="mechanism TOML file")
     p.add_argument("--t-end", type=float, required=True, help="end time [s]")
     p.add_argument("-o", "--output", required=True, help="CSV file to write, or - for stdout")
+    add_progress_flags(p)
     return p
 
 
@@ -111,8 +93,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     opts = SolverOptions(method=args.method, rtol=args.rtol, drift=args.drift, error_norm=args.error_norm,
                          energy_error_control=args.energy_error_control, initial_velocity=args.initial_velocity,
                          max_steps=args.max_steps)
-    res = simulate(mech, args.t_end, args.output_interval, inputs=sets, options=opts,
-                   progress=Progress("simulate"), time_limit=args.time_limit)
+    with Progress("simulate", args.progress) as progress:
+        res = simulate(mech, args.t_end, args.output_interval, inputs=sets, options=opts, progress=progress,
+                       time_limit=args.time_limit)
     res.to_csv(args.output)
     if args.output != "-":
         print(_summary(res, args.output))

@@ -108,10 +108,15 @@ def test_cli_prints_estimates_and_writes_a_loadable_calibrated_file(
     out, report = tmp_path / "calibrated.toml", tmp_path / "report.json"
     rc = main(["twin", "calibrate", path, "--param", "main_bearing.viscous_friction", "--param", "piston.mass",
                "--channels", "theta,omega", "--t-end", "4", "--segment", "0.5",
-               "-o", str(out), "--json", str(report)])
-    text = capsys.readouterr().out
+               "-o", str(out), "--json", str(report), "--progress"])
+    text, err = capsys.readouterr()
     assert rc == 0, text
     rep = json.loads(report.read_text())
+    # --progress with stderr not a terminal: plain lines, the first at once, then at most one per 2 s
+    lines = [ln for ln in err.splitlines() if ln.startswith("calibrate: ")]
+    assert lines[0].startswith(f"calibrate: pass 1: model run 1 ({rep['segments']} segments) (")
+    runs = [int(ln.split("model run ")[1].split()[0]) for ln in lines]
+    assert runs == sorted(runs) and runs[-1] <= rep["evaluations"]
     est = {n: p["value"] for n, p in rep["parameters"].items()}
     sd = {n: p["stderr"] for n, p in rep["parameters"].items()}
     for name in est:  # the printed table row: name, start, estimate, standard error

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mbsd_twin.cli import Progress, main
+from mbsd_twin.cli import main
+from mbsd_twin.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,11 +22,42 @@ class _Tty(io.StringIO):
 def test_progress_bar_draws_on_a_terminal_only() -> None:
     tty, pipe = _Tty(), io.StringIO()
     for stream in (tty, pipe):
-        bar = Progress("inverse", stream)
-        bar(0.5)
-        bar(1.0)
-    assert "50.0%" in tty.getvalue() and "100.0%" in tty.getvalue() and tty.getvalue().endswith("\n")
+        with Progress("inverse", stream=stream) as bar:
+            bar(0.5)
+            bar(1.0)
+    assert "inverse" in tty.getvalue() and "100%" in tty.getvalue()  # rich redraws at 10 Hz: 50 % may not show
     assert pipe.getvalue() == ""
+
+
+def test_progress_always_writes_a_plain_line_per_tenth_to_a_pipe_and_never_nothing() -> None:
+    pipe, quiet = io.StringIO(), _Tty()
+    with Progress("simulate", "always", pipe) as bar:
+        for k in range(101):
+            bar(k / 100)
+    lines = pipe.getvalue().splitlines()
+    assert [int(line.split()[1]) for line in lines] == list(range(0, 101, 10))
+    assert all(line.startswith("simulate: ") and line.endswith(" s") for line in lines)
+    with Progress("simulate", "never", quiet) as bar:
+        bar(0.5)
+    assert quiet.getvalue() == ""
+    with pytest.raises(ValueError, match="auto, always, never"):
+        Progress("x", "sometimes")
+
+
+def test_simulate_progress_flag_in_a_pipe(tmp_path: Path) -> None:
+    """``simulate --progress`` run as a user would, its stderr a pipe: the lines reach 100 %."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.csv"
+    cli = [sys.executable, "-c", "import sys; from mbsd_twin.cli import main; sys.exit(main())"]
+    cmd = [*cli, "simulate", str(ROOT / "examples/mechanisms/pendulum.toml"), "--t-end", "0.5", "-o", str(out)]
+    with_bar = subprocess.run([*cmd, "--progress"], capture_output=True, text=True, timeout=300)
+    without = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert with_bar.returncode == 0 and without.returncode == 0, with_bar.stderr + without.stderr
+    lines = [x for x in with_bar.stderr.splitlines() if x.startswith("simulate: ")]
+    assert lines and lines[-1].startswith("simulate: 100 % after")
+    assert not [x for x in without.stderr.splitlines() if x.startswith("simulate: ")]
 
 
 def test_check_exits_nonzero_with_the_reason_when_the_mechanism_cannot_assemble(

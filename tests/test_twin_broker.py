@@ -4,6 +4,7 @@ restart, SIGKILL will, overload, command round trip and replay of the recording.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import signal
@@ -115,7 +116,7 @@ def test_clean_stream(broker: Any, tmp_path: Any, trajectory: Trajectory) -> Non
     assert col.get("twin/status")[0]["state"] == "online" and col.get("twin/health")
 
 
-def test_estimator_through_the_service(broker: Any, tmp_path: Any) -> None:
+def test_estimator_through_the_service(broker: Any, tmp_path: Any, caplog: pytest.LogCaptureFixture) -> None:
     """The estimator's targets through the real service on a real broker with default settings
     (only the broker and mechanism given): a model-exact 1 kHz rig stream with 1 mrad encoder noise
     and +0.3 N·m bearing friction from 4 s. Before the fault: crank-angle innovation RMS ≤ 1.2e-3
@@ -132,7 +133,10 @@ def test_estimator_through_the_service(broker: Any, tmp_path: Any) -> None:
     cfg = load_config(None, env={}, overrides={"broker": {"url": broker.url, "protocol": broker.protocol},
                                                "service": {"mechanism": MECH}, "metrics": {"port": port}})
     col = Collector(broker.url, broker.mqtt5)
+    caplog.set_level(logging.INFO, logger="mbsd_twin.twin")
+    published: list[dict[str, Any]] = []
     with TwinService(cfg) as svc:
+        svc.taps.append(lambda o: published.append(json.loads(o.payload)) if o.topic.endswith("/twin/alarms") else None)
         assert _wait(svc.connected.is_set, 5)
         rig = Rig(svc.mech, rig_cfg, broker.url, protocol=broker.protocol)
         rig.precompute(6.0)
@@ -161,6 +165,7 @@ def test_estimator_through_the_service(broker: Any, tmp_path: Any) -> None:
     assert alarms and all(a["t"] - epoch >= onset for a in alarms)
     first = alarms[0]
     assert first["t"] - epoch - onset <= 0.25 and first["channel"] in {"motor_torque.bias", "f_x", "f_y", "omega"}
+    _check_event_log(caplog, svc, published, health["counters"]["dropped_overload"])  # each alarm in the log
 
 
 # slow: a real-time twin through a broker, its counts asserted exactly; failed beside the parallel
@@ -237,12 +242,16 @@ def test_offline_on_kill_and_term(broker: Any, sig: int) -> None:
         col.close()
 
 
-def test_overload_bounded(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
+def test_overload_bounded(broker: Any, tmp_path: Any, trajectory: Trajectory,
+                          caplog: pytest.LogCaptureFixture) -> None:
     alarm = AlarmConfig("theta", "theta", "residual", high=0.003, low=0.002, min_duration=0.0)
     cfg = _config(broker, tmp_path, service={"queue_size": 20, "lag_high": 0.05},
                   core={"alarms": (alarm,), "alarm_max_events_per_minute": 4})
     col = Collector(broker.url, broker.mqtt5)
+    caplog.set_level(logging.INFO, logger="mbsd_twin.twin")
+    published: list[dict[str, Any]] = []
     with TwinService(cfg) as svc:
+        svc.taps.append(lambda o: published.append(json.loads(o.payload)) if o.topic.endswith("/twin/alarms") else None)
         assert _wait(svc.connected.is_set, 5)
         rig = Rig(svc.mech, RigConfig(rate=10000.0, batch=10), broker.url, traj=trajectory, protocol=broker.protocol)
         rig.precompute(6.0)
@@ -265,6 +274,37 @@ def test_overload_bounded(broker: Any, tmp_path: Any, trajectory: Trajectory) ->
     for e in events:
         assert (e["alarm"] in open_alarms) == (e["event"] == "cleared"), e
         (open_alarms.add if e["event"] == "raised" else open_alarms.discard)(e["alarm"])
+    _check_event_log(caplog, svc, published, c["dropped_overload"])
+
+
+def _check_event_log(caplog: pytest.LogCaptureFixture, svc: TwinService, published: list[dict[str, Any]],
+                     dropped_before: int = 0) -> None:
+    """The twin's INFO log (twin/eventlog.py) says every published alarm (name, event, rig time),
+    every hold change as a chain from the start level to the last one, every re-initialisation
+    with its reason, and the stop with the final counts."""
+    lines = [r.getMessage() for r in caplog.records if r.name == "mbsd_twin.twin"]
+    logged = [line.split()[1:6] for line in lines if line.startswith("alarm ")]
+    assert logged == [[e["alarm"], e["event"], "at", "t", "="] for e in published]
+    assert [float(line.split()[6].rstrip(":")) for line in lines if line.startswith("alarm ")] == \
+        pytest.approx([e["t"] for e in published], abs=5e-4)
+    levels = svc.cfg.service.hold_levels
+    chain = [tuple(int(x) for x in line.split()[2:5:2]) for line in lines if line.startswith("solver hold")]
+    hold = levels[svc.cfg.service.start_level]
+    for a, b in chain:
+        assert a == hold and b != a
+        hold = b
+    assert hold == levels[svc.level]
+    resyncs = [line for line in lines if line.startswith("re-initialised")]
+    assert sum(svc.core.stats["resync"].values()) == int(resyncs[-1].split("; ")[-1].split()[0])
+    for reason in svc.core.stats["resync"]:
+        assert any(f"({reason}" in line or f", {reason}" in line for line in resyncs), reason
+    (stop,) = [line for line in lines if line.startswith("stopped:")]
+    st = svc.core.stats
+    head = f"stopped: {st['batches']} batches ({st['samples']} samples) processed, "
+    assert stop.startswith(head)
+    dropped = int(stop.removeprefix(head).split()[0])  # at the stop: messages still arriving are dropped after it
+    assert dropped_before <= dropped <= svc.counts["dropped_overload"]
+    assert f"dropped under overload, {sum(e['event'] == 'raised' for e in published)} alarms raised" in stop
 
 
 def _rss_mb() -> float:
@@ -304,13 +344,14 @@ def test_command_round_trip_and_replay(broker: Any, tmp_path: Any, trajectory: T
 # slow: a real-time twin through a broker, its counts asserted exactly; failed beside the parallel
 # suite on a slow 2-core machine (this stop's CI run)
 @pytest.mark.slow
-def test_rig_restart(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None:
+def test_rig_restart(broker: Any, tmp_path: Any, trajectory: Trajectory, caplog: pytest.LogCaptureFixture) -> None:
     """The rig restarts: seq back to 0 under a new session, announced by its birth on meas/status.
     Counted once; no gap/late/duplicate counts; the model re-syncs at the new session's first batch
     (reason rig_restart — processed in order after the old session's batches) and keeps tracking;
     the recording replays identically across the restart."""
     rec = str(tmp_path / "rec.jsonl")
     col = Collector(broker.url, broker.mqtt5)
+    caplog.set_level(logging.INFO, logger="mbsd_twin.twin")
     with TwinService(_config(broker, tmp_path, record={"path": rec})) as svc:
         assert _wait(svc.connected.is_set, 5)
         first = Rig(svc.mech, RigConfig(), broker.url, traj=trajectory, protocol=broker.protocol)
@@ -334,6 +375,10 @@ def test_rig_restart(broker: Any, tmp_path: Any, trajectory: Trajectory) -> None
     assert float(np.sqrt(np.mean(theta**2))) < 3 * RigConfig().noise["theta"]
     assert res[100]["t0"] > res[99]["t0"]
     assert replay(rec).identical
+    lines = [r.getMessage() for r in caplog.records if r.name == "mbsd_twin.twin"]
+    assert sum(line.startswith("rig restarted") for line in lines) == 1
+    assert [line.split("(")[1].split(")")[0] for line in lines if line.startswith("re-initialised")] == \
+        ["start", "rig_restart"]
 
 
 def test_metrics_health_ready(broker: Any, tmp_path: Any) -> None:

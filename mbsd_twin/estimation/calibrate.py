@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -165,6 +165,8 @@ class ShootingProblem:
         self.failure = ""
         self._last: tuple[F, F, F] | None = None  # (x, σ, weighted residuals) of the last evaluation
         self._piece_cache: dict[int, list[tuple[F, F]]] = {}
+        self.progress: Callable[[float | None, str], None] | None = None
+        self.passes = 1  # the fit's pass (the second re-weights by the first's residuals)
 
     # ------------------------------------------------------------ variables
     def to_params(self, x: F) -> F:
@@ -243,6 +245,8 @@ class ShootingProblem:
         cannot be built or run there."""
         P, S = len(self.names), len(self.segs)
         self.evaluations += 1
+        if self.progress is not None:
+            self.progress(None, f"pass {self.passes}: model run {self.evaluations} ({S} segments)")
         try:
             self._set_params(self.to_params(x[:P]))
             return [self._segment(s, x[P + s], x[P + S + s]) for s in range(S)]
@@ -326,13 +330,15 @@ def _solve(prob: ShootingProblem, x0: F, max_nfev: int) -> Any:
 def calibrate(mech: Mechanism, params: Sequence[str], times: ArrayLike, inputs: Mapping[str, ArrayLike],
               measured: Mapping[str, ArrayLike], *, noise: Mapping[str, float] | None = None,
               start: Mapping[str, float] | None = None, segment: float = 0.5, stride: int = 5,
-              hold: str = "foh", options: SolverOptions | None = None, max_nfev: int = 30) -> Calibration:
+              hold: str = "foh", options: SolverOptions | None = None, max_nfev: int = 30,
+              progress: Callable[[float | None, str], None] | None = None) -> Calibration:
     """Fit the fixed parameters ``params`` of ``mech`` to measurements.
 
     ``times`` [s] are the sample instants (simulation time), ``inputs`` the sampled input ports,
     ``measured`` the sampled model outputs (``crank.theta``, ``main_bearing.fx`` …; one must be
     an angle ``BODY.theta``), ``noise`` σ per output (others: estimated from a first pass),
-    ``start`` starting values (default: the mechanism's). Raises :class:`PortError` for a bad name."""
+    ``start`` starting values (default: the mechanism's); ``progress`` is told ``(None, note)`` after
+    each model run (the number of runs is not known ahead). Raises :class:`PortError` for a bad name."""
     wall = time.perf_counter()
     sim = Simulator(mech, options or DEFAULT_OPTIONS)
     check_parameters(sim, params)
@@ -347,6 +353,7 @@ def calibrate(mech: Mechanism, params: Sequence[str], times: ArrayLike, inputs: 
     if hold not in HOLDS:
         raise ValueError(f"unknown input hold {hold!r}; holds: {', '.join(HOLDS)}")
     prob = ShootingProblem(sim, params, t, u, y, shooting_segments(t, segment), stride, hold)
+    prob.progress = progress
     floor = {o: noise_estimate(prob.y[:, i]) for i, o in enumerate(prob.outs)}
     prob.sigma = np.array([noise.get(o) or floor[o] for o in prob.outs])
     sol = _solve(prob, prob.initial_guess(prob.start), max_nfev)
@@ -355,7 +362,8 @@ def calibrate(mech: Mechanism, params: Sequence[str], times: ArrayLike, inputs: 
         rms = np.sqrt(np.mean((sol.fun.reshape(-1, len(prob.outs)) * prob.sigma) ** 2, axis=0))
         prob.sigma = np.array([noise.get(o) or max(float(r), _tiny(prob.y[:, i]))
                                for i, (o, r) in enumerate(zip(prob.outs, rms, strict=True))])
-        sol, passes = _solve(prob, sol.x, max_nfev), 2
+        prob.passes = passes = 2
+        sol = _solve(prob, sol.x, max_nfev)
     return _result(prob, sol, noise, floor, passes, time.perf_counter() - wall)
 
 

@@ -11,6 +11,8 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any
 
+from ..progress import Progress, add_progress_flags
+
 if TYPE_CHECKING:
     from .rig import RigConfig
     from .rig_file import RigFile
@@ -69,10 +71,12 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from ..estimation.mechfile import write_mechanism
     from .calibration import calibrate_recording, calibration_header
 
-    cal, rec = calibrate_recording(
-        args.recording, args.param, channels=[c for c in (args.channels or "").split(",") if c],
-        noise=parse_assignments(args.noise or [], "--noise"), start=parse_assignments(args.start or [], "--start"),
-        t_start=args.t_start, t_end=args.t_end, segment=args.segment, stride=args.stride, hold=args.hold)
+    with Progress("calibrate", args.progress) as progress:
+        cal, rec = calibrate_recording(
+            args.recording, args.param, channels=[c for c in (args.channels or "").split(",") if c],
+            noise=parse_assignments(args.noise or [], "--noise"), start=parse_assignments(args.start or [], "--start"),
+            t_start=args.t_start, t_end=args.t_end, segment=args.segment, stride=args.stride, hold=args.hold,
+            progress=progress)
     t_end = min(args.t_end, float(rec.times[-1]))
     torn = f", {len(rec.torn)} unreadable lines skipped (first: {rec.torn[0]})" if rec.torn else ""
     gaps = f", {rec.gaps} recording gaps" if rec.gaps else ""
@@ -129,8 +133,11 @@ def _cmd_rig(args: argparse.Namespace) -> int:
         raise SystemExit(f"mbsd-twin rig: {exc}") from None
     duration = args.duration if args.duration is not None else rig_file.duration
     if args.precompute:
-        rig.precompute(duration)
-    write_manifest(rig.run(duration, args.faults), args.manifest)
+        with Progress("rig: precompute", args.progress) as progress:
+            rig.precompute(duration, progress)
+    with Progress(f"rig: streaming {duration:g} s", args.progress) as progress:
+        manifest = rig.run(duration, args.faults, progress=progress)
+    write_manifest(manifest, args.manifest)
     return 0
 
 
@@ -210,6 +217,7 @@ def _add_rig(sub: argparse._SubParsersAction) -> None:
     g = sub.add_parser("rig", help="synthetic rig of any mechanism publishing sensor messages", epilog=RIG_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     g.add_argument("--rig", metavar="FILE", help="rig file (TOML; docs/connect-your-rig.md); options override it")
+    add_progress_flags(g)
     g.add_argument("--broker", default="mqtt://127.0.0.1:1883")
     g.add_argument("--asset", help="asset id (default sc-01)")
     g.add_argument("--prefix", help="topic prefix (default dt/v1)")
@@ -274,6 +282,7 @@ def add_twin(sub: argparse._SubParsersAction) -> None:
 
     c = tsub.add_parser("calibrate", help="fit model parameters to a recording (least squares, multiple shooting)")
     c.add_argument("recording", help="a twin recording (JSON lines, see docs/calibration.md)")
+    add_progress_flags(c)
     c.add_argument("--param", action="append", required=True, metavar="NAME",
                    help="a fixed model parameter to fit, e.g. piston.mass (repeat for more)")
     c.add_argument("--channels", help="compared channels to fit, comma-separated (default: all of the recording's)")

@@ -44,6 +44,14 @@ class Metrics:
         for key in HISTORY_FIGURES:
             self.history.labels(key).set(float(status[key]))
 
+    def batch_done(self, lag: float, depth: int, hold: int, resyncs: int, dropped: int) -> None:
+        """The gauges after each batch: lag [s], queue depth, hold, re-initialisations, overload drops."""
+        self.lag.set(lag)
+        self.queue.set(depth)
+        self.hold.set(hold)
+        self.resyncs.set(resyncs)
+        self.dropped.set(dropped)
+
     def filter(self, estimates: Mapping[str, float | None]) -> None:
         """Export the ``estimates`` of the latest sample (``nis``, ``<name>.sd``, augmented values)."""
         for key, value in estimates.items():

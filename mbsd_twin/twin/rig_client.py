@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as mqtt
@@ -56,14 +57,20 @@ class Rig:
         self.session = uuid.uuid4().hex[:8]
         self.sent_at: dict[int, float] = {}  # seq → monotonic time handed to the client (latency measurements)
 
-    def precompute(self, duration: float) -> None:
-        self.traj.samples(0, max(1, int(duration * self.cfg.rate)))
+    def precompute(self, duration: float, progress: Callable[[float], None] | None = None) -> None:
+        """Simulate the hidden model for ``duration`` s ahead of streaming (in tenths, told to ``progress``)."""
+        n = max(1, int(duration * self.cfg.rate))
+        for k in range(1, 11 if progress else 2):
+            self.traj.samples(0, n * k // (10 if progress else 1))
+            if progress:
+                progress(k / 10)
 
     def run(self, duration: float, faults: float = 0.0, seq0: int = 0,
-            client: mqtt.Client | None = None) -> dict[str, Any]:
+            client: mqtt.Client | None = None, progress: Callable[[float], None] | None = None) -> dict[str, Any]:
         """Stream ``duration`` s in real time; the manifest: message-level ``faults`` (seq → kind) with
         the ``expected`` counters, and ``rig_faults``, the injected model and sensor faults with their
-        onset (requested), ``sample`` and ``effective`` rig time (:func:`.rig.fault_manifest`)."""
+        onset (requested), ``sample`` and ``effective`` rig time (:func:`.rig.fault_manifest`).
+        ``progress`` is told the fraction sent about twice a second."""
         c, truth = self.cfg, self.traj.cfg  # the trajectory's (a shared one's) noise, mismatch and faults
         n_msg = int(duration * c.rate / c.batch)
         plan = message_plan(truth, n_msg, faults, self.window)
@@ -90,6 +97,8 @@ class Rig:
             cl.publish(self.topics.sensors, body, qos=0)
             if how == "ok":
                 self.sent_at.setdefault(seq0 + i, t_send)
+            if progress is not None and (k % 25 == 24 or k == len(order) - 1):
+                progress((k + 1) / len(order))
         manifest = {"asset": c.asset, "session": self.session, "messages": n_msg, "sent": len(order),
                     "seed": c.seed, "fault_rate": faults, "faults": {str(seq0 + i): k for i, k in sorted(plan.items())},
                     "expected": expected_counts(plan), "late_sends": behind,

@@ -27,7 +27,6 @@ bounded by the queue, the sequencer window and paho's outgoing queue (``max_queu
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sys
 import threading
@@ -45,6 +44,7 @@ from . import link
 from .commands import CommandGate, Pending, status_reply
 from .config import TwinConfig
 from .core import Out, TwinCore
+from .eventlog import EventLog
 from .health import health_message
 from .history.writer import HistoryWriter
 from .ingest import RIG_RESTART, Intake, Item
@@ -72,6 +72,7 @@ class TwinService:
             self.mech_text = fh.read()
         self.mech = loads_mechanism(self.mech_text, source=self.mech_path)
         self.rlog = RateLimitedLog()
+        self.events = EventLog(self.topics.twin("alarms"))  # alarms, re-initialisations, holds … at INFO
         self.recorder = self._recording() if cfg.record.path else None
         self.history = self._history() if cfg.history.enabled else None
         self.core = TwinCore(cfg.core, self.mech, self.recorder)
@@ -281,12 +282,16 @@ class TwinService:
         batch, t_arrival = item.batch, item.arrival
         if batch is RIG_RESTART:
             self.core.rig_restart()
+            self.events.rig_restarted()
             return
         t_start = time.monotonic()
         self.lag = t_start - item.ready  # the twin's own backlog: a wait in the reorder buffer is not overload
         st = self.core.stats
         before = (st["invalid"]["range"], st["recovered"]["step"], st["recovered"]["work"])
-        outs = self.core.step(batch, self._adapt(self.lag, depth))
+        hold = self._adapt(self.lag, depth)
+        self.events.hold_changed(hold, self.lag, depth, self.intake.shed)
+        outs = self.core.step(batch, hold)
+        self.events.resynced(self.core.batch_resync_events)
         if st["invalid"]["range"] > before[0]:
             self.metrics.invalid.labels("range").inc()
             self.rlog.warning("range", "invalid sensor message (range): %s", self.core.last_problem)
@@ -296,21 +301,15 @@ class TwinService:
             self.rlog.warning("work", "batch seq %d rejected: %s", batch.seq, self.core.last_problem)
         for o in outs:
             self.publish(o)
-            if o.topic == self.topics.twin("alarms") and '"source":"change"' in o.payload \
-                    and '"event":"raised"' in o.payload:
-                self.metrics.change_alarms.labels(json.loads(o.payload)["channel"]).inc()
+        for alarm in self.events.outputs(outs):  # logged at INFO
+            if alarm.get("source") == "change" and alarm.get("event") == "raised":
+                self.metrics.change_alarms.labels(alarm["channel"]).inc()
         if outs:
             self.metrics.filter(self.core.latest.get("estimates", {}))
-        if outs:
             self.latency_ms.append(1e3 * (time.monotonic() - t_arrival))
         if self.recorder:
             self.recorder.flush()
-        m = self.metrics
-        m.lag.set(self.lag)
-        m.queue.set(depth)
-        m.hold.set(self.cfg.service.hold_levels[self.level])
-        m.resyncs.set(sum(self.core.stats["resync"].values()))
-        m.dropped.set(self.counts["dropped_overload"])
+        self.metrics.batch_done(self.lag, depth, hold, sum(st["resync"].values()), self.counts["dropped_overload"])
         self.intake.cost(time.monotonic() - t_start)
 
     def _run_command(self, p: Pending) -> None:
@@ -379,6 +378,8 @@ class TwinService:
         """Graceful: publish ``offline`` (retained), flush, disconnect."""
         self.stopping.set()
         self.worker.join(timeout)
+        st = self.core.stats
+        self.events.stopped(st["batches"], st["samples"], self.counts["dropped_overload"])
         if self.connected.is_set() and not self.superseded:
             info = self.client.publish(self.topics.twin("status"),
                                        encode({"state": "offline", "instance": self.instance}), qos=1, retain=True)
