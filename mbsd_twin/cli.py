@@ -214,6 +214,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"mbsd-twin {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except SystemExit as exc:  # a sub-command's own message (it names the command): a usage error, exit 2
+        if not isinstance(exc.code, str):
+            raise
+        print(exc.code, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
+from ..model.values import suggest
 from .config_checks import (
     check_broker,
     check_commands,
@@ -343,7 +344,7 @@ def _section(cls: type, table: dict[str, Any], name: str, problems: list[str],
     for key, value in table.items():
         where = _where(name, key, origins)
         if key not in names:
-            problems.append(f"[{name}] unknown key {key!r}; known: {', '.join(sorted(names))}")
+            problems.append(f"[{name}] unknown key {key!r}{suggest(key, names)}; known: {', '.join(sorted(names))}")
         elif key in ("alarms", "augment"):
             kw[key] = _tables(key, value, problems)
         else:
@@ -404,7 +405,7 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
     parts: dict[str, Any] = {}
     for sec, table in data.items():
         if sec not in _SECTIONS or not isinstance(table, dict):
-            problems.append(f"unknown section [{sec}]; known: {', '.join(_SECTIONS)}")
+            problems.append(f"unknown section [{sec}]{suggest(sec, _SECTIONS)}; known: {', '.join(_SECTIONS)}")
             continue
         parts[sec] = _section(_SECTIONS[sec], table, sec, problems, origins)
     cfg = TwinConfig(**parts, source=path or "")

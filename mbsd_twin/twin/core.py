@@ -36,6 +36,7 @@ from .config import CoreConfig
 from .diagnosis import Diagnosis
 from .gaps import GapGuard
 from .guard import batch_step_limit, check_param, out_of_range, problem_text
+from .model_names import check_names
 from .outbox import Out, batch_messages, numbered
 from .plausible import plausible_limits
 from .protocol import SensorBatch, Topics
@@ -52,16 +53,13 @@ class TwinCore:
     def __init__(self, cfg: CoreConfig, mech: Mechanism, record: Recorder | None = None) -> None:
         self.cfg, self.topics, self.record = cfg, Topics(cfg.base), record
         self.mech = mech
+        check_names(cfg, mech)  # every [core] name the mechanism lacks, in one ConfigError
         self.tracker = make_tracker(cfg, mech)
         self.good_params: dict[str, float] = {}  # set_param values applied and run successfully
         self.read = plausible_limits(cfg, mech)  # channel → plausible |value| (guard.out_of_range)
         self.last_problem = ""  # the last rejected batch's or recovered failure's problem text
         self.good: tuple[Any, ...] | None = None  # the tracker's checkpoint after the last good batch
         self.failed_in_row = 0
-        outs = set(self.tracker.mechanism_outputs())
-        missing = [p for p in (*cfg.compare.values(), *cfg.state_extra, *cfg.virtual) if p not in outs]
-        if missing:
-            raise ValueError(f"unknown model outputs in the channel mapping: {', '.join(missing)}")
         self.alarms = Alarms(cfg.alarms, cfg.alarm_max_events_per_minute)
         self.changes: ChangeAlarms | None = None  # built at the first batch (its rate tunes the CUSUM)
         self.nis: deque[tuple[float, int]] = deque()

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.loader import bundled_slider_crank, loads_mechanism
+from ..model.values import suggest
 from .config import BrokerConfig, ConfigError, TwinConfig, load_config
 from .redaction import redact, url_password_problem
 
@@ -140,7 +141,7 @@ def _settings(table: Any, base: str, problems: list[str]) -> FleetSettings:
         kw[f.name] = float(v) if isinstance(default, float) else v
     known = [f.name for f in dataclasses.fields(FleetSettings)]
     for k in sorted(set(table) - set(known)):
-        problems.append(f"[fleet] unknown key {k!r}; known: {', '.join(known)}")
+        problems.append(f"[fleet] unknown key {k!r}{suggest(k, known)}; known: {', '.join(known)}")
     s = dataclasses.replace(d, **kw)
     for name in ("checkpoint_interval", "watch_interval", "restart_delay", "status_interval"):
         if not getattr(s, name) > 0:
@@ -167,15 +168,19 @@ def _settings(table: Any, base: str, problems: list[str]) -> FleetSettings:
                                broker=s.broker)
 
 
+ASSET_KEYS = ("id", "mechanism", "config", "overrides")  # of an [[asset]] table
+
+
 def _asset(i: int, t: Any, base: str, problems: list[str]) -> AssetSpec | None:
     where = f"[[asset]] #{i + 1}"
     if not isinstance(t, dict):
         problems.append(f"{where}: must be a table")
         return None
-    unknown = sorted(set(t) - {"id", "mechanism", "config", "overrides"})
+    unknown = sorted(set(t) - set(ASSET_KEYS))
     if unknown:
-        problems.append(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; known: id, mechanism, config, "
-                        "overrides")
+        hints = "".join(suggest(k, ASSET_KEYS) for k in unknown)
+        problems.append(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}{hints}; known: "
+                        f"{', '.join(ASSET_KEYS)}")
     aid = t.get("id")
     if not isinstance(aid, str) or not ASSET_ID.match(aid):
         problems.append(f"{where} id: expected 1-64 letters, digits, '_', '.', '-', got {aid!r}")

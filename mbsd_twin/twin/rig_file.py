@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..model.values import suggest
 from .config import _coerce
 from .rig import RigConfig
 from .rig_faults import parse_fault
@@ -100,7 +101,8 @@ def load_rig_file(path: str | Path) -> RigFile:
         elif key in top:
             top[key] = _value(key, value, top[key], problems)
         else:
-            problems.append(f"unknown key {key!r}; known: {', '.join(sorted(names | set(top)))}")
+            known = sorted(names | set(top))
+            problems.append(f"unknown key {key!r}{suggest(key, known)}; known: {', '.join(known)}")
     if not top["duration"] > 0:
         problems.append(f"duration must be > 0 s, got {top['duration']!r}")
     cfg = dataclasses.replace(base, **kw)

@@ -49,6 +49,7 @@ from .health import health_message
 from .history.writer import HistoryWriter
 from .ingest import RIG_RESTART, Intake, Item
 from .metrics import Metrics, PostRoute, Route, serve_http
+from .model_names import mechanism_file
 from .probe import RoundTrip
 from .protocol import Topics, encode, parse_command
 from .ratelog import RateLimitedLog
@@ -67,7 +68,7 @@ class TwinService:
     def __init__(self, cfg: TwinConfig) -> None:
         self.cfg = cfg
         self.topics = Topics(cfg.core.base)
-        self.mech_path = cfg.service.mechanism or str(bundled_slider_crank())
+        self.mech_path = mechanism_file(cfg, str(bundled_slider_crank()))  # ConfigError naming key and path
         with open(self.mech_path, encoding="utf-8") as fh:
             self.mech_text = fh.read()
         self.mech = loads_mechanism(self.mech_text, source=self.mech_path)
