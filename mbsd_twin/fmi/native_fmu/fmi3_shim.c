@@ -25,11 +25,12 @@ static const char *const OP_NAMES[] = {"?", "instantiation", "fmi3EnterInitializ
                                        "fmi3ExitInitializationMode", "fmi3Reset", "fmi3GetFloat64",
                                        "fmi3SetFloat64", "fmi3DoStep", "fmi3GetFMUState", "fmi3SetFMUState"};
 
+/* fmi3_misc.c: the host's logger */
+void mbsd_fmi3_log(fmi3LogMessageCallback logger, fmi3InstanceEnvironment env, int status, const char *text);
+
 static void emit(Inst *c, int status, const char *text) {
-    static const char *cats[] = {"logStatusOK", "logStatusWarning", "logStatusDiscard", "logStatusError",
-                                 "logStatusFatal"};
     Inst3 *s = (Inst3 *)c;
-    if (s->logger) s->logger(s->env, (fmi3Status)status, status >= 0 && status <= 4 ? cats[status] : "logAll", text);
+    mbsd_fmi3_log(s->logger, s->env, status, text);
 }
 
 const char *fmi3GetVersion(void) { return fmi3Version; }

@@ -20,23 +20,11 @@ int mbsd_live(fmi2Component c);
 
 typedef struct { SaInst core; fmi2CallbackFunctions cb; } Inst2;
 
-static const char *category(int status) {
-    static const char *cats[] = {"logStatusOK", "logStatusWarning", "logStatusDiscard", "logStatusError",
-                                 "logStatusFatal", "logStatusPending"};
-    return status >= 0 && status <= 5 ? cats[status] : "logAll";
-}
+/* fmi2_misc.c: the host's logger, '%' doubled */
+void mbsd_fmi2_log(const fmi2CallbackFunctions *cb, const char *name, int status, const char *text);
 
-/* The host's logger treats the message as a format: pass '%' doubled. */
 static void emit(SaInst *c, int status, const char *text) {
-    Inst2 *s = (Inst2 *)c;
-    if (!s->cb.logger) return;
-    size_t n = strlen(text);
-    char *esc = malloc(2 * n + 1), *q = esc;
-    if (!esc) return;
-    for (const char *p = text; *p; p++) { *q++ = *p; if (*p == '%') *q++ = '%'; }
-    *q = '\0';
-    s->cb.logger(s->cb.componentEnvironment, c->name, (fmi2Status)status, category(status), esc);
-    free(esc);
+    mbsd_fmi2_log(&((Inst2 *)c)->cb, c->name, status, text);
 }
 
 fmi2Component fmi2Instantiate(fmi2String name, fmi2Type type, fmi2String guid, fmi2String resource_uri,

@@ -21,11 +21,12 @@ int mbsd_live(fmi3Instance c);
 
 typedef struct { SaInst core; fmi3InstanceEnvironment env; fmi3LogMessageCallback logger; } Inst3;
 
+/* fmi3_misc.c: the host's logger */
+void mbsd_fmi3_log(fmi3LogMessageCallback logger, fmi3InstanceEnvironment env, int status, const char *text);
+
 static void emit(SaInst *c, int status, const char *text) {
-    static const char *cats[] = {"logStatusOK", "logStatusWarning", "logStatusDiscard", "logStatusError",
-                                 "logStatusFatal"};
     Inst3 *s = (Inst3 *)c;
-    if (s->logger) s->logger(s->env, (fmi3Status)status, status >= 0 && status <= 4 ? cats[status] : "logAll", text);
+    mbsd_fmi3_log(s->logger, s->env, status, text);
 }
 
 const char *fmi3GetVersion(void) { return fmi3Version; }
