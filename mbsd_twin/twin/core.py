@@ -153,6 +153,8 @@ class TwinCore:
             self.changes = ChangeAlarms(self.cfg, 1.0 / batch.dt, self.tracker)
         self.batch_resyncs, self.batch_resync_events = 0, []
         batch, cur = self._begin(batch)
+        if cur < 0 and self.gaps.pending:  # the batch after a gap predicted through: every sample corrected,
+            hold = 1  # whatever the hold (100 rad/s, 20 % bursty loss at hold 20: 3 false alarms in 30 s without)
         ends = list(range((batch.n - 1) % hold, batch.n, hold))
         rows: list[Row] = []
         events: list[dict[str, Any]] = []
