@@ -32,7 +32,6 @@ C_DIR = Path(__file__).with_name("c")
 C_SOURCES = ("sa_core.c", "sa_io.c", "sa_init.c", "sa_state.c", "sa_runtime.c", "sa_live.c")
 FMI_SOURCES = {"2.0": (C_DIR / "sa_fmi2.c", SOURCE_DIR / "fmi2_misc.c"),
                "3.0": (C_DIR / "sa_fmi3.c", SOURCE_DIR / "fmi3_misc.c")}
-SHARED_SOURCES = ("live_registry.c",)  # native_fmu's, shared with the host-independent FMU
 _DOC_OLD = "It runs in the importing process's Python interpreter, which must have mbsd-twin installed."
 _DOC_NEW = ("Standalone: its shared library holds the engine and the mechanism (libc and libm only: no Python, "
             "no worker process).")
@@ -50,8 +49,7 @@ def compile_standalone(guid: str, model_c: str, dest: Path, fmi_version: str = "
     (work / "engine.o").write_bytes(engine_object())
     (work / "model_data.c").write_text(model_c, encoding="utf-8")
     (work / "engine_cpu.c").write_text(cpu_check_source(), encoding="utf-8")
-    sources = [*FMI_SOURCES[fmi_version], *(C_DIR / s for s in C_SOURCES),
-               *(SOURCE_DIR / s for s in SHARED_SOURCES), work / "model_data.c",
+    sources = [*FMI_SOURCES[fmi_version], *(C_DIR / s for s in C_SOURCES), work / "model_data.c",
                work / "engine_cpu.c"]
     cmd = [cc, "-shared", "-fPIC", "-O2", "-std=gnu11", "-fvisibility=hidden", "-Wall", "-Wextra",
            f"-I{C_DIR}", f"-I{SOURCE_DIR}", f'-DMBSD_GUID="{guid}"', "-o", str(dest), *map(str, sources),

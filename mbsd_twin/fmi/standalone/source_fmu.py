@@ -21,10 +21,8 @@ from .engine_source import engine_c
 C_DIR = Path(__file__).with_name("c")
 # files compiled, in order (``fmu.c``: the version's FMI functions with this FMU's guid)
 LAYER = ("sa_core.c", "sa_io.c", "sa_init.c", "sa_state.c", "sa_runtime.c", "sa_live.c")  # build.C_SOURCES
-SHARED = ("live_registry.c",)  # build.SHARED_SOURCES, from native_fmu/
-COMPILED = ("fmu.c", "{misc}", *LAYER, *SHARED, "model_data.c", "engine.c")
+COMPILED = ("fmu.c", "{misc}", *LAYER, "model_data.c", "engine.c")
 HEADERS = ("sa_core.h", "sa_engine.h")
-SHARED_HEADERS = ("live_registry.h",)
 LIBRARIES = ("m",)  # libm (and libc)
 _FMU_C = """/* This FMU's FMI {version} functions: {layer} with the modelDescription's {what} (generated) */
 #define MBSD_GUID "{guid}"
@@ -48,8 +46,8 @@ def source_files(version: str, ident: str, guid: str, model_c: str) -> dict[str,
     out = {name: text.encode("utf-8") for name, text in texts.items()}
     for name in (*HEADERS, layer, *LAYER):
         out[name] = (C_DIR / name).read_bytes()
-    for name in (compiled_files(version)[1], *SHARED, *SHARED_HEADERS):
-        out[name] = (SOURCE_DIR / name).read_bytes()
+    misc = compiled_files(version)[1]
+    out[misc] = (SOURCE_DIR / misc).read_bytes()
     if version == "3.0":
         out["buildDescription.xml"] = build_description(ident, compiled_files(version))
     return out

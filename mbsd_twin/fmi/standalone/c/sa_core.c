@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "sa_core.h"
-#include "live_registry.h"
 
 static void release(SaInst *s);
 
@@ -112,7 +111,7 @@ SaInst *sa_new(size_t size, const char *name, int logging, sa_emit_fn emit) {
     }
     index_vrs(s);
     initial_values(s);
-    if (!mbsd_live_add(s)) { release(s); return NULL; }
+    s->tag = SA_TAG, s->self = s;
     return s;
 }
 
@@ -140,8 +139,12 @@ static void release(SaInst *s) {
     free(s);
 }
 
+int mbsd_live(void *c); /* sa_live.c */
+
 void sa_free(SaInst *s) {
-    if (mbsd_live_remove(s)) release(s);  /* NULL, or freed already: nothing */
+    if (!mbsd_live(s)) return;  /* NULL, or freed already: nothing */
+    s->tag = 0, s->self = 0;
+    release(s);
 }
 
 double sa_time(SaInst *s) { return s->S[0]; }
