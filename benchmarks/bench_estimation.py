@@ -1,4 +1,4 @@
-"""The twin's estimator on synthetic rig streams whose truth is known (mbsd_twin.twin.scenarios):
+"""The twin's estimator on synthetic rig streams whose truth is known (mbsd_twin.rig.scenarios):
 cost per sample, innovation RMS, angle error against the truth, mean NIS and its χ² 95 % band,
 re-initialisations, change alarms (statistic, delay after the fault onset, estimated onset, size)
 and the torque estimate's error, one JSON line per scenario (its cost: the whole twin core per
@@ -20,7 +20,7 @@ import numpy as np
 import mbsd_twin as mt
 from mbsd_twin.estimation.ekf import FilterConfig, StateEstimator
 from mbsd_twin.estimation.holds import interval_steps
-from mbsd_twin.twin.scenarios import SCENARIOS, run, summary
+from mbsd_twin.rig.scenarios import SCENARIOS, run, summary
 
 
 def filter_cost(seconds: float, jacobian_every: int, pendulum: bool) -> dict[str, float]:

@@ -31,9 +31,9 @@ import paho.mqtt.client as mqtt
 from bench_twin import start_broker
 
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
+from mbsd_twin.rig.client import connect
+from mbsd_twin.rig.synthetic import RigConfig, stream
 from mbsd_twin.twin.fleet_feed import FleetFeeder
-from mbsd_twin.twin.rig import RigConfig, stream
-from mbsd_twin.twin.rig_client import connect
 
 ROOT = Path(__file__).resolve().parents[1]
 

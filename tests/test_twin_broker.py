@@ -22,11 +22,11 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from mbsd_twin import load_mechanism
+from mbsd_twin.rig.client import Rig
+from mbsd_twin.rig.faults import RigFault
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory
 from mbsd_twin.twin.config import AlarmConfig, load_config
 from mbsd_twin.twin.recorder import replay
-from mbsd_twin.twin.rig import RigConfig, Trajectory
-from mbsd_twin.twin.rig_client import Rig
-from mbsd_twin.twin.rig_faults import RigFault
 from mbsd_twin.twin.service import TwinService
 
 MECH = "examples/mechanisms/slider_crank.toml"

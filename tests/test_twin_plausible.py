@@ -15,10 +15,10 @@ import pytest
 
 from mbsd_twin import load_mechanism
 from mbsd_twin.model.loader import bundled_slider_crank
+from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
 from mbsd_twin.twin.config import CoreConfig, load_config
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
-from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
 
 HOSTILE = 999999.0
 MINUTE = 3000  # batches of 20 samples at 1 kHz: 60 s

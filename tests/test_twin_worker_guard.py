@@ -24,10 +24,10 @@ from conftest import Broker
 from test_fleet import wait_for
 
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
+from mbsd_twin.rig.client import connect
 from mbsd_twin.twin.config import load_config
 from mbsd_twin.twin.fleet_config import AssetSpec, FleetSettings
 from mbsd_twin.twin.fleet_feed import FleetFeeder
-from mbsd_twin.twin.rig_client import connect
 from mbsd_twin.twin.service import TwinService
 
 ROOT = Path(__file__).resolve().parents[1]

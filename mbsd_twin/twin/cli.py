@@ -12,8 +12,8 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .rig import RigConfig
-    from .rig_file import RigFile
+    from ..rig.file import RigFile
+    from ..rig.synthetic import RigConfig
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -92,9 +92,9 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 def _cmd_identify(args: argparse.Namespace) -> int:
     from ..errors import MechanismError
     from ..model.loader import bundled_slider_crank, load_mechanism
+    from ..rig.file import RigFileError, load_rig_file
     from .config import ConfigError, load_config
     from .identify import format_report, identify, report_json
-    from .rig_file import RigFileError, load_rig_file
 
     path = args.config or os.environ.get("MBSD_TWIN_CONFIG") or None
     where = f"mbsd-twin twin identify: {path or '<defaults>'}"
@@ -119,7 +119,7 @@ def _cmd_identify(args: argparse.Namespace) -> int:
 
 def _cmd_rig(args: argparse.Namespace) -> int:
     from ..model.loader import bundled_slider_crank, load_mechanism
-    from .rig_client import Rig, write_manifest
+    from ..rig.client import Rig, write_manifest
 
     rig_file, cfg = _rig_config(args)
     mech = load_mechanism(args.mechanism or rig_file.mechanism or bundled_slider_crank())
@@ -142,7 +142,7 @@ def _rig_config(args: argparse.Namespace) -> tuple[RigFile, RigConfig]:
     """The rig file (or the defaults) with the command-line options on top."""
     import dataclasses
 
-    from .rig_file import RigFile, RigFileError, load_rig_file, with_channels
+    from ..rig.file import RigFile, RigFileError, load_rig_file, with_channels
 
     try:
         rig_file = load_rig_file(args.rig) if args.rig else RigFile()
@@ -161,7 +161,7 @@ def _rig_config(args: argparse.Namespace) -> tuple[RigFile, RigConfig]:
 
 
 def _fault_arg(text: str) -> Any:
-    from .rig_faults import parse_fault
+    from ..rig.faults import parse_fault
 
     try:
         return parse_fault(text)

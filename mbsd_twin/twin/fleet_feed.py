@@ -12,9 +12,9 @@ import time
 from typing import Any
 
 from ..model.model import Mechanism
+from ..rig.client import connect
+from ..rig.synthetic import RigConfig, stream
 from .protocol import Topics, encode
-from .rig import RigConfig, stream
-from .rig_client import connect
 
 
 class FleetFeeder:

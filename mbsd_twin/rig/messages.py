@@ -1,4 +1,4 @@
-"""Message-level faults of the synthetic rig (:mod:`.rig`): a plan of dropped, duplicated, reordered,
+"""Message-level faults of the synthetic rig (:mod:`.synthetic`): a plan of dropped, duplicated, reordered,
 late and invalid messages (random, and the ``dropout`` rig faults), the send order it gives, and the
 counters the twin should report."""
 
@@ -9,10 +9,10 @@ import math
 import random
 from typing import TYPE_CHECKING, Any
 
-from .protocol import encode
+from ..twin.protocol import encode
 
 if TYPE_CHECKING:
-    from .rig import MessageSource, RigConfig
+    from .synthetic import MessageSource, RigConfig
 
 FAULT_KINDS = ("drop", "duplicate", "reorder", "late", "json", "types", "nan", "missing", "oversize", "version")
 INVALID_REASON = {"json": "json", "types": "schema", "nan": "non_finite", "missing": "schema",

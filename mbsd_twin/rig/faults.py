@@ -21,7 +21,7 @@ Kinds (``RigFault.kind``) and their ``target``:
 - ``dropout``: the sensor messages whose first sample lies in [onset, onset + ``width``) are not
   sent (target ``sensors``); the twin counts them as gaps.
 
-Channel targets are the rig's channel names (:attr:`.rig.RigConfig.channels`), checked with the
+Channel targets are the rig's channel names (:attr:`.synthetic.RigConfig.channels`), checked with the
 mechanism by :func:`check_faults`.
 
 A fault takes effect at the first sample at or after ``onset`` (its ``sample``); sensor noise is

@@ -22,11 +22,11 @@ import numpy as np
 from scipy.stats import chi2
 
 from ..model.loader import bundled_slider_crank, load_mechanism
-from .config import CoreConfig
-from .core import TwinCore
-from .protocol import SensorBatch, encode, parse_sensor
-from .rig import RigConfig, Trajectory, stream
-from .rig_faults import RigFault, fault_input
+from ..twin.config import CoreConfig
+from ..twin.core import TwinCore
+from ..twin.protocol import SensorBatch, encode, parse_sensor
+from .faults import RigFault, fault_input
+from .synthetic import RigConfig, Trajectory, stream
 
 ONSET = 5.0  # s: fault onset in the fault scenarios
 FAULTS = {

@@ -1,11 +1,11 @@
 """The rig file: a small TOML file that makes ``mbsd-twin rig`` simulate any mechanism.
 
-Top-level keys are the fields of :class:`.rig.RigConfig` (same names, same defaults: the packaged
+Top-level keys are the fields of :class:`.synthetic.RigConfig` (same names, same defaults: the packaged
 slider crank's rig) plus ``mechanism`` (a path, relative to the rig file; "" the packaged slider
 crank) and ``duration`` (s). Tables: ``[channels]`` (rig channel → model output, or the driven input
 port), ``[noise]`` (channel → σ in its unit), ``[mismatch]`` (model parameter → the rig's true
 value). ``faults`` is a list of fault specs (``"input_bias@3.0:motor_torque+0.3"``, see
-:mod:`.rig_faults`). Example: ``examples/rigs/pendulum_rig.toml``; docs/connect-your-rig.md.
+:mod:`.faults`). Example: ``examples/rigs/pendulum_rig.toml``; docs/connect-your-rig.md.
 
 Every problem is reported at once in one :class:`RigFileError`, each naming the file and the key.
 """
@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import _coerce
-from .rig import RigConfig
-from .rig_faults import parse_fault
+from ..twin.config import _coerce
+from .faults import parse_fault
+from .synthetic import RigConfig
 
 
 class RigFileError(ValueError):

@@ -1,7 +1,7 @@
 """A synthetic rig of any mechanism: the engine's model with a hidden parameter mismatch, faults
-injected at known times (:mod:`.rig_faults`) and sensor noise, streamed as sensor messages of the
+injected at known times (:mod:`.faults`) and sensor noise, streamed as sensor messages of the
 contract. ``RigConfig.channels`` says which model outputs (or input ports) are published under which
-channel names; the defaults are the packaged slider crank's (:mod:`.rig_file` reads a rig TOML file).
+channel names; the defaults are the packaged slider crank's (:mod:`.file` reads a rig TOML file).
 
 The driven input (``drive``, default ``motor_torque``; none for a mechanism without inputs) is
 continuous: a command is computed every ``knot`` s (a multiple of the sample period) — a speed
@@ -30,7 +30,7 @@ from ..model.model import Mechanism
 from ..simulation.ports import model_parameters
 from ..simulation.simulator import Simulator
 from ..solvers.dynamics import SolverOptions
-from .rig_faults import (
+from .faults import (
     CHANNELS,
     INPUT_KINDS,
     LOAD_KINDS,
@@ -41,10 +41,8 @@ from .rig_faults import (
     fault_input,
     hidden_mechanism,
 )
-from .rig_messages import FAULT_KINDS, INVALID_REASON, _invalid, expected_counts, payload, plan_faults, schedule
 
-__all__ = ["FAULT_KINDS", "INVALID_REASON", "_invalid", "MessageSource", "RigConfig", "RigFault", "Trajectory",
-           "expected_counts", "payload", "plan_faults", "schedule", "stream"]
+__all__ = ["MessageSource", "RigConfig", "Trajectory", "fault_manifest", "stream"]
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Streams a synthetic rig (:mod:`.rig`) to a broker in real time, with its will and birth, and
+"""Streams a synthetic rig (:mod:`.synthetic`) to a broker in real time, with its will and birth, and
 returns the manifest of injected faults with the counters the twin should report."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from ..model.model import Mechanism
-from .config import BrokerConfig
-from .link import set_nodelay
-from .protocol import Topics, encode
-from .redaction import redact
-from .rig import MessageSource, RigConfig, Trajectory, fault_manifest
-from .rig_messages import expected_counts, message_plan, payload, schedule
+from ..twin.config import BrokerConfig
+from ..twin.link import set_nodelay
+from ..twin.protocol import Topics, encode
+from ..twin.redaction import redact
+from .messages import expected_counts, message_plan, payload, schedule
+from .synthetic import MessageSource, RigConfig, Trajectory, fault_manifest
 
 
 def connect(url: str, client_id: str, will: tuple[str, str] | None = None, protocol: int = 5,
@@ -63,7 +63,7 @@ class Rig:
             client: mqtt.Client | None = None) -> dict[str, Any]:
         """Stream ``duration`` s in real time; the manifest: message-level ``faults`` (seq → kind) with
         the ``expected`` counters, and ``rig_faults``, the injected model and sensor faults with their
-        onset (requested), ``sample`` and ``effective`` rig time (:func:`.rig.fault_manifest`)."""
+        onset (requested), ``sample`` and ``effective`` rig time (:func:`.synthetic.fault_manifest`)."""
         c, truth = self.cfg, self.traj.cfg  # the trajectory's (a shared one's) noise, mismatch and faults
         n_msg = int(duration * c.rate / c.batch)
         plan = message_plan(truth, n_msg, faults, self.window)
