@@ -161,7 +161,7 @@ def _add_twin(sub: argparse._SubParsersAction) -> None:
 
 def _add_fleet(sub: argparse._SubParsersAction) -> None:
     """``fleet serve`` (one twin per asset, local processes or Ray actors; docs/fleet.md)."""
-    from .twin.fleet_cli import add_fleet
+    from .fleet.cli import add_fleet
 
     add_fleet(sub)
 

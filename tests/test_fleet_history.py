@@ -37,8 +37,8 @@ from test_fleet import (  # noqa: F401  (ray_cluster: the two-node cluster fixtu
 from test_history import pg_db  # noqa: F401  (fixture)
 from test_history_holds import account
 
+from mbsd_twin.fleet.feed import FleetFeeder
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
-from mbsd_twin.twin.fleet_feed import FleetFeeder
 from mbsd_twin.twin.history.pg import PostgresStore
 
 ASSETS = ["n1", "n2", "n3", "n4"]

@@ -155,7 +155,7 @@ class Checkpointer:
         self.save()
 
     def save(self) -> None:
-        """One checkpoint; with a ``generation`` (the asset's lease, fleet_member.py) only while this
+        """One checkpoint; with a ``generation`` (the asset's lease, fleet/member.py) only while this
         instance holds it: a lost lease calls ``on_lease_lost`` and writes nothing."""
         core = self.core()
         try:

@@ -3,7 +3,7 @@ finite where a number must be, arrays of this filter's shapes, names of this twi
 parameters and inputs. A row is checked whole before anything of it is applied, so a tampered or
 corrupt but parsable row (``"stats": "owned"``, a string for a number, an unknown or a missing key,
 a NaN, a covariance of another shape) is refused with a :class:`CheckpointError` naming the key
-and the twin starts fresh (:mod:`.fleet_member`); nothing is ever set by the row's own key names.
+and the twin starts fresh (:mod:`mbsd_twin.fleet.member`); nothing is ever set by the row's own key names.
 """
 
 from __future__ import annotations

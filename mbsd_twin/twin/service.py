@@ -114,12 +114,12 @@ class TwinService:
         self.dashboard: Any = None
         if self.history is not None:
             self.taps.append(self.history.tap)
-        # --- extension hook (mbsd_twin.twin.fleet_member): ticks run in the worker thread between batches
+        # --- extension hook (mbsd_twin.fleet.member): ticks run in the worker thread between batches
         # (the core is consistent there: checkpoints); birth_extra is merged into the retained birth.
         self.ticks: list[Callable[[float], None]] = []
         self.birth_extra: dict[str, Any] = {}
-        # on_own_status (set by fleet_member) sees every non-retained message on the twin's own status
-        # topic: hints of other instances of the asset (fleet_fence.py); ``supersede`` stops publishing.
+        # on_own_status (set by fleet/member.py) sees every non-retained message on the twin's own status
+        # topic: hints of other instances of the asset (fleet/fence.py); ``supersede`` stops publishing.
         self.on_own_status: Callable[[dict[str, Any], bool], None] | None = None
         self.superseded = ""  # why this instance stopped publishing ("": it has not)
         self.t_started = time.monotonic()
@@ -324,7 +324,7 @@ class TwinService:
         self.publish(Out(topic, payload, qos=1), props)
 
     def supersede(self, reason: str) -> None:
-        """Fence this instance off for good (a newer one holds the asset's lease, fleet_fence.py): no
+        """Fence this instance off for good (a newer one holds the asset's lease, fleet/fence.py): no
         input, output or history; a clean disconnect (no ``offline`` will over the newer birth)."""
         if self.superseded:
             return

@@ -11,12 +11,12 @@ import threading
 
 
 def _cmd_fleet_serve(args: argparse.Namespace) -> int:
-    from .fleet import Fleet, LocalBackend
-    from .fleet_config import FleetError
+    from .config import FleetError
+    from .supervisor import Fleet, LocalBackend
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.ray:
-        from .fleet_ray import RayBackend
+        from .ray_backend import RayBackend
 
         backend: object = RayBackend(args.ray)
     else:
@@ -39,8 +39,8 @@ def _cmd_fleet_acl(args: argparse.Namespace) -> int:
     """Print the fleet's mosquitto ACL lines, or (``--passwords``) its password-file lines."""
     import os
 
-    from .fleet_acl import acl_text, password_lines
-    from .fleet_config import FleetError, load_fleet
+    from .acl import acl_text, password_lines
+    from .config import FleetError, load_fleet
 
     try:
         fleet = load_fleet(args.fleet)

@@ -4,8 +4,8 @@
 before anything is applied — a bad edit is logged with every problem and ignored — then only the
 assets added, removed or changed are started or stopped (the others keep running untouched).
 Backends: :class:`LocalBackend` (one process per asset on this machine, restarted after
-``restart_delay`` when it dies) and :class:`~.fleet_ray.RayBackend` (a Ray actor per asset, restarted
-by Ray). A restarted twin resumes from its last checkpoint (:mod:`.fleet_member`).
+``restart_delay`` when it dies) and :class:`~.ray_backend.RayBackend` (a Ray actor per asset, restarted
+by Ray). A restarted twin resumes from its last checkpoint (:mod:`.member`).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .checkpoint_store import CheckpointStore
-from .fleet_config import AssetSpec, FleetConfig, FleetError, FleetSettings, load_fleet
-from .fleet_member import run_process
-from .fleet_status import FleetStatus
-from .protocol import Topics
+from ..twin.checkpoint_store import CheckpointStore
+from ..twin.protocol import Topics
+from .config import AssetSpec, FleetConfig, FleetError, FleetSettings, load_fleet
+from .member import run_process
+from .status import FleetStatus
 
 log = logging.getLogger("mbsd_twin.fleet")
 
@@ -124,7 +124,7 @@ class LocalBackend:
 
 class Fleet:
     """The assets of the fleet file, run by ``backend``; ``poll`` once per ``watch_interval``. The
-    fleet's retained status topic (:mod:`.fleet_status`) follows every start, stop and death."""
+    fleet's retained status topic (:mod:`.status`) follows every start, stop and death."""
 
     def __init__(self, path: str, backend: Backend) -> None:
         self.path, self.backend = path, backend

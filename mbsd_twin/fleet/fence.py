@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .checkpoint_store import CheckpointStore, LeaseLost
-from .redaction import redact
+from ..twin.checkpoint_store import CheckpointStore, LeaseLost
+from ..twin.redaction import redact
 
 log = logging.getLogger("mbsd_twin.fleet")
 

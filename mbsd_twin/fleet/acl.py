@@ -3,7 +3,7 @@ fleet (docs/fleet.md, "Access control"): one user per asset's twin (``[fleet] tw
 e.g. ``twin-{asset}``) that may publish only under its own asset's ``twin/`` and read its rig,
 commands and own status, and the fleet's user (``[fleet] fleet_username``) that may publish only
 the fleet status and read the twins' status topics. The passwords are derived from the secret in
-``[fleet] password_env`` (:func:`.fleet_config.login_password`), as the twins and the fleet derive
+``[fleet] password_env`` (:func:`.config.login_password`), as the twins and the fleet derive
 them where they run; ``--passwords`` prints each login's line hashed as ``mosquitto_passwd`` does
 (``$7$``: PBKDF2-SHA512), never the password itself.
 """
@@ -14,8 +14,8 @@ import base64
 import hashlib
 import os
 
-from .fleet_config import FleetConfig, login_password
-from .protocol import Topics
+from ..twin.protocol import Topics
+from .config import FleetConfig, login_password
 
 ITERATIONS = 101  # mosquitto_passwd's default for $7$
 

@@ -23,14 +23,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .checkpoint import Checkpointer, apply
-from .checkpoint_store import BadRow, CheckpointStore
-from .fleet_config import AssetSpec, FleetSettings
-from .fleet_fence import Fence
-from .protocol import encode
-from .redaction import redact
-from .service import TwinService
-from .worker_guard import EXIT_WORKER_DIED
+from ..twin.checkpoint import Checkpointer, apply
+from ..twin.checkpoint_store import BadRow, CheckpointStore
+from ..twin.protocol import encode
+from ..twin.redaction import redact
+from ..twin.service import TwinService
+from ..twin.worker_guard import EXIT_WORKER_DIED
+from .config import AssetSpec, FleetSettings
+from .fence import Fence
 
 log = logging.getLogger("mbsd_twin.fleet")
 
@@ -44,7 +44,7 @@ class Member:
         self.cfg = spec.twin_config(settings)
         self.svc = TwinService(self.cfg)
         self.store = CheckpointStore(settings.store)
-        # ``on_exit(code)``: how this twin's process ends once fenced off (fleet_fence.py) or its worker died
+        # ``on_exit(code)``: how this twin's process ends once fenced off (fence.py) or its worker died
         self.on_exit: Callable[[int], None] = _exit_process
         self.fence = Fence(self.svc, self.store, spec.id, (birth or {}).get("node_id"), lambda code: self.on_exit(code),
                            settings.checkpoint_interval)
@@ -54,7 +54,7 @@ class Member:
                                          settings.checkpoint_interval, self.svc.counts)
         self.checkpointer.on_lease_lost = self.fence.lost
         self.svc.ticks.append(self._tick)
-        self.svc.on_own_status = self.fence.birth  # a hint only: the store decides (fleet_fence.py)
+        self.svc.on_own_status = self.fence.birth  # a hint only: the store decides (fence.py)
         self.svc.on_worker_death = lambda reason: self.on_exit(EXIT_WORKER_DIED)  # mute is worse than restarted
         self.svc.birth_extra.update({"pid": os.getpid(), "started_at": self.fence.started_at, **(birth or {}),
                                      **self.resumed})
@@ -118,7 +118,7 @@ class Member:
             return None
 
     def _tick(self, now: float) -> None:
-        """Worker tick: the lease (fleet_fence.py), then the checkpoint when due (only while held)."""
+        """Worker tick: the lease (fence.py), then the checkpoint when due (only while held)."""
         self.fence.tick(now)
         if not self.svc.superseded and self.fence.generation is not None:
             self.checkpointer.generation = self.fence.generation

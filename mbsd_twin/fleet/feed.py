@@ -14,7 +14,7 @@ from typing import Any
 from ..model.model import Mechanism
 from ..rig.client import connect
 from ..rig.synthetic import RigConfig, stream
-from .protocol import Topics, encode
+from ..twin.protocol import Topics, encode
 
 
 class FleetFeeder:

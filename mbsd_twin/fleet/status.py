@@ -7,7 +7,7 @@ retained will ``{"state": "offline", …}``. What it says per asset comes from t
 - the fleet itself: an asset added or changed is ``starting``, a removed one ``stopped``; the local
   backend reports a dead process (``restarting``) and one given up after ``max_restarts``
   (``failed``);
-- the twins' own retained ``{p}/{a}/twin/status``, believed only as far as :mod:`.fleet_trust`
+- the twins' own retained ``{p}/{a}/twin/status``, believed only as far as :mod:`.trust`
   confirms it: an ``online`` birth whose instance holds the asset's lease in the checkpoint store
   (and, locally, whose pid is the fleet's own child) makes the asset ``running`` (pid, instance,
   Ray node id from the lease; the checkpoint's ``gap_s`` from the birth, checked); on Ray the
@@ -36,11 +36,11 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 
-from . import link
-from .config import BrokerConfig
-from .fleet_trust import Witness, parse
-from .protocol import encode
-from .redaction import redact
+from ..twin import link
+from ..twin.config import BrokerConfig
+from ..twin.protocol import encode
+from ..twin.redaction import redact
+from .trust import Witness, parse
 
 log = logging.getLogger("mbsd_twin.fleet")
 
@@ -239,7 +239,7 @@ class FleetStatus:
                 self.counts["wills_ignored"] += 1
 
     def _birth(self, r: AssetStatus, f: dict[str, Any]) -> None:
-        """A confirmed birth (:func:`.fleet_trust.trusted_birth`: its fields checked and bounded)."""
+        """A confirmed birth (:func:`.trust.trusted_birth`: its fields checked and bounded)."""
         if f["instance"] != r.instance:
             if r.instance is not None:
                 if r.state == "running":  # no death seen (a lost node's orphan may never send its will)

@@ -1,6 +1,6 @@
 """What the fleet believes of the messages on its twins' status topics (docs/fleet.md, "Fleet
 status"): anyone who may publish there could claim to be a twin, so a birth counts only when the
-checkpoint store's lease (:mod:`.fleet_fence`) names its instance — the instance the fleet started
+checkpoint store's lease (:mod:`.fence`) names its instance — the instance the fleet started
 took that lease — and, for the local backend, the lease's pid is the fleet's own child; every field
 copied into the fleet status is type-checked and bounded. A will counts only on Ray (the local
 backend sees its processes die itself) and only for the current instance.
@@ -15,8 +15,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .checkpoint_store import CheckpointStore, Lease
-from .redaction import redact
+from ..twin.checkpoint_store import CheckpointStore, Lease
+from ..twin.redaction import redact
 
 log = logging.getLogger("mbsd_twin.fleet")
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.loader import bundled_slider_crank, loads_mechanism
-from .config import BrokerConfig, ConfigError, TwinConfig, load_config
-from .redaction import redact, url_password_problem
+from ..twin.config import BrokerConfig, ConfigError, TwinConfig, load_config
+from ..twin.redaction import redact, url_password_problem
 
 ASSET_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # one MQTT topic level, no wildcards
 LOGIN = re.compile(r"^(?:[A-Za-z0-9_.-]|\{asset\}){1,64}$")  # a broker user name ({asset}: the asset id)

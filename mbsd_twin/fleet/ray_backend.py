@@ -1,5 +1,5 @@
 """The fleet on a Ray cluster (``fleet serve --ray ADDRESS``): each asset a Ray actor running its
-twin (:class:`~.fleet_member.Member`) in the actor's process. Ray restarts an actor whose process
+twin (:class:`~.member.Member`) in the actor's process. Ray restarts an actor whose process
 or node died (``max_restarts``, ``max_task_retries`` from ``[fleet]``), on another node when its
 node is gone; the new actor resumes from the asset's last checkpoint, so the checkpoint store must
 be reachable from every node (PostgreSQL, or a SQLite file on a shared path).
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .fleet_config import AssetSpec, FleetSettings
+from .config import AssetSpec, FleetSettings
 
 log = logging.getLogger("mbsd_twin.fleet")
 
@@ -21,7 +21,7 @@ class TwinActor:
     def __init__(self, spec: AssetSpec, settings: FleetSettings) -> None:
         import ray
 
-        from .fleet_member import Member
+        from .member import Member
 
         logging.basicConfig(level=logging.INFO,
                             format=f"%(asctime)s %(levelname)s [{spec.id}] %(name)s: %(message)s")
