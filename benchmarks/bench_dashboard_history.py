@@ -42,7 +42,7 @@ CHANNELS = (("state.theta", False), ("estimates.piston.mass", True))
 
 def fill(store: Any, samples: int, msgs_per_block: int = MSGS_PER_BLOCK) -> float:
     """``samples`` split over the channels; the s it took."""
-    from mbsd_twin.twin.history.rows import Block
+    from mbsd_twin.storage.history.rows import Block
 
     t_start = time.perf_counter()
     per_block = PER_MSG * msgs_per_block
@@ -147,8 +147,8 @@ def main() -> None:
     if args.serve:
         serve(*args.serve)
         return
-    from mbsd_twin.twin.history.pg import PostgresStore
-    from mbsd_twin.twin.history.stores import SqliteStore
+    from mbsd_twin.storage.history.pg import PostgresStore
+    from mbsd_twin.storage.history.stores import SqliteStore
 
     print(f"{args.samples} stored samples ({len(CHANNELS)} channels at 1 kHz, blocks of "
           f"{PER_MSG * args.block_messages}); load average {os.getloadavg()[0]:.1f}")

@@ -9,7 +9,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mbsd_twin"
 FACES = ("mbsd_twin.cli", "mbsd_twin.cli_args", "mbsd_twin.viz", "mbsd_twin.fmi", "mbsd_twin.twin",
-         "mbsd_twin.rig", "mbsd_twin.fleet", "mbsd_twin.dashboard", "mbsd_twin.demo", "mbsd_twin.campaign")
+         "mbsd_twin.rig", "mbsd_twin.fleet", "mbsd_twin.storage", "mbsd_twin.dashboard", "mbsd_twin.demo",
+         "mbsd_twin.campaign")
 # the engine's layers, lowest first: a module never imports one of a higher layer
 LAYERS = ("model", "physics", "compiled|solvers", "simulation", "estimation")
 

@@ -24,12 +24,12 @@ from conftest import free_port
 from mbsd_twin import load_mechanism
 from mbsd_twin.cli import main
 from mbsd_twin.rig.synthetic import RigConfig, stream
+from mbsd_twin.storage.history.pg import PostgresStore
+from mbsd_twin.storage.history.rows import convert
+from mbsd_twin.storage.history.stores import SqliteStore
+from mbsd_twin.storage.history.writer import HistoryWriter
 from mbsd_twin.twin.config import AlarmConfig, ConfigError, CoreConfig, HistoryConfig, load_config
 from mbsd_twin.twin.core import TwinCore
-from mbsd_twin.twin.history.pg import PostgresStore
-from mbsd_twin.twin.history.rows import convert
-from mbsd_twin.twin.history.stores import SqliteStore
-from mbsd_twin.twin.history.writer import HistoryWriter
 from mbsd_twin.twin.protocol import encode, parse_sensor
 
 MECH = "examples/mechanisms/slider_crank.toml"

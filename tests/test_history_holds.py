@@ -25,7 +25,7 @@ from mbsd_twin import load_mechanism
 from mbsd_twin.model.loader import bundled_slider_crank
 from mbsd_twin.rig.client import connect
 from mbsd_twin.rig.synthetic import RigConfig, stream
-from mbsd_twin.twin.history.stores import SqliteStore
+from mbsd_twin.storage.history.stores import SqliteStore
 from mbsd_twin.twin.protocol import Topics, encode
 from mbsd_twin.twin.service import TwinService
 

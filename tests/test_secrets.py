@@ -30,9 +30,9 @@ from mbsd_twin.fleet.config import AssetSpec, FleetError, FleetSettings, load_fl
 from mbsd_twin.fleet.member import Member
 from mbsd_twin.fleet.status import FleetStatus
 from mbsd_twin.fleet.trust import trusted_birth
-from mbsd_twin.twin.checkpoint_store import Lease
+from mbsd_twin.storage.checkpoint_store import Lease
+from mbsd_twin.storage.history.stores import SqliteStore
 from mbsd_twin.twin.config import BrokerConfig, ConfigError, load_config
-from mbsd_twin.twin.history.stores import SqliteStore
 from mbsd_twin.twin.redaction import redact
 
 ROOT = Path(__file__).resolve().parents[1]

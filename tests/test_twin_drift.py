@@ -18,8 +18,8 @@ from mbsd_twin.estimation.change import threshold
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.rig.scenarios import ONSET, SLOW_FAULTS
 from mbsd_twin.rig.synthetic import RigConfig, Trajectory, stream
+from mbsd_twin.storage.checkpoint import apply, capture
 from mbsd_twin.twin.alarms import Alarms, ChangeAlarms
-from mbsd_twin.twin.checkpoint import apply, capture
 from mbsd_twin.twin.config import AlarmConfig, ConfigError, CoreConfig, load_config
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.drift import DriftTest, block_variance

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..twin.checkpoint import Checkpointer, apply
-from ..twin.checkpoint_store import BadRow, CheckpointStore
+from ..storage.checkpoint import Checkpointer, apply
+from ..storage.checkpoint_store import BadRow, CheckpointStore
 from ..twin.protocol import encode
 from ..twin.redaction import redact
 from ..twin.service import TwinService

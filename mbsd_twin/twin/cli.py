@@ -268,7 +268,7 @@ def add_twin(sub: argparse._SubParsersAction) -> None:
     r.add_argument("-o", "--output", help="write the replayed outputs as JSON lines")
     r.set_defaults(func=_cmd_replay)
 
-    from .history.export import add_parser as add_history
+    from ..storage.history.export import add_parser as add_history
 
     add_history(tsub)
 

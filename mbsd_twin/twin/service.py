@@ -41,12 +41,12 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.properties import Properties
 
 from ..model.loader import bundled_slider_crank, loads_mechanism
+from ..storage.history.writer import HistoryWriter
 from . import link
 from .commands import CommandGate, Pending, status_reply
 from .config import TwinConfig
 from .core import Out, TwinCore
 from .health import health_message
-from .history.writer import HistoryWriter
 from .ingest import RIG_RESTART, Intake, Item
 from .metrics import Metrics, PostRoute, Route, serve_http
 from .probe import RoundTrip

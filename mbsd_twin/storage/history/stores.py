@@ -89,7 +89,7 @@ class _SqlStore:
                 self.conn = self._open()
             return fn(self.conn)
         except self._errors() as exc:
-            from ..redaction import redact
+            from ...twin.redaction import redact
 
             self.drop()
             why = redact(str(exc).strip(), getattr(self, "dsn", "")) or type(exc).__name__  # never a password

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..twin.redaction import redact
 from .pg_schema import lock_schema
-from .redaction import redact
 
 TABLE = "twin_checkpoints"
 _DDL = (f"CREATE TABLE IF NOT EXISTS {TABLE} (asset TEXT PRIMARY KEY, saved_at DOUBLE PRECISION NOT NULL, "

@@ -218,7 +218,7 @@ def _changes(fmt: str) -> Spec:
 
 
 def _core(core: Any) -> Spec:
-    from .guard import TUNABLE, check_param, model_parameters
+    from ..twin.guard import TUNABLE, check_param, model_parameters
 
     cfg = core.cfg
     settable = {*model_parameters(core.mech), *TUNABLE}

@@ -1,5 +1,5 @@
 """A twin's state as bytes that survive its process: :func:`capture` / :func:`apply` of a
-:class:`~.core.TwinCore`, and :class:`Checkpointer` (a worker tick of the service that saves one
+:class:`~mbsd_twin.twin.core.TwinCore`, and :class:`Checkpointer` (a worker tick of the service that saves one
 every ``interval`` seconds to a :class:`~.checkpoint_store.CheckpointStore`).
 
 What is kept (JSON, floats exact): the Simulator's state (``Simulator.get_state``: continues
@@ -8,7 +8,7 @@ model and its current linearisation, the parameters set by command, the tracker'
 core's last sample, inputs, output sequence numbers, NIS window and pause flag, and (format 2) the
 change tests' CUSUM sums with the change and threshold alarms' timers, so a partly accumulated
 change alarms at the same sample as without the restart, and the stream's time base
-(:mod:`.timebase`: its anchor, jitter figures, pending clock-step candidates, the gap gate's state):
+(:mod:`mbsd_twin.twin.timebase`: its anchor, jitter figures, pending clock-step candidates, the gap gate's state):
 the motion, residuals, estimates, change statistics and alarms continue bit-identically
 (tests/test_checkpoint.py); format 3 adds the drift tests of the augmented unknowns (block sums,
 baseline, CUSUM) and the windows of their rates of change. A format-2 checkpoint still loads (its
@@ -36,12 +36,12 @@ from typing import Any
 import numpy as np
 
 from ..estimation.records import Linearisation, Prediction
-from .alarms import ChangeAlarms
+from ..twin.alarms import ChangeAlarms
+from ..twin.core import TwinCore
+from ..twin.tracking import EkfTracker
 from .checkpoint_check import EST as _EST
 from .checkpoint_check import checked
 from .checkpoint_store import Checkpoint, CheckpointStore, LeaseLost
-from .core import TwinCore
-from .tracking import EkfTracker
 
 log = logging.getLogger("mbsd_twin.checkpoint")
 
