@@ -68,7 +68,7 @@ def fill(store: Any, samples: int, msgs_per_block: int = MSGS_PER_BLOCK) -> floa
 def serve(backend: str, where: str) -> None:
     """The server process: the dashboard's history route on the twin's HTTP server; prints its port."""
     from mbsd_twin.dashboard.history import HistoryView
-    from mbsd_twin.twin.config import HistoryConfig
+    from mbsd_twin.twin.config.sections import HistoryConfig
     from mbsd_twin.twin.metrics import Metrics, serve_http
 
     cfg = HistoryConfig(backend=backend, path=where if backend == "sqlite" else "",

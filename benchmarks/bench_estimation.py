@@ -31,7 +31,7 @@ def filter_cost(seconds: float, jacobian_every: int, pendulum: bool) -> dict[str
     piston mass; θ, ω and the bearing forces measured, the torque sampled), or the chaotic double
     pendulum (two degrees of freedom, both angles measured with σ 1 mrad, no inputs). Best of three
     passes (the figure without the machine's other load)."""
-    from mbsd_twin.twin.config import CoreConfig
+    from mbsd_twin.twin.config.sections import CoreConfig
     from mbsd_twin.twin.tracking import EkfTracker
 
     n = int(seconds * 1000)

@@ -32,7 +32,7 @@ from mbsd_twin.rig.synthetic import RigConfig, stream
 from mbsd_twin.storage.history.backends import open_store
 from mbsd_twin.storage.history.rows import Block, convert
 from mbsd_twin.storage.history.writer import HistoryWriter
-from mbsd_twin.twin.config import AlarmConfig, CoreConfig, HistoryConfig
+from mbsd_twin.twin.config.sections import AlarmConfig, CoreConfig, HistoryConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import encode, parse_sensor
 

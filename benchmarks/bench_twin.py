@@ -112,7 +112,7 @@ class Twin:
         self.proc: subprocess.Popen[bytes] | None = None
         self.svc: Any = None
         if inproc:
-            from mbsd_twin.twin.config import load_config
+            from mbsd_twin.twin.config.file import load_config
             from mbsd_twin.twin.service import TwinService
 
             self.svc = TwinService(load_config(str(toml), env={}))
@@ -180,7 +180,7 @@ def profile(url: str, traj: Trajectory, args: argparse.Namespace) -> None:
     """Per-stage cost of the worker path, per batch: validation, core step (model stepping,
     estimate, the rest: comparison, alarms, JSON encoding), publishing (paho client.publish)."""
     from mbsd_twin.rig.synthetic import MessageSource
-    from mbsd_twin.twin.config import CoreConfig
+    from mbsd_twin.twin.config.sections import CoreConfig
     from mbsd_twin.twin.core import TwinCore
     from mbsd_twin.twin.protocol import encode, parse_sensor
     from mbsd_twin.twin.tracking import EkfTracker

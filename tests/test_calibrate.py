@@ -24,7 +24,7 @@ from mbsd_twin.simulation.ports import apply_parameters, model_parameters
 from mbsd_twin.simulation.simulator import Simulator
 from mbsd_twin.solvers.dynamics import SolverOptions
 from mbsd_twin.twin.calibration import calibrate_recording, read_recording
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
 from mbsd_twin.twin.recorder import FORMAT, Recorder, segments

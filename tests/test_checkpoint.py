@@ -27,7 +27,8 @@ from mbsd_twin.rig.synthetic import RigConfig, Trajectory, stream
 from mbsd_twin.storage.checkpoint import Checkpointer, apply, capture
 from mbsd_twin.storage.checkpoint_store import Checkpoint, CheckpointStore
 from mbsd_twin.storage.history.pg import PostgresStore
-from mbsd_twin.twin.config import CoreConfig, load_config
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
 

@@ -30,7 +30,7 @@ from mbsd_twin.rig.client import connect
 from mbsd_twin.storage.checkpoint import apply, capture
 from mbsd_twin.storage.checkpoint_check import CheckpointError
 from mbsd_twin.storage.checkpoint_store import Checkpoint, CheckpointStore
-from mbsd_twin.twin.config import AlarmConfig, CoreConfig
+from mbsd_twin.twin.config.sections import AlarmConfig, CoreConfig
 from mbsd_twin.twin.core import TwinCore
 
 MECH = load_mechanism(bundled_slider_crank())

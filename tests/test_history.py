@@ -28,7 +28,8 @@ from mbsd_twin.storage.history.pg import PostgresStore
 from mbsd_twin.storage.history.rows import convert
 from mbsd_twin.storage.history.stores import SqliteStore
 from mbsd_twin.storage.history.writer import HistoryWriter
-from mbsd_twin.twin.config import AlarmConfig, ConfigError, CoreConfig, HistoryConfig, load_config
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import AlarmConfig, ConfigError, CoreConfig, HistoryConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import encode, parse_sensor
 

@@ -14,7 +14,7 @@ import pytest
 from mbsd_twin.cli import main
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.rig.synthetic import RigConfig
-from mbsd_twin.twin.config import AugmentConfig, CoreConfig
+from mbsd_twin.twin.config.sections import AugmentConfig, CoreConfig
 from mbsd_twin.twin.identify import identify
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,7 +20,7 @@ from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
 from mbsd_twin.storage.history import export
 from mbsd_twin.storage.history.rows import Block
 from mbsd_twin.storage.history.stores import SqliteStore
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import encode, parse_sensor
 from mbsd_twin.viz.compare import comparison_figure

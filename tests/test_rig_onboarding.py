@@ -22,7 +22,7 @@ from mbsd_twin.rig.faults import RigFault, parse_fault
 from mbsd_twin.rig.file import RigFileError, load_rig_file
 from mbsd_twin.rig.messages import message_plan
 from mbsd_twin.rig.synthetic import Trajectory, stream
-from mbsd_twin.twin.config import load_config
+from mbsd_twin.twin.config.file import load_config
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import encode, parse_sensor
 

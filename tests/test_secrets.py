@@ -32,7 +32,8 @@ from mbsd_twin.fleet.status import FleetStatus
 from mbsd_twin.fleet.trust import trusted_birth
 from mbsd_twin.storage.checkpoint_store import Lease
 from mbsd_twin.storage.history.stores import SqliteStore
-from mbsd_twin.twin.config import BrokerConfig, ConfigError, load_config
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import BrokerConfig, ConfigError
 from mbsd_twin.twin.redaction import redact
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,7 +25,8 @@ from mbsd_twin import load_mechanism
 from mbsd_twin.rig.client import Rig
 from mbsd_twin.rig.faults import RigFault
 from mbsd_twin.rig.synthetic import RigConfig, Trajectory
-from mbsd_twin.twin.config import AlarmConfig, load_config
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import AlarmConfig
 from mbsd_twin.twin.recorder import replay
 from mbsd_twin.twin.service import TwinService
 

@@ -21,7 +21,8 @@ from mbsd_twin import load_mechanism
 from mbsd_twin.rig.client import Rig
 from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
 from mbsd_twin.twin.commands import TokenBucket
-from mbsd_twin.twin.config import ConfigError, load_config
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import ConfigError
 from mbsd_twin.twin.protocol import encode
 from mbsd_twin.twin.service import TwinService
 

@@ -11,7 +11,8 @@ import pytest
 from mbsd_twin import load_mechanism
 from mbsd_twin.rig.messages import FAULT_KINDS, INVALID_REASON, _invalid
 from mbsd_twin.twin.alarms import Alarms
-from mbsd_twin.twin.config import AlarmConfig, ConfigError, CoreConfig, load_config
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import AlarmConfig, ConfigError, CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.model import ModelRunner, wrap_angle
 from mbsd_twin.twin.protocol import Invalid, SensorBatch, encode, parse_sensor

@@ -20,7 +20,8 @@ from mbsd_twin.rig.scenarios import ONSET, SLOW_FAULTS
 from mbsd_twin.rig.synthetic import RigConfig, Trajectory, stream
 from mbsd_twin.storage.checkpoint import apply, capture
 from mbsd_twin.twin.alarms import Alarms, ChangeAlarms
-from mbsd_twin.twin.config import AlarmConfig, ConfigError, CoreConfig, load_config
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import AlarmConfig, ConfigError, CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.drift import DriftTest, block_variance
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor

@@ -13,7 +13,7 @@ from mbsd_twin.estimation.holds import interval_steps
 from mbsd_twin.model.loader import bundled_slider_crank
 from mbsd_twin.rig.scenarios import FAULTS, ONSET, run, summary
 from mbsd_twin.rig.synthetic import RigConfig, Trajectory
-from mbsd_twin.twin.config import AugmentConfig, CoreConfig
+from mbsd_twin.twin.config.sections import AugmentConfig, CoreConfig
 
 DURATION = 8.0  # s: ONSET (5 s) plus time to detect and settle
 

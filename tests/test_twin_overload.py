@@ -23,7 +23,7 @@ from test_twin_broker import BASE, MECH, Collector, _config, _wait
 from mbsd_twin import load_mechanism
 from mbsd_twin.rig.client import Rig
 from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
-from mbsd_twin.twin.config import ServiceConfig
+from mbsd_twin.twin.config.sections import ServiceConfig
 from mbsd_twin.twin.ingest import RIG_RESTART, Intake
 from mbsd_twin.twin.link import set_nodelay
 from mbsd_twin.twin.metrics import Metrics

@@ -27,7 +27,7 @@ from mbsd_twin.fleet.config import AssetSpec, FleetSettings
 from mbsd_twin.fleet.feed import FleetFeeder
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.rig.client import connect
-from mbsd_twin.twin.config import load_config
+from mbsd_twin.twin.config.file import load_config
 from mbsd_twin.twin.service import TwinService
 
 ROOT = Path(__file__).resolve().parents[1]

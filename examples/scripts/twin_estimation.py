@@ -25,7 +25,7 @@ import mbsd_twin as mt
 from mbsd_twin.model.loader import bundled_slider_crank
 from mbsd_twin.rig.scenarios import FAULTS, ONSET, run, summary
 from mbsd_twin.rig.synthetic import RigConfig, Trajectory, stream
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.twin.config.sections import CoreConfig
 
 DURATION = 8.0  # s per run: the fault at 5 s, then time to detect and settle
 WINDOW = 0.5  # s: running mean of NIS (the default divergence_window)

@@ -31,7 +31,7 @@ import numpy as np
 from ..storage.history.backends import open_store
 from ..storage.history.export import ExportError, parse_time
 from ..storage.history.stores import StoreError
-from ..twin.config import DashboardConfig, HistoryConfig
+from ..twin.config.sections import DashboardConfig, HistoryConfig
 from .figures import channel_units
 from .guard import Reply, ReplyCache, json_reply
 

@@ -21,7 +21,8 @@ from ..dashboard.store import Store
 from ..model.loader import bundled_slider_crank
 from ..rig.faults import RigFault
 from ..rig.synthetic import RigConfig
-from ..twin.config import AlarmConfig, TwinConfig, load_config
+from ..twin.config.file import load_config
+from ..twin.config.sections import AlarmConfig, TwinConfig
 from .live import LiveView, Snapshot, residual_rms
 from .procs import EmbeddedBroker, free_port
 from .report import TwinRun

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model.loader import bundled_slider_crank, loads_mechanism
-from ..twin.config import BrokerConfig, ConfigError, TwinConfig, load_config
+from ..twin.config.file import load_config
+from ..twin.config.sections import BrokerConfig, ConfigError, TwinConfig
 from ..twin.redaction import redact, url_password_problem
 
 ASSET_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")  # one MQTT topic level, no wildcards

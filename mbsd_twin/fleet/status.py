@@ -37,7 +37,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 
 from ..twin import link
-from ..twin.config import BrokerConfig
+from ..twin.config.sections import BrokerConfig
 from ..twin.protocol import encode
 from ..twin.redaction import redact
 from .trust import Witness, parse

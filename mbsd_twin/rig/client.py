@@ -12,7 +12,7 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from ..model.model import Mechanism
-from ..twin.config import BrokerConfig
+from ..twin.config.sections import BrokerConfig
 from ..twin.link import set_nodelay
 from ..twin.protocol import Topics, encode
 from ..twin.redaction import redact

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..twin.config import _coerce
+from ..twin.config.file import _coerce
 from .faults import parse_fault
 from .synthetic import RigConfig
 

@@ -4,7 +4,7 @@ format): calibration data with a known truth for tests and benchmarks (docs/cali
 from __future__ import annotations
 
 from ..model.loader import load_mechanism
-from ..twin.config import CoreConfig
+from ..twin.config.sections import CoreConfig
 from ..twin.protocol import encode
 from ..twin.recorder import FORMAT, Recorder
 from .synthetic import MessageSource, RigConfig, Trajectory

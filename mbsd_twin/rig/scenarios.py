@@ -22,7 +22,7 @@ import numpy as np
 from scipy.stats import chi2
 
 from ..model.loader import bundled_slider_crank, load_mechanism
-from ..twin.config import CoreConfig
+from ..twin.config.sections import CoreConfig
 from ..twin.core import TwinCore
 from ..twin.protocol import SensorBatch, encode, parse_sensor
 from .faults import RigFault, fault_input

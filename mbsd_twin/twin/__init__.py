@@ -5,6 +5,7 @@ Import the pieces from their modules (``mbsd_twin.twin.service`` needs paho-mqtt
 prometheus-client, the ``twin`` extra); this package import is light.
 """
 
-from .config import ConfigError, CoreConfig, TwinConfig, load_config
+from .config.file import load_config
+from .config.sections import ConfigError, CoreConfig, TwinConfig
 
 __all__ = ["ConfigError", "CoreConfig", "TwinConfig", "load_config"]

@@ -20,7 +20,7 @@ from numpy.typing import NDArray
 from ..estimation.calibrate import Calibration, calibrate
 from ..model.loader import loads_mechanism
 from ..model.model import Mechanism
-from .config import CoreConfig
+from .config.sections import CoreConfig
 from .protocol import Invalid, SensorBatch, parse_sensor
 from .recorder import FORMAT, numbered_records
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from .config import load_config
+    from .config.file import load_config
     from .redaction import redact
     from .service import TwinService
     from .worker_guard import EXIT_WORKER_DIED
@@ -93,7 +93,8 @@ def _cmd_identify(args: argparse.Namespace) -> int:
     from ..errors import MechanismError
     from ..model.loader import bundled_slider_crank, load_mechanism
     from ..rig.file import RigFileError, load_rig_file
-    from .config import ConfigError, load_config
+    from .config.file import load_config
+    from .config.sections import ConfigError
     from .identify import format_report, identify, report_json
 
     path = args.config or os.environ.get("MBSD_TWIN_CONFIG") or None

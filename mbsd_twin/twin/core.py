@@ -32,7 +32,7 @@ from ..model.model import Mechanism
 from ..simulation.work import WorkLimitExceeded, work_limit
 from ..solvers.dynamics import SolverFailure
 from .alarms import Alarms, ChangeAlarms
-from .config import CoreConfig
+from .config.sections import CoreConfig
 from .diagnosis import Diagnosis
 from .gaps import GapGuard
 from .guard import batch_step_limit, check_param, out_of_range, problem_text

@@ -21,7 +21,7 @@ from ..estimation.identifiability import AugmentCheck, Identifiability, Motion, 
 from ..estimation.isolation import Sample
 from ..model.model import Mechanism
 from ..rig.synthetic import RigConfig, Trajectory
-from .config import CoreConfig
+from .config.sections import CoreConfig
 from .tracking import EkfTracker
 
 DURATION = 2.0  # s: one period of the default rig's 0.5 Hz speed modulation

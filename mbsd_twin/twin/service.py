@@ -44,11 +44,12 @@ from ..model.loader import bundled_slider_crank, loads_mechanism
 from ..storage.history.writer import HistoryWriter
 from . import link
 from .commands import CommandGate, Pending, status_reply
-from .config import TwinConfig
+from .config.sections import TwinConfig
 from .core import Out, TwinCore
 from .health import health_message
 from .ingest import RIG_RESTART, Intake, Item
 from .metrics import Metrics, PostRoute, Route, serve_http
+from .overload import Overload
 from .probe import RoundTrip
 from .protocol import Topics, encode, parse_command
 from .ratelog import RateLimitedLog
@@ -85,8 +86,7 @@ class TwinService:
         self.intake = Intake(cfg.service, cfg.core.asset, self.lock, self.counts, self.invalid, self.metrics,
                              self.rlog)
         self.seq, self.batches = self.intake.seq, self.intake.batches
-        self.level = cfg.service.start_level
-        self.low_batches = 0
+        self.overload = Overload(cfg.service, self.counts)  # the solver hold under load: overload.py
         self.lag = 0.0
         self.latency_ms: deque[float] = deque(maxlen=1000)
         self.connected = threading.Event()
@@ -259,24 +259,6 @@ class TwinService:
             health_tick(self)
         return next_health
 
-    def _adapt(self, lag: float, depth: int) -> int:
-        """The hold for the next batch: coarser under pressure (lag above ``lag_high``, the queue
-        more than half full, or a backlog just coalesced), finer after ``lag_low_batches`` calm
-        batches (any pressure restarts that count)."""
-        s = self.cfg.service
-        pressure = lag > s.lag_high or depth > s.queue_size // 2 or self.intake.shed > 0
-        if pressure and self.level < len(s.hold_levels) - 1:
-            self.level += 1
-            self.counts["degrade"] += 1
-        if pressure or lag >= s.lag_low:
-            self.low_batches = 0
-        elif self.level > 0:
-            self.low_batches += 1
-            if self.low_batches >= s.lag_low_batches:
-                self.level -= 1
-                self.low_batches = 0
-        return s.hold_levels[self.level]
-
     def _process(self, item: Item, depth: int) -> None:
         batch, t_arrival = item.batch, item.arrival
         if batch is RIG_RESTART:
@@ -286,7 +268,7 @@ class TwinService:
         self.lag = t_start - item.ready  # the twin's own backlog: a wait in the reorder buffer is not overload
         st = self.core.stats
         before = (st["invalid"]["range"], st["recovered"]["step"], st["recovered"]["work"])
-        outs = self.core.step(batch, self._adapt(self.lag, depth))
+        outs = self.core.step(batch, self.overload.hold(self.lag, depth, self.intake.shed))
         if st["invalid"]["range"] > before[0]:
             self.metrics.invalid.labels("range").inc()
             self.rlog.warning("range", "invalid sensor message (range): %s", self.core.last_problem)
@@ -308,7 +290,7 @@ class TwinService:
         m = self.metrics
         m.lag.set(self.lag)
         m.queue.set(depth)
-        m.hold.set(self.cfg.service.hold_levels[self.level])
+        m.hold.set(self.cfg.service.hold_levels[self.overload.level])
         m.resyncs.set(sum(self.core.stats["resync"].values()))
         m.dropped.set(self.counts["dropped_overload"])
         self.intake.cost(time.monotonic() - t_start)

@@ -12,7 +12,7 @@ def _names(text: str | None) -> list[str]:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from ..twin.config import ConfigError
+    from ..twin.config.sections import ConfigError
     from .plotting import plot_csv
     from .units import column_units
 

@@ -97,7 +97,7 @@ def export(series: list[Series], asset: str, fmt: str, out: str) -> int:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    from ...twin.config import load_config
+    from ...twin.config.file import load_config
 
     cfg = load_config(args.config or os.environ.get("MBSD_TWIN_CONFIG") or None)
     h = cfg.history
@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     """The command, its problems as one line on stderr and exit status 2 (a store failure: 1)."""
     import sys
 
-    from ...twin.config import ConfigError
+    from ...twin.config.sections import ConfigError
 
     try:
         return cmd_history(args)

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ...twin.config import HistoryConfig
+from ...twin.config.sections import HistoryConfig
 from .backends import open_store
 from .rows import STORED_TOPICS, convert
 from .spool import Message, Spool

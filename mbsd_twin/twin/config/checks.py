@@ -1,6 +1,6 @@
 """Validation of a loaded service configuration: each check appends every problem it finds, named by
-its section and key (docs/service-config.md), to one list that :func:`.config.load_config` raises
-as a single :class:`.config.ConfigError`."""
+its section and key (docs/service-config.md), to one list that :func:`.file.load_config` raises
+as a single :class:`.sections.ConfigError`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import os
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from .redaction import redact, url_password_problem
+from ..redaction import redact, url_password_problem
 
 if TYPE_CHECKING:
-    from .config import (
+    from .sections import (
         BrokerConfig,
         CommandsConfig,
         CoreConfig,
@@ -30,7 +30,7 @@ def shown(value: Any) -> str:
 
 def redact_url(url: str) -> str:
     """``url`` without a password (``mqtt://user:***@host:port``, ``?password=***``) — safe for
-    messages and logs (:func:`.redaction.redact`)."""
+    messages and logs (:func:`..redaction.redact`)."""
     return redact(url, url)
 
 
@@ -61,7 +61,7 @@ def check_broker(b: BrokerConfig, problems: list[str]) -> None:
 
 
 def check_core(c: CoreConfig, problems: list[str]) -> None:
-    from ..solvers.dynamics import SolverOptions
+    from ...solvers.dynamics import SolverOptions
 
     for name, v in (("asset", c.asset), ("prefix", c.prefix)):
         if not v or any(ch in v for ch in "+#") or v.startswith("/") or v.endswith("/"):
@@ -122,7 +122,7 @@ def check_estimator(c: CoreConfig, problems: list[str]) -> None:
         problems.append(f"[core] jacobian_every must be >= 1, got {c.jacobian_every!r}")
     if not 0 < c.divergence_probability < 1:
         problems.append(f"[core] divergence_probability must be in (0, 1), got {c.divergence_probability!r}")
-    from .guard import limit_problems
+    from ..guard import limit_problems
 
     problems += limit_problems(c)
 
@@ -154,7 +154,7 @@ def check_service(s: ServiceConfig, m: MetricsConfig, problems: list[str]) -> No
 
 
 def check_commands(c: CommandsConfig, problems: list[str]) -> None:
-    from .commands import COMMANDS
+    from ..commands import COMMANDS
 
     for name in c.enabled:
         if name not in COMMANDS:
