@@ -27,9 +27,9 @@ from mbsd_twin.fleet.feed import FleetFeeder
 from mbsd_twin.fleet.member import Member
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.rig.client import connect
-from mbsd_twin.storage.checkpoint import apply, capture
-from mbsd_twin.storage.checkpoint_check import CheckpointError
-from mbsd_twin.storage.checkpoint_store import Checkpoint, CheckpointStore
+from mbsd_twin.storage.checkpoint.check import CheckpointError
+from mbsd_twin.storage.checkpoint.state import apply, capture
+from mbsd_twin.storage.checkpoint.store import Checkpoint, CheckpointStore
 from mbsd_twin.twin.config.sections import AlarmConfig, CoreConfig
 from mbsd_twin.twin.core import TwinCore
 

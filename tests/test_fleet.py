@@ -25,7 +25,7 @@ from mbsd_twin.fleet.config import FleetError, load_fleet
 from mbsd_twin.fleet.feed import FleetFeeder
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.rig.client import connect
-from mbsd_twin.storage.checkpoint_store import CheckpointStore
+from mbsd_twin.storage.checkpoint.store import CheckpointStore
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = Path(sys.executable).with_name("ray")

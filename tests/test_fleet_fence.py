@@ -29,7 +29,7 @@ from mbsd_twin.fleet.fence import EXIT_SUPERSEDED
 from mbsd_twin.fleet.member import Member
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.rig.client import connect
-from mbsd_twin.storage.checkpoint_store import Checkpoint, CheckpointStore, LeaseLost
+from mbsd_twin.storage.checkpoint.store import Checkpoint, CheckpointStore, LeaseLost
 from mbsd_twin.storage.history.stores import SqliteStore
 
 RATE = 200.0

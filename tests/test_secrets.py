@@ -30,7 +30,7 @@ from mbsd_twin.fleet.config import AssetSpec, FleetError, FleetSettings, load_fl
 from mbsd_twin.fleet.member import Member
 from mbsd_twin.fleet.status import FleetStatus
 from mbsd_twin.fleet.trust import trusted_birth
-from mbsd_twin.storage.checkpoint_store import Lease
+from mbsd_twin.storage.checkpoint.store import Lease
 from mbsd_twin.storage.history.stores import SqliteStore
 from mbsd_twin.twin.config.file import load_config
 from mbsd_twin.twin.config.sections import BrokerConfig, ConfigError

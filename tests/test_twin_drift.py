@@ -18,7 +18,7 @@ from mbsd_twin.estimation.change import threshold
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.rig.scenarios import ONSET, SLOW_FAULTS
 from mbsd_twin.rig.synthetic import RigConfig, Trajectory, stream
-from mbsd_twin.storage.checkpoint import apply, capture
+from mbsd_twin.storage.checkpoint.state import apply, capture
 from mbsd_twin.twin.alarms import Alarms, ChangeAlarms
 from mbsd_twin.twin.config.file import load_config
 from mbsd_twin.twin.config.sections import AlarmConfig, ConfigError, CoreConfig

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..storage.checkpoint_store import CheckpointStore, LeaseLost
+from ..storage.checkpoint.store import CheckpointStore, LeaseLost
 from ..twin.redaction import redact
 
 log = logging.getLogger("mbsd_twin.fleet")

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..storage.checkpoint import Checkpointer, apply
-from ..storage.checkpoint_store import BadRow, CheckpointStore
+from ..storage.checkpoint.state import Checkpointer, apply
+from ..storage.checkpoint.store import BadRow, CheckpointStore
 from ..twin.protocol import encode
 from ..twin.redaction import redact
 from ..twin.service import TwinService
@@ -89,7 +89,7 @@ class Member:
         self.found = True
         try:
             apply(self.svc.core, cp.state)
-        except Exception as exc:  # a row that does not fit, or a tampered one (checkpoint_check.py)
+        except Exception as exc:  # a row that does not fit, or a tampered one (storage/checkpoint/check.py)
             self.svc.core = type(self.svc.core)(self.cfg.core, self.svc.mech, self.svc.recorder)
             self._reject(f"{type(exc).__name__}: {exc}", cp.saved_at)
             return

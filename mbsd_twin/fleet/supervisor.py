@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..storage.checkpoint_store import CheckpointStore
+from ..storage.checkpoint.store import CheckpointStore
 from ..twin.protocol import Topics
 from .config import AssetSpec, FleetConfig, FleetError, FleetSettings, load_fleet
 from .member import run_process

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..storage.checkpoint_store import CheckpointStore, Lease
+from ..storage.checkpoint.store import CheckpointStore, Lease
 from ..twin.redaction import redact
 
 log = logging.getLogger("mbsd_twin.fleet")

@@ -1,6 +1,6 @@
 """A twin's state as bytes that survive its process: :func:`capture` / :func:`apply` of a
 :class:`~mbsd_twin.twin.core.TwinCore`, and :class:`Checkpointer` (a worker tick of the service that saves one
-every ``interval`` seconds to a :class:`~.checkpoint_store.CheckpointStore`).
+every ``interval`` seconds to a :class:`~.store.CheckpointStore`).
 
 What is kept (JSON, floats exact): the Simulator's state (``Simulator.get_state``: continues
 bit-identically), the filter's estimate ``x`` and covariance ``P`` with the values applied to the
@@ -19,7 +19,7 @@ re-initialises its motion from the measurements (``resync`` reason ``gap``; the 
 after ``change_settle`` samples, as after any re-initialisation that keeps the unknowns) and keeps
 what it had learnt: the augmented unknowns (e.g. ``piston.mass``, input biases).
 
-A row is checked whole before anything of it is applied (:mod:`.checkpoint_check`): a corrupt or
+A row is checked whole before anything of it is applied (:mod:`.check`): a corrupt or
 tampered one is refused naming the key, and the twin starts fresh.
 """
 
@@ -35,13 +35,13 @@ from typing import Any
 
 import numpy as np
 
-from ..estimation.records import Linearisation, Prediction
-from ..twin.alarms import ChangeAlarms
-from ..twin.core import TwinCore
-from ..twin.tracking import EkfTracker
-from .checkpoint_check import EST as _EST
-from .checkpoint_check import checked
-from .checkpoint_store import Checkpoint, CheckpointStore, LeaseLost
+from ...estimation.records import Linearisation, Prediction
+from ...twin.alarms import ChangeAlarms
+from ...twin.core import TwinCore
+from ...twin.tracking import EkfTracker
+from .check import EST as _EST
+from .check import checked
+from .store import Checkpoint, CheckpointStore, LeaseLost
 
 log = logging.getLogger("mbsd_twin.checkpoint")
 
@@ -88,7 +88,7 @@ def capture(core: TwinCore) -> bytes:
 
 def apply(core: TwinCore, blob: bytes) -> None:
     """Put a :func:`capture` back into a freshly built core of the same configuration. The row is
-    checked whole first (:func:`.checkpoint_check.checked`: known keys only, each of its type,
+    checked whole first (:func:`.check.checked`: known keys only, each of its type,
     finite, of this filter's shapes); one that does not fit raises :class:`CheckpointError` (a
     ``ValueError`` naming the key) with the core unchanged — then build a fresh core (a failure
     while applying a checked row may leave it half restored)."""

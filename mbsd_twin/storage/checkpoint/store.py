@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..twin.redaction import redact
-from .pg_schema import lock_schema
+from ...twin.redaction import redact
+from ..pg_schema import lock_schema
 
 TABLE = "twin_checkpoints"
 _DDL = (f"CREATE TABLE IF NOT EXISTS {TABLE} (asset TEXT PRIMARY KEY, saved_at DOUBLE PRECISION NOT NULL, "
@@ -80,7 +80,7 @@ class LeaseLost(RuntimeError):
 
 class BadRow(ValueError):
     """A row of the table whose columns are not of their types (the state itself is checked by
-    :mod:`.checkpoint_check`)."""
+    :mod:`.check`)."""
 
 
 def _row(asset: Any, saved: Any, rig: Any, h: Any, state: Any) -> Checkpoint:

@@ -140,7 +140,7 @@ def record(fields: dict[str, Spec], optional_keys: tuple[str, ...] = (), dropped
 
 
 def array(shape: tuple[int, ...]) -> Spec:
-    """A float64 array as :func:`.checkpoint._plain` writes it, of exactly ``shape``, finite."""
+    """A float64 array as :func:`.state._plain` writes it, of exactly ``shape``, finite."""
     def check(v: Any, path: str) -> np.ndarray:
         if not isinstance(v, dict) or set(v) != {"__ndarray__", "dtype", "shape"} or v["dtype"] != "float64" \
                 or v["shape"] != list(shape):
@@ -194,7 +194,7 @@ def sim_state(template: dict[str, Any], parameter: Callable[[str], bool]) -> Spe
 
 
 def _options_ok(opts: dict[str, Any], path: str) -> None:
-    from ..solvers.dynamics import SolverOptions
+    from ...solvers.dynamics import SolverOptions
 
     try:
         problems = SolverOptions(**opts).problems()
@@ -218,7 +218,7 @@ def _changes(fmt: str) -> Spec:
 
 
 def _core(core: Any) -> Spec:
-    from ..twin.guard import TUNABLE, check_param, model_parameters
+    from ...twin.guard import TUNABLE, check_param, model_parameters
 
     cfg = core.cfg
     settable = {*model_parameters(core.mech), *TUNABLE}
