@@ -42,11 +42,11 @@ WIRING: dict[str, set[str]] = {
     "mbsd_twin.fmi.validation": {"viz"},  # `fmu validate --plot`
     "mbsd_twin.viz.units": {"dashboard"},  # the dashboard's unit table
     "mbsd_twin.viz.tables": {"storage"},  # the history export's columns
-    "mbsd_twin.viz.viz_cli": {"twin"},  # `plot --config`
+    "mbsd_twin.viz.cli": {"twin"},  # `plot --config`
 }
 # Module names that still carry a sibling's name as a prefix (a sub-system by prefix): to be folders.
 PREFIX_NAMED = {"mbsd_twin.cli_args", "mbsd_twin.fmi.native_build", "mbsd_twin.fmi.slave_logic",
-                "mbsd_twin.fmi.worker_shm", "mbsd_twin.viz.viz_cli"}
+                "mbsd_twin.fmi.worker_shm"}
 C_DIRS = (PACKAGE / "fmi" / "native_fmu", PACKAGE / "fmi" / "standalone" / "c")
 
 
