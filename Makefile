@@ -33,14 +33,15 @@ lint: venv
 	$(BIN)/ruff check mbsd_twin tests benchmarks
 	$(BIN)/mypy mbsd_twin
 
-# the API reference, generated from the docstrings with pdoc (the package and its FMU, twin and campaign
+# the API reference, generated from the docstrings with pdoc (the package and its FMU, twin (with its rig,
+# fleet and storage) and campaign
 # faces): open $(API_DIR)/index.html
 # (tests/test_api_docs.py builds it too, so CI does)
 API_DIR ?= out/api
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
 docs: venv
 	rm -rf "$(API_DIR)"
-	$(BIN)/pdoc --docformat restructuredtext --footer-text "mbsd-twin $(VERSION)" -o "$(API_DIR)" mbsd_twin mbsd_twin.fmi mbsd_twin.twin mbsd_twin.campaign
+	$(BIN)/pdoc --docformat restructuredtext --footer-text "mbsd-twin $(VERSION)" -o "$(API_DIR)" mbsd_twin mbsd_twin.fmi mbsd_twin.twin mbsd_twin.rig mbsd_twin.fleet mbsd_twin.storage mbsd_twin.campaign
 
 clean:
 	rm -rf $(VENV) out

@@ -17,8 +17,9 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from mbsd_twin.twin.calibration import calibrate_recording, write_rig_recording
-from mbsd_twin.twin.rig import RigConfig
+from mbsd_twin.rig.recording import write_rig_recording
+from mbsd_twin.rig.synthetic import RigConfig
+from mbsd_twin.twin.calibration import calibrate_recording
 
 ROOT = Path(__file__).resolve().parents[1]
 MECH = str(ROOT / "examples/mechanisms/slider_crank.toml")

@@ -42,7 +42,7 @@ CHANNELS = (("state.theta", False), ("estimates.piston.mass", True))
 
 def fill(store: Any, samples: int, msgs_per_block: int = MSGS_PER_BLOCK) -> float:
     """``samples`` split over the channels; the s it took."""
-    from mbsd_twin.twin.history.rows import Block
+    from mbsd_twin.storage.history.rows import Block
 
     t_start = time.perf_counter()
     per_block = PER_MSG * msgs_per_block
@@ -68,7 +68,7 @@ def fill(store: Any, samples: int, msgs_per_block: int = MSGS_PER_BLOCK) -> floa
 def serve(backend: str, where: str) -> None:
     """The server process: the dashboard's history route on the twin's HTTP server; prints its port."""
     from mbsd_twin.dashboard.history import HistoryView
-    from mbsd_twin.twin.config import HistoryConfig
+    from mbsd_twin.twin.config.sections import HistoryConfig
     from mbsd_twin.twin.metrics import Metrics, serve_http
 
     cfg = HistoryConfig(backend=backend, path=where if backend == "sqlite" else "",
@@ -147,8 +147,8 @@ def main() -> None:
     if args.serve:
         serve(*args.serve)
         return
-    from mbsd_twin.twin.history.pg import PostgresStore
-    from mbsd_twin.twin.history.stores import SqliteStore
+    from mbsd_twin.storage.history.pg import PostgresStore
+    from mbsd_twin.storage.history.stores import SqliteStore
 
     print(f"{args.samples} stored samples ({len(CHANNELS)} channels at 1 kHz, blocks of "
           f"{PER_MSG * args.block_messages}); load average {os.getloadavg()[0]:.1f}")

@@ -30,8 +30,8 @@ from pathlib import Path
 from mbsd_twin.demo.procs import EmbeddedBroker, free_port
 from mbsd_twin.demo.rig import RigThread
 from mbsd_twin.demo.run import DemoOptions, twin_config
-from mbsd_twin.twin.config import HistoryConfig
-from mbsd_twin.twin.rig import RigConfig
+from mbsd_twin.rig.synthetic import RigConfig
+from mbsd_twin.twin.config.sections import HistoryConfig
 
 
 def hammer(port: int, stop: threading.Event, client: str, path: Callable[[int], str], codes: Counter[int]) -> None:

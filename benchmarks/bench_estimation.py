@@ -1,4 +1,4 @@
-"""The twin's estimator on synthetic rig streams whose truth is known (mbsd_twin.twin.scenarios):
+"""The twin's estimator on synthetic rig streams whose truth is known (mbsd_twin.rig.scenarios):
 cost per sample, innovation RMS, angle error against the truth, mean NIS and its χ² 95 % band,
 re-initialisations, change alarms (statistic, delay after the fault onset, estimated onset, size)
 and the torque estimate's error, one JSON line per scenario (its cost: the whole twin core per
@@ -20,7 +20,7 @@ import numpy as np
 import mbsd_twin as mt
 from mbsd_twin.estimation.ekf import FilterConfig, StateEstimator
 from mbsd_twin.estimation.holds import interval_steps
-from mbsd_twin.twin.scenarios import SCENARIOS, run, summary
+from mbsd_twin.rig.scenarios import SCENARIOS, run, summary
 
 
 def filter_cost(seconds: float, jacobian_every: int, pendulum: bool) -> dict[str, float]:
@@ -31,7 +31,7 @@ def filter_cost(seconds: float, jacobian_every: int, pendulum: bool) -> dict[str
     piston mass; θ, ω and the bearing forces measured, the torque sampled), or the chaotic double
     pendulum (two degrees of freedom, both angles measured with σ 1 mrad, no inputs). Best of three
     passes (the figure without the machine's other load)."""
-    from mbsd_twin.twin.config import CoreConfig
+    from mbsd_twin.twin.config.sections import CoreConfig
     from mbsd_twin.twin.tracking import EkfTracker
 
     n = int(seconds * 1000)

@@ -23,7 +23,7 @@ sys.path.append(str(ROOT / "tests"))
 from field_rig import Rig, messages  # noqa: E402
 
 import mbsd_twin as mt  # noqa: E402
-from mbsd_twin.twin.config import CoreConfig  # noqa: E402
+from mbsd_twin.twin.config.sections import CoreConfig  # noqa: E402
 from mbsd_twin.twin.core import TwinCore  # noqa: E402
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor  # noqa: E402
 

@@ -30,10 +30,10 @@ import numpy as np
 import paho.mqtt.client as mqtt
 from bench_twin import start_broker
 
+from mbsd_twin.fleet.feed import FleetFeeder
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
-from mbsd_twin.twin.fleet_feed import FleetFeeder
-from mbsd_twin.twin.rig import RigConfig, stream
-from mbsd_twin.twin.rig_client import connect
+from mbsd_twin.rig.client import connect
+from mbsd_twin.rig.synthetic import RigConfig, stream
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,8 +69,8 @@ def fleet_file(tmp: Path, url: str, assets: list[str]) -> Path:
 
 def host_threads(path: str) -> None:
     """``--host FLEET``: every asset's twin in this one process (threads), until SIGTERM."""
-    from mbsd_twin.twin.fleet_config import load_fleet
-    from mbsd_twin.twin.fleet_member import Member
+    from mbsd_twin.fleet.config import load_fleet
+    from mbsd_twin.fleet.member import Member
 
     cfg = load_fleet(path)
     stop = threading.Event()

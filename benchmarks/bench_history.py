@@ -28,13 +28,13 @@ import numpy as np
 import orjson
 
 from mbsd_twin.model.loader import load_mechanism
-from mbsd_twin.twin.config import AlarmConfig, CoreConfig, HistoryConfig
+from mbsd_twin.rig.synthetic import RigConfig, stream
+from mbsd_twin.storage.history.backends import open_store
+from mbsd_twin.storage.history.rows import Block, convert
+from mbsd_twin.storage.history.writer import HistoryWriter
+from mbsd_twin.twin.config.sections import AlarmConfig, CoreConfig, HistoryConfig
 from mbsd_twin.twin.core import TwinCore
-from mbsd_twin.twin.history.backends import open_store
-from mbsd_twin.twin.history.rows import Block, convert
-from mbsd_twin.twin.history.writer import HistoryWriter
 from mbsd_twin.twin.protocol import encode, parse_sensor
-from mbsd_twin.twin.rig import RigConfig, stream
 
 MECH = str(Path(__file__).resolve().parents[1] / "examples" / "mechanisms" / "slider_crank.toml")
 

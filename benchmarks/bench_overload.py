@@ -37,10 +37,10 @@ from bench_twin import BASE, MECH, Twin, start_broker
 from paho.mqtt.enums import CallbackAPIVersion
 
 from mbsd_twin import load_mechanism
+from mbsd_twin.rig.client import Rig
+from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
 from mbsd_twin.twin.link import set_nodelay
 from mbsd_twin.twin.protocol import encode
-from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
-from mbsd_twin.twin.rig_client import Rig
 
 
 class Observer:

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from mbsd_twin.model.loader import load_mechanism
-from mbsd_twin.twin.rig import RigConfig, RigFault, Trajectory
+from mbsd_twin.rig.faults import RigFault
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory
 
 MECH = str(Path(__file__).resolve().parents[1] / "examples" / "mechanisms" / "slider_crank.toml")
 FAULTS = (RigFault("mass", 1.0, "piston.mass", 1.2, scale=True), RigFault("friction", 1.5, "main_bearing", 0.3),

@@ -39,9 +39,9 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 from mbsd_twin import load_mechanism
+from mbsd_twin.rig.client import Rig
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory
 from mbsd_twin.twin.link import set_nodelay
-from mbsd_twin.twin.rig import RigConfig, Trajectory
-from mbsd_twin.twin.rig_client import Rig
 
 MECH = "examples/mechanisms/slider_crank.toml"
 BASE = "dt/v1/sc-01"
@@ -112,7 +112,7 @@ class Twin:
         self.proc: subprocess.Popen[bytes] | None = None
         self.svc: Any = None
         if inproc:
-            from mbsd_twin.twin.config import load_config
+            from mbsd_twin.twin.config.file import load_config
             from mbsd_twin.twin.service import TwinService
 
             self.svc = TwinService(load_config(str(toml), env={}))
@@ -179,10 +179,10 @@ def timed(timers: dict[str, float], key: str, fn: Any) -> Any:
 def profile(url: str, traj: Trajectory, args: argparse.Namespace) -> None:
     """Per-stage cost of the worker path, per batch: validation, core step (model stepping,
     estimate, the rest: comparison, alarms, JSON encoding), publishing (paho client.publish)."""
-    from mbsd_twin.twin.config import CoreConfig
+    from mbsd_twin.rig.synthetic import MessageSource
+    from mbsd_twin.twin.config.sections import CoreConfig
     from mbsd_twin.twin.core import TwinCore
     from mbsd_twin.twin.protocol import encode, parse_sensor
-    from mbsd_twin.twin.rig import MessageSource
     from mbsd_twin.twin.tracking import EkfTracker
 
     msgs = [encode(MessageSource(traj, 1000.0).message(i)).encode() for i in range(int(5 * args.rate / args.batch))]

@@ -29,10 +29,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fuzz_cases import command_call, mutate_mechanism, run_mechanism, sensor_message, timed  # noqa: E402
 
 from mbsd_twin import load_mechanism  # noqa: E402
-from mbsd_twin.twin.config import CoreConfig  # noqa: E402
+from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory  # noqa: E402
+from mbsd_twin.twin.config.sections import CoreConfig  # noqa: E402
 from mbsd_twin.twin.core import TwinCore  # noqa: E402
 from mbsd_twin.twin.protocol import Invalid, SensorBatch, encode, parse_sensor  # noqa: E402
-from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory  # noqa: E402
 
 BAD = ("unlocated", "crash", "hang")
 MAX_BYTES = 256 * 1024

@@ -144,7 +144,7 @@ def _add_twin(sub: argparse._SubParsersAction) -> None:
 
 def _add_fleet(sub: argparse._SubParsersAction) -> None:
     """``fleet serve`` (one twin per asset, local processes or Ray actors; docs/fleet.md)."""
-    from .twin.fleet_cli import add_fleet
+    from .fleet.cli import add_fleet
 
     add_fleet(sub)
 
@@ -165,14 +165,14 @@ def _add_campaign(sub: argparse._SubParsersAction) -> None:
 
 def _add_plot(sub: argparse._SubParsersAction) -> None:
     """``plot`` (a result CSV as a PNG/SVG/PDF figure; needs the ``plot`` extra)."""
-    from .viz.viz_cli import add_plot
+    from .viz.cli import add_plot
 
     add_plot(sub)
 
 
 def _add_animate(sub: argparse._SubParsersAction) -> None:
     """``animate`` (a mechanism moving through a result CSV, GIF or MP4; needs the ``plot`` extra)."""
-    from .viz.viz_cli import add_animate
+    from .viz.cli import add_animate
 
     add_animate(sub)
 

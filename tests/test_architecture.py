@@ -1,17 +1,54 @@
-"""The package's architecture (issue #16, item 4): no import cycle — counting imports inside
-functions, not those only for type checking — and the engine never imports a face (the command
-line, the FMU, the twin service, the dashboard, the demo, the plots and animations)."""
+"""The package's architecture (issue #16, item 4; issue #35; docs/architecture.md): no import cycle —
+counting imports inside functions, not those only for type checking — the engine never imports a
+face (the command line, the FMU, the twin service and its sub-systems rig, fleet and storage, the
+dashboard, the demo, the plots and animations, the campaigns), every package is placed (an engine
+layer, a face or shared), a face imports another face only in the directions of FACE_IMPORTS (or
+at the wiring points of WIRING), a face's sub-system is a folder, not a file prefix, and no two
+C sources of the FMUs depend on each other in a circle."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mbsd_twin"
 FACES = ("mbsd_twin.cli", "mbsd_twin.cli_args", "mbsd_twin.viz", "mbsd_twin.fmi", "mbsd_twin.twin",
-         "mbsd_twin.dashboard", "mbsd_twin.demo", "mbsd_twin.campaign")
+         "mbsd_twin.rig", "mbsd_twin.fleet", "mbsd_twin.storage", "mbsd_twin.dashboard", "mbsd_twin.demo",
+         "mbsd_twin.campaign")
 # the engine's layers, lowest first: a module never imports one of a higher layer
 LAYERS = ("model", "physics", "compiled|solvers", "simulation", "estimation")
+# the API and helpers used by all, on top
+SHARED = ("mbsd_twin", "mbsd_twin.errors", "mbsd_twin.atomic", "mbsd_twin.progress", "mbsd_twin.warmup")
+# The faces a face may import (by top-level name). The twin face's sub-systems stand in one order:
+# the fleet on the rig and storage, both on the twin service, which imports neither (but at WIRING).
+FACE_IMPORTS: dict[str, set[str]] = {
+    "cli": {"cli_args", "viz", "fmi", "twin", "rig", "fleet", "storage", "dashboard", "demo", "campaign"},
+    "cli_args": set(),
+    "demo": {"viz", "fmi", "twin", "rig", "dashboard"},  # it composes them all
+    "campaign": {"fmi", "twin"},
+    "fleet": {"twin", "rig", "storage"},
+    "rig": {"twin"},  # the rig speaks the twin's contract (protocol, broker link, config types)
+    "storage": {"twin"},  # storage persists the twin: its configuration, core and redaction
+    "dashboard": {"twin", "storage", "viz"},  # mounted on the twin service
+    "twin": {"cli_args"},
+    "fmi": {"cli_args"},
+    "viz": set(),
+}
+# A module that plugs another face in: it may import these faces beyond FACE_IMPORTS.
+WIRING: dict[str, set[str]] = {
+    "mbsd_twin.twin.cli": {"rig", "storage"},  # `twin rig`, `twin identify --rig`, `twin history`
+    "mbsd_twin.twin.identify": {"rig"},  # `twin identify`: the filter over the synthetic rig's motion
+    "mbsd_twin.twin.service": {"storage", "dashboard"},  # the history writer; the dashboard's mount
+    "mbsd_twin.fmi.validation": {"viz"},  # `fmu validate --plot`
+    "mbsd_twin.viz.units": {"dashboard"},  # the dashboard's unit table
+    "mbsd_twin.viz.tables": {"storage"},  # the history export's columns
+    "mbsd_twin.viz.cli": {"twin"},  # `plot --config`
+}
+# Module names that still carry a sibling's name as a prefix (a sub-system by prefix): to be folders.
+PREFIX_NAMED = {"mbsd_twin.cli_args", "mbsd_twin.fmi.native_build", "mbsd_twin.fmi.slave_logic",
+                "mbsd_twin.fmi.worker_shm"}
+C_DIRS = (PACKAGE / "fmi" / "native_fmu", PACKAGE / "fmi" / "standalone" / "c")
 
 
 def _modules() -> dict[str, Path]:
@@ -132,3 +169,199 @@ def test_layers_only_import_downwards() -> None:
     assert up == []
     assert sorted(_layer(f"mbsd_twin.{p}.x") for p in ("model", "physics", "compiled", "solvers", "simulation",
                                                        "estimation")) == [0, 1, 2, 2, 3, 4]
+
+
+def _top(name: str) -> str:
+    return name.split(".")[1] if name.count(".") else name
+
+
+def _package_names() -> list[str]:
+    """mbsd_twin's own modules and packages (the top level)."""
+    return sorted({p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+                  | {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()})
+
+
+def test_every_package_is_placed() -> None:
+    """Each top-level module or package is an engine layer, a face or shared: a new one is placed."""
+    layers = {x for names in LAYERS for x in names.split("|")}
+    faces = {_top(f) for f in FACES}
+    shared = {_top(s) for s in SHARED if s != "mbsd_twin"}
+    assert set(FACE_IMPORTS) == faces
+    assert [n for n in _package_names() if n not in layers | faces | shared] == []
+    for sub in ("rig", "fleet", "storage", "twin"):
+        assert f"mbsd_twin.{sub}" in _modules(), sub
+
+
+def _face_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(module, imported module) of one face importing another face against FACE_IMPORTS and WIRING."""
+    wrong = []
+    for m, deps in graph.items():
+        if not _is_face(m):
+            continue
+        for d in deps:
+            if _is_face(d) and _top(d) != _top(m) and _top(d) not in FACE_IMPORTS[_top(m)] | WIRING.get(m, set()):
+                wrong.append((m, d))
+    return sorted(wrong)
+
+
+def test_faces_import_each_other_only_as_documented() -> None:
+    """The twin service imports neither its rig nor its fleet nor storage (but at its wiring points),
+    the rig and storage never the fleet or each other, and nothing but the command line imports the
+    fleet; the other faces as FACE_IMPORTS says."""
+    graph = _graph()
+    assert _face_imports(graph) == []
+    assert _cycles({f: FACE_IMPORTS[f] for f in ("twin", "rig", "storage", "fleet")} | {"cli_args": set()}) == []
+    assert [m for m, deps in graph.items() for d in deps if _top(d) == "fleet" and _top(m) not in ("fleet", "cli")] \
+        == []
+    for m in WIRING:
+        assert m in graph, f"WIRING names {m}, which is gone"
+
+
+def test_the_face_rule_fails_on_a_forbidden_import() -> None:
+    graph = {"mbsd_twin.twin.core": {"mbsd_twin.rig.synthetic"}, "mbsd_twin.rig.synthetic": {"mbsd_twin.twin.protocol"},
+             "mbsd_twin.twin.cli": {"mbsd_twin.rig.file"}, "mbsd_twin.storage.history.writer": {"mbsd_twin.fleet.cli"}}
+    assert _face_imports(graph) == [("mbsd_twin.storage.history.writer", "mbsd_twin.fleet.cli"),
+                                    ("mbsd_twin.twin.core", "mbsd_twin.rig.synthetic")]
+
+
+def _prefix_named(folder: Path) -> list[str]:
+    """Modules of ``folder`` named after a sibling module or package, or after the folder, plus '_'
+    (``fleet_config.py`` beside ``fleet.py``; ``rig/rig_file.py``)."""
+    names = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"} | \
+        {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+    return sorted(n for n in names if any(n.startswith(o + "_") for o in names | {folder.name} if o != n))
+
+
+def test_a_sub_system_is_a_folder_not_a_file_prefix() -> None:
+    """In the faces, no module carries a sibling's (or its folder's) name as a prefix: a sub-system
+    of a face is a folder (docs/architecture.md); PREFIX_NAMED lists the ones still to move."""
+    found = set()
+    for face in {_top(f) for f in FACES}:
+        root = PACKAGE / face
+        folders = [root, *(p for p in root.rglob("*") if (p / "__init__.py").exists())] if root.is_dir() else [PACKAGE]
+        for folder in folders:
+            pkg = ".".join(folder.relative_to(PACKAGE.parent).parts)
+            found |= {f"{pkg}.{n}" for n in _prefix_named(folder) if _is_face(f"{pkg}.{n}")}
+    assert found == PREFIX_NAMED
+    assert _prefix_named(PACKAGE / "twin") == [] and _prefix_named(PACKAGE / "fleet") == []
+
+
+# ------------------------------------------------------------------ C sources of the FMUs
+_C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*|\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'", re.S)
+_C_NAME = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+_C_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+_C_KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "defined", "_Static_assert", "__attribute__"}
+
+
+def _c_scan(text: str) -> tuple[set[str], set[str]]:
+    """The functions a C file defines with external linkage, and the names it calls (but those it
+    defines itself)."""
+    code = _C_COMMENT.sub(lambda m: " " if m.group(0)[0] == "/" else '""', text)
+    code = re.sub(r"^\s*#.*?(?<!\\)$", "", code, flags=re.M)  # preprocessor lines (macros are not calls)
+    defined, own, called = set(), set(), set()
+    depth = 0
+    pos = 0
+    last_end = 0  # where the current top-level declaration began
+    while pos < len(code):
+        ch = code[pos]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                last_end = pos + 1
+        elif ch == ";" and depth == 0:
+            last_end = pos + 1
+        elif ch.isalpha() or ch == "_":
+            m = _C_NAME.match(code, pos)
+            if m is None:
+                pos = re.compile(r"\w*").match(code, pos).end()  # type: ignore[union-attr]
+                continue
+            name = m.group(1)
+            if depth > 0 and name not in _C_KEYWORDS:
+                called.add(name)
+            elif depth == 0:
+                close, level = m.end(), 1
+                while close < len(code) and level:
+                    level += {"(": 1, ")": -1}.get(code[close], 0)
+                    close += 1
+                rest = code[close:].lstrip()
+                rest = re.sub(r"^__attribute__\s*\(\(.*?\)\)\s*", "", rest, flags=re.S)
+                if rest.startswith("{"):
+                    own.add(name)
+                    if not re.search(r"\bstatic\b", code[last_end:pos]):
+                        defined.add(name)
+                pos = close
+                continue
+            pos = m.end()
+            continue
+        pos += 1
+    return defined, called - own
+
+
+def _c_graph(dirs: tuple[Path, ...], only: tuple[str, ...] = ()) -> dict[str, set[str]]:
+    """.c file → the .c files it depends on, among the sources of one library (those of ``dirs``,
+    or only those named): it calls a function defined there (with external linkage), or it
+    includes (directly or through other headers) a header implemented there — the header of the
+    same name (``worker_link.h`` is ``worker_link.c``'s). A header with no source of its own name
+    (the FMI standard's, which declare the API the library exports) ties to none."""
+    sources = {p.name: p for d in dirs for p in sorted(d.glob("*.c")) if not only or p.name in only}
+    headers = {p.name: p for d in dirs for p in sorted(d.glob("*.h"))}
+    scans = {name: _c_scan(p.read_text(encoding="utf-8", errors="replace")) for name, p in sources.items()}
+    definer: dict[str, set[str]] = {}
+    for name, (defined, _) in scans.items():
+        for fn in defined:
+            definer.setdefault(fn, set()).add(name)
+
+    def includes(path: Path, seen: set[str]) -> set[str]:
+        for inc in _C_INCLUDE.findall(path.read_text(encoding="utf-8", errors="replace")):
+            base = Path(inc).name
+            if base in headers and base not in seen:
+                seen.add(base)
+                includes(headers[base], seen)
+        return seen
+
+    graph: dict[str, set[str]] = {}
+    for name, path in sources.items():
+        deps = {c for fn in scans[name][1] for c in definer.get(fn, set())}
+        deps |= {h[:-2] + ".c" for h in includes(path, set()) if h[:-2] + ".c" in sources}
+        graph[name] = deps - {name}
+    return graph
+
+
+def _c_libraries() -> dict[str, dict[str, set[str]]]:
+    """The FMU libraries, each its sources: the host-independent ones for FMI 2.0 and 3.0
+    (native_fmu/, fmi/native_build.py) and the standalone one (standalone/c/ with the FMI files of
+    native_fmu/ it shares, fmi/standalone/build.py)."""
+    from mbsd_twin.fmi.native_build import COMMON_SOURCES, SOURCES
+    from mbsd_twin.fmi.standalone.build import FMI_SOURCES
+
+    native, standalone = C_DIRS
+    assert {p.name for p in native.glob("*.c")} == {*COMMON_SOURCES, *SOURCES["2.0"], *SOURCES["3.0"]}
+    sa = tuple(p.name for p in standalone.glob("*.c")) + tuple(p.name for v in FMI_SOURCES.values() for p in v
+                                                                 if p.parent == native)
+    return {"native 2.0": _c_graph((native,), SOURCES["2.0"]), "native 3.0": _c_graph((native,), SOURCES["3.0"]),
+            "standalone": _c_graph((standalone, native), sa)}
+
+
+def test_no_circle_between_the_fmu_c_sources() -> None:
+    libs = _c_libraries()
+    native, standalone = libs["native 3.0"], libs["standalone"]
+    assert {"worker_shm.c", "worker_frames.c"} <= native["worker_link.c"]  # the detector sees calls and includes
+    assert {"sa_core.c", "fmi2_misc.c"} <= set(standalone) and "sa_core.c" in standalone["sa_fmi2.c"]
+    assert {name: _cycles(graph) for name, graph in libs.items()} == {name: [] for name in libs}
+
+
+def test_the_c_detector_finds_a_circle(tmp_path: Path) -> None:
+    """A call one way and an include of the other's header the other way is a circle; a static
+    function of the same name is no tie; the FMI headers (no source of their name) tie to none."""
+    (tmp_path / "a.h").write_text("int a_run(int x);\n")
+    (tmp_path / "a.c").write_text('#include "a.h"\n/* b_call(); */\nint a_run(int x) { return b_call(x) + 1; }\n')
+    (tmp_path / "b.c").write_text('#include "a.h"\n#include "fmi2Functions.h"\nstatic int helper(void) { return 2; }\n'
+                                  "int b_call(int x) {\n    return x * helper();\n}\n")
+    (tmp_path / "c.c").write_text('#include "fmi2Functions.h"\nstatic int a_run(int x) { return x; }\n'
+                                  "int fmi2Main(void) { return a_run(1); }\n")
+    (tmp_path / "fmi2Functions.h").write_text("int fmi2Main(void);\n")
+    graph = _c_graph((tmp_path,))
+    assert graph == {"a.c": {"b.c"}, "b.c": {"a.c"}, "c.c": set()}
+    assert _cycles(graph) == [["a.c", "b.c"]]

@@ -29,7 +29,7 @@ from mbsd_twin import load_mechanism
 from mbsd_twin.cli import main
 from mbsd_twin.campaign.report import write_summary
 from mbsd_twin.estimation.mechfile import write_mechanism
-from mbsd_twin.twin.history.export import export
+from mbsd_twin.storage.history.export import export
 (out / "sim.csv").write_text("an older result")  # replaced, and its mode with it
 assert main(["simulate", mech_path, "--t-end", "0.01", "--output-interval", "0.005", "-o", str(out / "sim.csv")]) == 0
 write_summary({"campaign": "c", "backend": "pool", "wall": 0.0, "ok": True, "jobs": []}, out / "campaign")

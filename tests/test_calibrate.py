@@ -18,15 +18,16 @@ from mbsd_twin.estimation.calibrate import calibrate, noise_estimate, shooting_s
 from mbsd_twin.estimation.holds import interval_steps
 from mbsd_twin.estimation.mechfile import set_parameters, toml_value, write_mechanism
 from mbsd_twin.model.loader import load_mechanism, loads_mechanism
+from mbsd_twin.rig.recording import write_rig_recording
+from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
 from mbsd_twin.simulation.ports import apply_parameters, model_parameters
 from mbsd_twin.simulation.simulator import Simulator
 from mbsd_twin.solvers.dynamics import SolverOptions
-from mbsd_twin.twin.calibration import calibrate_recording, read_recording, write_rig_recording
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.twin.calibration import calibrate_recording, read_recording
+from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
 from mbsd_twin.twin.recorder import FORMAT, Recorder, segments
-from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
 
 MECH = str(Path(__file__).resolve().parents[1] / "examples" / "mechanisms" / "slider_crank.toml")
 NOISE = {"theta": 1e-3, "omega": 0.01, "tau_m": 0.002, "f_x": 0.5, "f_y": 0.5}

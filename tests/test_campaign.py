@@ -172,8 +172,8 @@ def test_ray_submits_lazily_and_reports_an_overrun(ray_cluster: str, tmp_path: P
 def test_calibrate_over_recordings(tmp_path: Path) -> None:
     """Two recordings of the synthetic rig whose piston is 1.8 kg (the model says 1.5): each fit
     finds 1.8 within its standard error; ``expected`` decides pass or fail per recording."""
-    from mbsd_twin.twin.calibration import write_rig_recording
-    from mbsd_twin.twin.rig import RigConfig
+    from mbsd_twin.rig.recording import write_rig_recording
+    from mbsd_twin.rig.synthetic import RigConfig
 
     for seed in (1, 2):
         write_rig_recording(str(tmp_path / f"rig-{seed}.jsonl"), str(ROOT / "examples/mechanisms/slider_crank.toml"),

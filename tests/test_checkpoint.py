@@ -1,4 +1,4 @@
-"""Fleet checkpoints (mbsd_twin.twin.checkpoint): a twin's state through bytes into a fresh core
+"""Fleet checkpoints (mbsd_twin.storage.checkpoint.state): a twin's state through bytes into a fresh core
 continues bit-identically; the store keeps one row per asset; a checkpoint that does not fit is
 refused with a reason and leaves the twin able to start fresh."""
 
@@ -21,15 +21,16 @@ import pytest
 from conftest import free_port
 
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
-from mbsd_twin.twin.checkpoint import Checkpointer, apply, capture
-from mbsd_twin.twin.checkpoint_store import Checkpoint, CheckpointStore
-from mbsd_twin.twin.config import CoreConfig, load_config
+from mbsd_twin.rig.faults import RigFault
+from mbsd_twin.rig.file import load_rig_file
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory, stream
+from mbsd_twin.storage.checkpoint.state import Checkpointer, apply, capture
+from mbsd_twin.storage.checkpoint.store import Checkpoint, CheckpointStore
+from mbsd_twin.storage.history.pg import PostgresStore
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
-from mbsd_twin.twin.history.pg import PostgresStore
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
-from mbsd_twin.twin.rig import RigConfig, Trajectory, stream
-from mbsd_twin.twin.rig_faults import RigFault
-from mbsd_twin.twin.rig_file import load_rig_file
 
 
 def _batches(n: int) -> list[SensorBatch]:

@@ -22,16 +22,16 @@ from conftest import Broker
 from test_checkpoint import _batches
 from test_fleet import wait_for
 
+from mbsd_twin.fleet.config import AssetSpec, FleetSettings
+from mbsd_twin.fleet.feed import FleetFeeder
+from mbsd_twin.fleet.member import Member
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
-from mbsd_twin.twin.checkpoint import apply, capture
-from mbsd_twin.twin.checkpoint_check import CheckpointError
-from mbsd_twin.twin.checkpoint_store import Checkpoint, CheckpointStore
-from mbsd_twin.twin.config import AlarmConfig, CoreConfig
+from mbsd_twin.rig.client import connect
+from mbsd_twin.storage.checkpoint.check import CheckpointError
+from mbsd_twin.storage.checkpoint.state import apply, capture
+from mbsd_twin.storage.checkpoint.store import Checkpoint, CheckpointStore
+from mbsd_twin.twin.config.sections import AlarmConfig, CoreConfig
 from mbsd_twin.twin.core import TwinCore
-from mbsd_twin.twin.fleet_config import AssetSpec, FleetSettings
-from mbsd_twin.twin.fleet_feed import FleetFeeder
-from mbsd_twin.twin.fleet_member import Member
-from mbsd_twin.twin.rig_client import connect
 
 MECH = load_mechanism(bundled_slider_crank())
 CFG = CoreConfig(alarms=(AlarmConfig("theta_res", "theta", high=0.5, low=0.2),))

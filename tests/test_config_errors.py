@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from mbsd_twin import load_mechanism
-from mbsd_twin.twin.config import ConfigError, load_config
+from mbsd_twin.fleet.config import FleetError, load_fleet
+from mbsd_twin.rig.file import RigFileError, load_rig_file
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import ConfigError
 from mbsd_twin.twin.core import TwinCore
-from mbsd_twin.twin.fleet_config import FleetError, load_fleet
-from mbsd_twin.twin.rig_file import RigFileError, load_rig_file
 
 ROOT = Path(__file__).resolve().parents[1]
 MECH = str(ROOT / "examples" / "mechanisms" / "slider_crank.toml")

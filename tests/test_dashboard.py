@@ -27,11 +27,11 @@ from mbsd_twin.demo.procs import EmbeddedBroker, free_port
 from mbsd_twin.demo.rig import RigThread
 from mbsd_twin.demo.run import DemoOptions, twin_config
 from mbsd_twin.estimation.change import threshold
-from mbsd_twin.twin.config import AlarmConfig, CoreConfig
+from mbsd_twin.rig.faults import RigFault
+from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
+from mbsd_twin.twin.config.sections import AlarmConfig, CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import encode, parse_sensor
-from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
-from mbsd_twin.twin.rig_faults import RigFault
 from mbsd_twin.viz.plotting import read_csv
 
 MECH = "examples/mechanisms/slider_crank.toml"

@@ -17,9 +17,9 @@ from test_dashboard import CHROMIUM, FLAGS, _chromium, _get, _post, _wait
 
 from mbsd_twin.demo.procs import free_port
 from mbsd_twin.demo.rig import RigThread
-from mbsd_twin.twin.config import load_config
-from mbsd_twin.twin.rig_faults import parse_fault
-from mbsd_twin.twin.rig_file import load_rig_file
+from mbsd_twin.rig.faults import parse_fault
+from mbsd_twin.rig.file import load_rig_file
+from mbsd_twin.twin.config.file import load_config
 
 RIG = load_rig_file("examples/rigs/pendulum_rig.toml")
 TWIN = "examples/rigs/pendulum_twin.toml"

@@ -21,11 +21,11 @@ from mbsd_twin.dashboard.history import downsample
 from mbsd_twin.demo.procs import EmbeddedBroker, free_port
 from mbsd_twin.demo.rig import RigThread
 from mbsd_twin.demo.run import DemoOptions, twin_config
-from mbsd_twin.twin.config import HistoryConfig
-from mbsd_twin.twin.history import export
-from mbsd_twin.twin.history.rows import Block
-from mbsd_twin.twin.history.stores import SqliteStore
-from mbsd_twin.twin.rig import RigConfig
+from mbsd_twin.rig.synthetic import RigConfig
+from mbsd_twin.storage.history import export
+from mbsd_twin.storage.history.rows import Block
+from mbsd_twin.storage.history.stores import SqliteStore
+from mbsd_twin.twin.config.sections import HistoryConfig
 
 T0 = 1_700_000_000.0  # a past hour of 1 kHz, stored before the twin starts
 SPIKES = (1234.567, 2000.0005, 3599.999)  # s after T0: single-sample spikes the envelope must keep

@@ -30,10 +30,10 @@ import pytest
 
 from mbsd_twin.demo.procs import EmbeddedBroker, free_port
 from mbsd_twin.demo.run import DemoOptions, twin_config
-from mbsd_twin.twin.config import DashboardConfig, HistoryConfig
-from mbsd_twin.twin.history import export
-from mbsd_twin.twin.history.backends import open_store
-from mbsd_twin.twin.history.rows import Block
+from mbsd_twin.storage.history import export
+from mbsd_twin.storage.history.backends import open_store
+from mbsd_twin.storage.history.rows import Block
+from mbsd_twin.twin.config.sections import DashboardConfig, HistoryConfig
 
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 T0, DT, PER_MSG, MSGS, BLOCKS = 1_700_000_000.0, 1e-3, 20, 25, 2000  # 2000 blocks of 500 = 1 M samples
@@ -225,7 +225,8 @@ def test_read_routes_are_rate_limited_per_client(twin: tuple[Any, int, Any]) -> 
 
 
 def test_the_bounds_are_configured_in_dashboard(tmp_path: Path) -> None:
-    from mbsd_twin.twin.config import ConfigError, load_config
+    from mbsd_twin.twin.config.file import load_config
+    from mbsd_twin.twin.config.sections import ConfigError
 
     path = tmp_path / "twin.toml"
     path.write_text("[dashboard]\nhistory_channels = 3\nrate = 5\n")

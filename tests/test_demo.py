@@ -352,7 +352,7 @@ def test_demo_report_leads_with_the_findings(tmp_path: Path) -> None:
     from mbsd_twin.demo.findings import find
     from mbsd_twin.demo.report import residual_figure
     from mbsd_twin.demo.run import DEMO_ALARMS, DemoOptions, run_demo
-    from mbsd_twin.twin.rig_faults import RigFault
+    from mbsd_twin.rig.faults import RigFault
     from mbsd_twin.viz.plotting import pyplot, read_csv
 
     rep = tmp_path / "rep"

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from mbsd_twin.demo.procs import free_port
-from mbsd_twin.twin.config import ENV
+from mbsd_twin.twin.config.file import ENV
 
 ROOT = Path(__file__).resolve().parents[1]
 

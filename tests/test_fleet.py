@@ -21,11 +21,11 @@ import paho.mqtt.client as mqtt
 import pytest
 from conftest import Broker, free_port
 
+from mbsd_twin.fleet.config import FleetError, load_fleet
+from mbsd_twin.fleet.feed import FleetFeeder
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
-from mbsd_twin.twin.checkpoint_store import CheckpointStore
-from mbsd_twin.twin.fleet_config import FleetError, load_fleet
-from mbsd_twin.twin.fleet_feed import FleetFeeder
-from mbsd_twin.twin.rig_client import connect
+from mbsd_twin.rig.client import connect
+from mbsd_twin.storage.checkpoint.store import CheckpointStore
 
 ROOT = Path(__file__).resolve().parents[1]
 RAY = Path(sys.executable).with_name("ray")

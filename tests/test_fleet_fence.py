@@ -23,14 +23,14 @@ from conftest import Broker
 from test_fleet import wait_for
 from test_history import pg_db  # noqa: F401  (fixture)
 
+from mbsd_twin.fleet.config import AssetSpec, FleetSettings
+from mbsd_twin.fleet.feed import FleetFeeder
+from mbsd_twin.fleet.fence import EXIT_SUPERSEDED
+from mbsd_twin.fleet.member import Member
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
-from mbsd_twin.twin.checkpoint_store import Checkpoint, CheckpointStore, LeaseLost
-from mbsd_twin.twin.fleet_config import AssetSpec, FleetSettings
-from mbsd_twin.twin.fleet_feed import FleetFeeder
-from mbsd_twin.twin.fleet_fence import EXIT_SUPERSEDED
-from mbsd_twin.twin.fleet_member import Member
-from mbsd_twin.twin.history.stores import SqliteStore
-from mbsd_twin.twin.rig_client import connect
+from mbsd_twin.rig.client import connect
+from mbsd_twin.storage.checkpoint.store import Checkpoint, CheckpointStore, LeaseLost
+from mbsd_twin.storage.history.stores import SqliteStore
 
 RATE = 200.0
 

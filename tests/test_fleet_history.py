@@ -37,9 +37,9 @@ from test_fleet import (  # noqa: F401  (ray_cluster: the two-node cluster fixtu
 from test_history import pg_db  # noqa: F401  (fixture)
 from test_history_holds import account
 
+from mbsd_twin.fleet.feed import FleetFeeder
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
-from mbsd_twin.twin.fleet_feed import FleetFeeder
-from mbsd_twin.twin.history.pg import PostgresStore
+from mbsd_twin.storage.history.pg import PostgresStore
 
 ASSETS = ["n1", "n2", "n3", "n4"]
 RATE, BATCH = 200.0, 20  # per rig: 10 messages/s (1 kHz starves four twins plus Ray on this 2-core machine)

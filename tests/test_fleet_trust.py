@@ -28,13 +28,13 @@ from paho.mqtt.enums import CallbackAPIVersion
 from test_fleet import ENV, ROOT, FleetWatch, Observer, fleet_text, serve, stop, wait_for, write
 from test_fleet_fence import FORGED, States, forge, send, sent_between
 
+from mbsd_twin.fleet.acl import mosquitto_hash
+from mbsd_twin.fleet.config import load_fleet, login_password
+from mbsd_twin.fleet.feed import FleetFeeder
+from mbsd_twin.fleet.fence import EXIT_SUPERSEDED
+from mbsd_twin.fleet.member import Member
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
-from mbsd_twin.twin.fleet_acl import mosquitto_hash
-from mbsd_twin.twin.fleet_config import load_fleet, login_password
-from mbsd_twin.twin.fleet_feed import FleetFeeder
-from mbsd_twin.twin.fleet_fence import EXIT_SUPERSEDED
-from mbsd_twin.twin.fleet_member import Member
-from mbsd_twin.twin.rig_client import connect
+from mbsd_twin.rig.client import connect
 
 SECRET = "fl33t-s3cret"
 OTHERS = {"rig": "r1g-pw", "viewer": "v1ewer-pw"}  # the test's rig and observer logins

@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mbsd_twin import load_mechanism
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
+from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import REASONS, Invalid, SensorBatch, encode, parse_command, parse_sensor
-from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
 
 MECH = str(ROOT / "examples" / "mechanisms" / "slider_crank.toml")
 MAX_BYTES = 256 * 1024

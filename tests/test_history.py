@@ -23,14 +23,15 @@ from conftest import free_port
 
 from mbsd_twin import load_mechanism
 from mbsd_twin.cli import main
-from mbsd_twin.twin.config import AlarmConfig, ConfigError, CoreConfig, HistoryConfig, load_config
+from mbsd_twin.rig.synthetic import RigConfig, stream
+from mbsd_twin.storage.history.pg import PostgresStore
+from mbsd_twin.storage.history.rows import convert
+from mbsd_twin.storage.history.stores import SqliteStore
+from mbsd_twin.storage.history.writer import HistoryWriter
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import AlarmConfig, ConfigError, CoreConfig, HistoryConfig
 from mbsd_twin.twin.core import TwinCore
-from mbsd_twin.twin.history.pg import PostgresStore
-from mbsd_twin.twin.history.rows import convert
-from mbsd_twin.twin.history.stores import SqliteStore
-from mbsd_twin.twin.history.writer import HistoryWriter
 from mbsd_twin.twin.protocol import encode, parse_sensor
-from mbsd_twin.twin.rig import RigConfig, stream
 
 MECH = "examples/mechanisms/slider_crank.toml"
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
@@ -412,9 +413,9 @@ def test_twin_through_mosquitto_spools_a_locked_store_and_the_cli_exports_all(br
 
     from test_twin_broker import Collector, _config, _wait
 
+    from mbsd_twin.rig.client import Rig
+    from mbsd_twin.rig.synthetic import Trajectory
     from mbsd_twin.twin.recorder import read_records
-    from mbsd_twin.twin.rig import Trajectory
-    from mbsd_twin.twin.rig_client import Rig
     from mbsd_twin.twin.service import TwinService
 
     traj = Trajectory(load_mechanism(MECH), RigConfig())

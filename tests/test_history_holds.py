@@ -23,10 +23,10 @@ from test_twin_broker import _config, _wait
 
 from mbsd_twin import load_mechanism
 from mbsd_twin.model.loader import bundled_slider_crank
-from mbsd_twin.twin.history.stores import SqliteStore
+from mbsd_twin.rig.client import connect
+from mbsd_twin.rig.synthetic import RigConfig, stream
+from mbsd_twin.storage.history.stores import SqliteStore
 from mbsd_twin.twin.protocol import Topics, encode
-from mbsd_twin.twin.rig import RigConfig, stream
-from mbsd_twin.twin.rig_client import connect
 from mbsd_twin.twin.service import TwinService
 
 N, RATE = 20, 1000.0  # samples per batch, samples/s

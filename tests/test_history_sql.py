@@ -18,9 +18,9 @@ import pytest
 import yaml
 from test_history import Msg, expected, outputs, pg_db  # noqa: F401  (fixtures)
 
-from mbsd_twin.twin.history.pg import PostgresStore
-from mbsd_twin.twin.history.rows import Block, convert
-from mbsd_twin.twin.history.stores import StoreError
+from mbsd_twin.storage.history.pg import PostgresStore
+from mbsd_twin.storage.history.rows import Block, convert
+from mbsd_twin.storage.history.stores import StoreError
 
 SERVICES = Path(__file__).resolve().parents[1] / "services"
 GRAFANA = SERVICES / "grafana"
@@ -162,7 +162,7 @@ def test_grafana_dashboard_queries_run_on_the_history(outputs: list[Msg], pg_db:
 
 def test_merged_blocks_span_at_most_the_lookback() -> None:
     """The indexed range query looks back by MERGE_SPAN_S: a merged block never spans more."""
-    from mbsd_twin.twin.history.rows import MERGE_SPAN_S
+    from mbsd_twin.storage.history.rows import MERGE_SPAN_S
 
     msgs = [("state", 1.0, json.dumps({"asset": "a", "t0": float(k), "dt": 1.0, "n": 1, "ch": {"x": [k]}}))
             for k in range(30)]
@@ -175,7 +175,7 @@ def test_merged_blocks_span_at_most_the_lookback() -> None:
 def test_query_finds_a_long_block_through_the_partial_index(backend: str, tmp_path: Path, request: Any) -> None:
     """A range query reads the blocks starting up to MERGE_SPAN_S before it through the index and a
     longer block (one message of 20 s) starting earlier through ``blocks_long``."""
-    from mbsd_twin.twin.history.stores import SqliteStore
+    from mbsd_twin.storage.history.stores import SqliteStore
 
     store: Any = SqliteStore(str(tmp_path / "h.sqlite")) if backend == "sqlite" else \
         PostgresStore(request.getfixturevalue("pg_db")[0])

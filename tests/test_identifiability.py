@@ -13,9 +13,9 @@ import pytest
 
 from mbsd_twin.cli import main
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
-from mbsd_twin.twin.config import AugmentConfig, CoreConfig
+from mbsd_twin.rig.synthetic import RigConfig
+from mbsd_twin.twin.config.sections import AugmentConfig, CoreConfig
 from mbsd_twin.twin.identify import identify
-from mbsd_twin.twin.rig import RigConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SIGMA = {"angle": 1e-3, "speed": 0.01, "fx": 0.05, "fy": 0.05, "torque": 0.002}

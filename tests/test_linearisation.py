@@ -17,7 +17,7 @@ from scipy.integrate import solve_ivp
 
 import mbsd_twin as mt
 from mbsd_twin.estimation.ekf import FilterConfig, StateEstimator
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import encode, parse_sensor
 

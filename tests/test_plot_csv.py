@@ -16,13 +16,13 @@ from mbsd_twin.cli import main
 from mbsd_twin.dashboard import Store
 from mbsd_twin.dashboard.figures import base_units
 from mbsd_twin.fmi.validation import ValidationReport, compare
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
+from mbsd_twin.storage.history import export
+from mbsd_twin.storage.history.rows import Block
+from mbsd_twin.storage.history.stores import SqliteStore
+from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
-from mbsd_twin.twin.history import export
-from mbsd_twin.twin.history.rows import Block
-from mbsd_twin.twin.history.stores import SqliteStore
 from mbsd_twin.twin.protocol import encode, parse_sensor
-from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
 from mbsd_twin.viz.compare import comparison_figure
 from mbsd_twin.viz.plotting import default_columns, default_x, pyplot, read_csv, table_figure
 from mbsd_twin.viz.units import column_units

@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from mbsd_twin.model.loader import load_mechanism
-from mbsd_twin.twin.config import load_config
+from mbsd_twin.rig.faults import RigFault, parse_fault
+from mbsd_twin.rig.file import RigFileError, load_rig_file
+from mbsd_twin.rig.messages import message_plan
+from mbsd_twin.rig.synthetic import Trajectory, stream
+from mbsd_twin.twin.config.file import load_config
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import encode, parse_sensor
-from mbsd_twin.twin.rig import Trajectory, stream
-from mbsd_twin.twin.rig_faults import RigFault, parse_fault
-from mbsd_twin.twin.rig_file import RigFileError, load_rig_file
-from mbsd_twin.twin.rig_messages import message_plan
 
 RIG = "examples/rigs/pendulum_rig.toml"
 TWIN = "examples/rigs/pendulum_twin.toml"

@@ -26,13 +26,14 @@ from paho.mqtt.enums import CallbackAPIVersion
 from test_fleet import wait_for
 from test_twin_security import PASSWORD, auth_broker  # noqa: F401 - the fixture
 
-from mbsd_twin.twin.checkpoint_store import Lease
-from mbsd_twin.twin.config import BrokerConfig, ConfigError, load_config
-from mbsd_twin.twin.fleet_config import AssetSpec, FleetError, FleetSettings, load_fleet
-from mbsd_twin.twin.fleet_member import Member
-from mbsd_twin.twin.fleet_status import FleetStatus
-from mbsd_twin.twin.fleet_trust import trusted_birth
-from mbsd_twin.twin.history.stores import SqliteStore
+from mbsd_twin.fleet.config import AssetSpec, FleetError, FleetSettings, load_fleet
+from mbsd_twin.fleet.member import Member
+from mbsd_twin.fleet.status import FleetStatus
+from mbsd_twin.fleet.trust import trusted_birth
+from mbsd_twin.storage.checkpoint.store import Lease
+from mbsd_twin.storage.history.stores import SqliteStore
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import BrokerConfig, ConfigError
 from mbsd_twin.twin.redaction import redact
 
 ROOT = Path(__file__).resolve().parents[1]

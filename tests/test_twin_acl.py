@@ -21,9 +21,9 @@ from test_twin_commands import _props
 from test_twin_security import make_ca, make_server_cert, password_file
 
 from mbsd_twin import load_mechanism
-from mbsd_twin.twin.config import load_config
-from mbsd_twin.twin.rig import RigConfig, Trajectory
-from mbsd_twin.twin.rig_client import Rig
+from mbsd_twin.rig.client import Rig
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory
+from mbsd_twin.twin.config.file import load_config
 from mbsd_twin.twin.service import TwinService
 
 ROOT = Path(__file__).resolve().parents[1]

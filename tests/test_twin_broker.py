@@ -23,11 +23,12 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from mbsd_twin import load_mechanism
-from mbsd_twin.twin.config import AlarmConfig, load_config
+from mbsd_twin.rig.client import Rig
+from mbsd_twin.rig.faults import RigFault
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import AlarmConfig
 from mbsd_twin.twin.recorder import replay
-from mbsd_twin.twin.rig import RigConfig, Trajectory
-from mbsd_twin.twin.rig_client import Rig
-from mbsd_twin.twin.rig_faults import RigFault
 from mbsd_twin.twin.service import TwinService
 
 MECH = "examples/mechanisms/slider_crank.toml"
@@ -293,7 +294,7 @@ def _check_event_log(caplog: pytest.LogCaptureFixture, svc: TwinService, publish
     for a, b in chain:
         assert a == hold and b != a
         hold = b
-    assert hold == levels[svc.level]
+    assert hold == levels[svc.overload.level]
     resyncs = [line for line in lines if line.startswith("re-initialised")]
     assert sum(svc.core.stats["resync"].values()) == int(resyncs[-1].split("; ")[-1].split()[0])
     for reason in svc.core.stats["resync"]:

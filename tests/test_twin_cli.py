@@ -17,7 +17,7 @@ import pytest
 from test_twin_broker import MECH, _wait
 
 from mbsd_twin.model.loader import bundled_slider_crank
-from mbsd_twin.twin.config import load_config
+from mbsd_twin.twin.config.file import load_config
 from mbsd_twin.twin.service import TwinService
 
 

@@ -18,11 +18,12 @@ from paho.mqtt.properties import Properties
 from test_twin_broker import BASE, MECH, Collector, _config, _wait
 
 from mbsd_twin import load_mechanism
+from mbsd_twin.rig.client import Rig
+from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
 from mbsd_twin.twin.commands import TokenBucket
-from mbsd_twin.twin.config import ConfigError, load_config
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import ConfigError
 from mbsd_twin.twin.protocol import encode
-from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
-from mbsd_twin.twin.rig_client import Rig
 from mbsd_twin.twin.service import TwinService
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from mbsd_twin import load_mechanism
+from mbsd_twin.rig.messages import FAULT_KINDS, INVALID_REASON, _invalid
 from mbsd_twin.twin.alarms import Alarms
-from mbsd_twin.twin.config import AlarmConfig, ConfigError, CoreConfig, load_config
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import AlarmConfig, ConfigError, CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.model import ModelRunner, wrap_angle
 from mbsd_twin.twin.protocol import Invalid, SensorBatch, encode, parse_sensor
 from mbsd_twin.twin.recorder import FORMAT, Recorder, replay, segments
-from mbsd_twin.twin.rig import FAULT_KINDS, INVALID_REASON, _invalid
 from mbsd_twin.twin.sequencer import Sequencer
 
 MECH = "examples/mechanisms/slider_crank.toml"
@@ -98,7 +99,7 @@ def _opts():
 
 
 def test_replay_bit_identical_with_rotation(tmp_path) -> None:
-    from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
+    from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
     mech = load_mechanism(MECH)
     cfg = CoreConfig(alarms=(AlarmConfig("th", "theta", high=0.002, low=0.001, min_duration=0.01),))
     path = str(tmp_path / "rec.jsonl")

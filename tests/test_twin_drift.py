@@ -16,14 +16,15 @@ import pytest
 
 from mbsd_twin.estimation.change import threshold
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
+from mbsd_twin.rig.scenarios import ONSET, SLOW_FAULTS
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory, stream
+from mbsd_twin.storage.checkpoint.state import apply, capture
 from mbsd_twin.twin.alarms import Alarms, ChangeAlarms
-from mbsd_twin.twin.checkpoint import apply, capture
-from mbsd_twin.twin.config import AlarmConfig, ConfigError, CoreConfig, load_config
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import AlarmConfig, ConfigError, CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.drift import DriftTest, block_variance
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
-from mbsd_twin.twin.rig import RigConfig, Trajectory, stream
-from mbsd_twin.twin.scenarios import ONSET, SLOW_FAULTS
 
 MECH = load_mechanism(bundled_slider_crank())
 SLOPE = 0.3 / 10.0  # N·m/s: the wear scenario's friction ramp
@@ -191,7 +192,7 @@ def test_checkpoint_keeps_the_drift_test(wear: list[SensorBatch]) -> None:
 def test_drift_statistics_stay_low_on_healthy_streams(scenario: str) -> None:
     """20 s healthy (and lossy) streams: no alarm; the drift statistics (published as
     ``drift.<unknown>`` in twin/estimates) stay far below their thresholds."""
-    from mbsd_twin.twin.scenarios import run
+    from mbsd_twin.rig.scenarios import run
     res = run(scenario, 20.0)
     assert res.alarms == []
     for name in ("motor_torque.bias", "piston.mass"):

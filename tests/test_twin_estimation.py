@@ -1,4 +1,4 @@
-"""The twin's estimator on rig streams whose truth is known (mbsd_twin.twin.scenarios, no broker):
+"""The twin's estimator on rig streams whose truth is known (mbsd_twin.rig.scenarios, no broker):
 input reconstruction, the healthy and lossy targets, each injected fault detected in time and
 named, online parameter estimation, the torque virtual sensor. The same through a real broker is in
 tests/test_twin_broker.py."""
@@ -11,9 +11,9 @@ import pytest
 import mbsd_twin as mt
 from mbsd_twin.estimation.holds import interval_steps
 from mbsd_twin.model.loader import bundled_slider_crank
-from mbsd_twin.twin.config import AugmentConfig, CoreConfig
-from mbsd_twin.twin.rig import RigConfig, Trajectory
-from mbsd_twin.twin.scenarios import FAULTS, ONSET, run, summary
+from mbsd_twin.rig.scenarios import FAULTS, ONSET, run, summary
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory
+from mbsd_twin.twin.config.sections import AugmentConfig, CoreConfig
 
 DURATION = 8.0  # s: ONSET (5 s) plus time to detect and settle
 

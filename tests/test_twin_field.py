@@ -19,7 +19,7 @@ import pytest
 from field_rig import Fault, Rig, messages
 
 import mbsd_twin as mt
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
 

@@ -23,7 +23,7 @@ from mbsd_twin.estimation import iterated
 from mbsd_twin.estimation.ekf import FilterConfig, StateEstimator
 from mbsd_twin.estimation.holds import interval_steps
 from mbsd_twin.estimation.records import GapNoise
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.gaps import line_error
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from mbsd_twin import load_mechanism
-from mbsd_twin.twin.config import ConfigError, CoreConfig, load_config
+from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import ConfigError, CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
-from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
 from mbsd_twin.twin.sequencer import Sequencer
 
 MECH = "examples/mechanisms/slider_crank.toml"

@@ -28,11 +28,11 @@ from paho.mqtt.enums import CallbackAPIVersion
 from test_twin_broker import BASE, MECH, Collector, _config, _wait
 
 from mbsd_twin import load_mechanism
+from mbsd_twin.rig.client import Rig
+from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
 from mbsd_twin.twin.link import set_nodelay
 from mbsd_twin.twin.probe import MIN_PAIRS
 from mbsd_twin.twin.protocol import encode
-from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
-from mbsd_twin.twin.rig_client import Rig
 from mbsd_twin.twin.sequencer import Sequencer
 from mbsd_twin.twin.service import TwinService
 

@@ -21,14 +21,14 @@ from paho.mqtt.enums import CallbackAPIVersion
 from test_twin_broker import BASE, MECH, Collector, _config, _wait
 
 from mbsd_twin import load_mechanism
-from mbsd_twin.twin.config import ServiceConfig
+from mbsd_twin.rig.client import Rig
+from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
+from mbsd_twin.twin.config.sections import ServiceConfig
 from mbsd_twin.twin.ingest import RIG_RESTART, Intake
 from mbsd_twin.twin.link import set_nodelay
 from mbsd_twin.twin.metrics import Metrics
 from mbsd_twin.twin.protocol import Invalid, encode, parse_sensor
 from mbsd_twin.twin.ratelog import RateLimitedLog
-from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
-from mbsd_twin.twin.rig_client import Rig
 from mbsd_twin.twin.service import TwinService
 
 FLOODER = """

@@ -15,10 +15,11 @@ import pytest
 
 from mbsd_twin import load_mechanism
 from mbsd_twin.model.loader import bundled_slider_crank
-from mbsd_twin.twin.config import CoreConfig, load_config
+from mbsd_twin.rig.synthetic import MessageSource, RigConfig, Trajectory
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
-from mbsd_twin.twin.rig import MessageSource, RigConfig, Trajectory
 
 HOSTILE = 999999.0
 MINUTE = 3000  # batches of 20 samples at 1 kHz: 60 s
@@ -170,7 +171,7 @@ def test_a_batch_over_its_own_step_bound_is_rejected(mech: Any, minute: Trajecto
 
 
 def test_work_limit_config_is_checked(tmp_path: Any) -> None:
-    from mbsd_twin.twin.config import ConfigError
+    from mbsd_twin.twin.config.sections import ConfigError
 
     p = tmp_path / "t.toml"
     p.write_text("[core]\nmax_speed = -1.0\nlimit_factor = 0.0\nmax_solver_steps = 0\ninput_limit = -2.0\n")

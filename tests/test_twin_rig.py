@@ -14,8 +14,8 @@ import pytest
 from scipy.integrate import solve_ivp
 
 from mbsd_twin.model.loader import load_mechanism
-from mbsd_twin.twin.rig import RigConfig, Trajectory, fault_manifest, stream
-from mbsd_twin.twin.rig_faults import RigFault, check_faults, parse_fault
+from mbsd_twin.rig.faults import RigFault, check_faults, parse_fault
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory, fault_manifest, stream
 
 MECH = "examples/mechanisms/slider_crank.toml"
 MECHANISM = load_mechanism(MECH)

@@ -26,9 +26,10 @@ from conftest import MOSQUITTO, Broker, free_port
 from test_twin_broker import MECH, Collector, _wait
 
 from mbsd_twin import load_mechanism
-from mbsd_twin.twin.config import TwinConfig, load_config
-from mbsd_twin.twin.rig import RigConfig, Trajectory
-from mbsd_twin.twin.rig_client import Rig
+from mbsd_twin.rig.client import Rig
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory
+from mbsd_twin.twin.config.file import load_config
+from mbsd_twin.twin.config.sections import TwinConfig
 from mbsd_twin.twin.service import TwinService
 
 needs_mosquitto = pytest.mark.skipif(MOSQUITTO is None, reason="mosquitto is not installed")

@@ -16,10 +16,10 @@ import pytest
 from test_twin_broker import MECH, Collector, _config, _wait
 
 from mbsd_twin import load_mechanism
+from mbsd_twin.rig.client import Rig
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory
 from mbsd_twin.twin.ratelog import RateLimitedLog
 from mbsd_twin.twin.recorder import read_records
-from mbsd_twin.twin.rig import RigConfig, Trajectory
-from mbsd_twin.twin.rig_client import Rig
 from mbsd_twin.twin.service import TwinService
 from mbsd_twin.twin.sinks import RecordingSink
 

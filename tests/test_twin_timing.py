@@ -15,11 +15,12 @@ import pytest
 
 import mbsd_twin as mt
 from mbsd_twin.model.loader import bundled_slider_crank
-from mbsd_twin.twin.checkpoint import apply, capture
-from mbsd_twin.twin.config import CoreConfig
+from mbsd_twin.rig.faults import RigFault
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory, stream
+from mbsd_twin.storage.checkpoint.state import apply, capture
+from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
-from mbsd_twin.twin.rig import RigConfig, RigFault, Trajectory, stream
 from mbsd_twin.twin.timebase import TimeBase
 
 CFG = CoreConfig()

@@ -23,11 +23,11 @@ import pytest
 from conftest import Broker
 from test_fleet import wait_for
 
+from mbsd_twin.fleet.config import AssetSpec, FleetSettings
+from mbsd_twin.fleet.feed import FleetFeeder
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
-from mbsd_twin.twin.config import load_config
-from mbsd_twin.twin.fleet_config import AssetSpec, FleetSettings
-from mbsd_twin.twin.fleet_feed import FleetFeeder
-from mbsd_twin.twin.rig_client import connect
+from mbsd_twin.rig.client import connect
+from mbsd_twin.twin.config.file import load_config
 from mbsd_twin.twin.service import TwinService
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -128,7 +128,7 @@ def test_a_dead_worker_makes_twin_serve_exit_nonzero(broker: Broker, feed: Fleet
 
 def _fleet_child(spec: AssetSpec, settings: FleetSettings) -> None:
     """``run_process`` (a local fleet twin's entry point) with the injected fault of the test above."""
-    from mbsd_twin.twin import fleet_member
+    from mbsd_twin.fleet import member as fleet_member
 
     real = fleet_member.Member.start
 

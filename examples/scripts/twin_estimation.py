@@ -1,4 +1,4 @@
-"""The twin's Kalman filter on the synthetic slider-crank rig (mbsd_twin.twin.scenarios: the model's
+"""The twin's Kalman filter on the synthetic slider-crank rig (mbsd_twin.rig.scenarios: the model's
 own parameters, 1 kHz, 1 mrad encoder noise, default settings), healthy and with each injected fault
 at 5 s. The figures of docs/twin-estimation.md.
 
@@ -23,9 +23,9 @@ from scipy.stats import chi2
 
 import mbsd_twin as mt
 from mbsd_twin.model.loader import bundled_slider_crank
-from mbsd_twin.twin.config import CoreConfig
-from mbsd_twin.twin.rig import RigConfig, Trajectory, stream
-from mbsd_twin.twin.scenarios import FAULTS, ONSET, run, summary
+from mbsd_twin.rig.scenarios import FAULTS, ONSET, run, summary
+from mbsd_twin.rig.synthetic import RigConfig, Trajectory, stream
+from mbsd_twin.twin.config.sections import CoreConfig
 
 DURATION = 8.0  # s per run: the fault at 5 s, then time to detect and settle
 WINDOW = 0.5  # s: running mean of NIS (the default divergence_window)

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from ..twin.config import BrokerConfig
+from ..twin.config.sections import BrokerConfig
 from ..twin.link import failed, make_client, refused
 from ..twin.protocol import Topics
 

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from ..twin.config import AlarmConfig
+from ..twin.config.sections import AlarmConfig
 
 LEAF = {"residual": "residuals", "state": "state", "virtual": "virtual"}
 

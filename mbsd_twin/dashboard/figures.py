@@ -56,7 +56,7 @@ def twin_units(config: str) -> dict[str, str]:
     """:func:`base_units` of the twin that the TOML file ``config`` configures (its mechanism, its
     compared channels)."""
     from ..model.loader import bundled_slider_crank, load_mechanism
-    from ..twin.config import load_config
+    from ..twin.config.file import load_config
 
     cfg = load_config(config)
     return base_units(load_mechanism(cfg.service.mechanism or bundled_slider_crank()), dict(cfg.core.compare))

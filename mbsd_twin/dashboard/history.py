@@ -10,7 +10,7 @@ channel of more than ``points`` samples (default and bound ``[dashboard] history
 comes as ``points`` equal time buckets over the clamped range, each with its first sample's time,
 the mean, min and max of its values (NaN ignored) and the mean σ: an hour of 1 kHz plots as 2000
 points with the min/max envelope, so no spike is lost. Fewer samples come as they are (min = max =
-value). A large range is streamed through :mod:`mbsd_twin.twin.history.buckets` (PostgreSQL reduces
+value). A large range is streamed through :mod:`mbsd_twin.storage.history.buckets` (PostgreSQL reduces
 whole blocks itself), so a request's memory does not grow with its range.
 
 A request beyond a bound — more than ``history_channels`` distinct channels, ``points`` above
@@ -28,10 +28,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 
-from ..twin.config import DashboardConfig, HistoryConfig
-from ..twin.history.backends import open_store
-from ..twin.history.export import ExportError, parse_time
-from ..twin.history.stores import StoreError
+from ..storage.history.backends import open_store
+from ..storage.history.export import ExportError, parse_time
+from ..storage.history.stores import StoreError
+from ..twin.config.sections import DashboardConfig, HistoryConfig
 from .figures import channel_units
 from .guard import Reply, ReplyCache, json_reply
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..twin.config import AlarmConfig
+from ..twin.config.sections import AlarmConfig
 from ..twin.core import Out
 from .crossings import Crossings
 from .figures import column_unit

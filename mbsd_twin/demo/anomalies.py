@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..twin.config import AlarmConfig
+from ..twin.config.sections import AlarmConfig
 from ..viz.plotting import Table
 from .timeline import skipped
 

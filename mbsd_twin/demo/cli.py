@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ..twin.rig_faults import parse_fault
+    from ..rig.faults import parse_fault
     from .run import DemoOptions, run_demo
 
     if args.duration <= 0:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..atomic import write_atomic
-from ..twin.config import AlarmConfig
+from ..twin.config.sections import AlarmConfig
 from ..viz.plotting import Table, axis_label, legend_outside, pyplot, read_csv
 from .anomalies import LABELS, Anomaly, Evidence
 from .findings import Findings, anomalies_markdown, find, found_markdown

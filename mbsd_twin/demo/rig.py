@@ -1,4 +1,4 @@
-"""The demo's synthetic rig: :mod:`mbsd_twin.twin.rig` (hidden parameter mismatch, sensor noise,
+"""The demo's synthetic rig: :mod:`mbsd_twin.rig.synthetic` (hidden parameter mismatch, sensor noise,
 injected faults) streamed in real time from a thread that stops on request."""
 
 from __future__ import annotations
@@ -10,26 +10,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..model.model import Mechanism
+from ..rig.client import connect
+from ..rig.messages import expected_counts, message_plan, payload, schedule
+from ..rig.synthetic import MessageSource, RigConfig, Trajectory, fault_manifest
 from ..simulation.ports import model_parameters
 from ..twin.protocol import Topics, encode
-from ..twin.rig import (
-    MessageSource,
-    RigConfig,
-    Trajectory,
-    expected_counts,
-    fault_manifest,
-    payload,
-    schedule,
-)
-from ..twin.rig_client import connect
-from ..twin.rig_messages import message_plan
 
 
 class RigThread(threading.Thread):
     """Streams ``duration`` s of sensor messages (with faults at ``fault_rate`` per message) to
     ``url``; ``stop()`` ends it early. ``manifest`` is the injected-fault manifest after ``join``: the
     message faults by index (``faults``; message i has seq ``seq0`` + i), the rig faults
-    (``rig_faults``, :func:`~mbsd_twin.twin.rig.fault_manifest`), the stream's ``epoch`` (rig time 0
+    (``rig_faults``, :func:`~mbsd_twin.rig.synthetic.fault_manifest`), the stream's ``epoch`` (rig time 0
     on the twin's clock), ``rate`` and ``batch``."""
 
     def __init__(self, mech: Mechanism, cfg: RigConfig, url: str, duration: float, fault_rate: float,

@@ -19,8 +19,10 @@ from typing import Any
 from ..dashboard.figures import base_units
 from ..dashboard.store import Store
 from ..model.loader import bundled_slider_crank
-from ..twin.config import AlarmConfig, TwinConfig, load_config
-from ..twin.rig import RigConfig, RigFault
+from ..rig.faults import RigFault
+from ..rig.synthetic import RigConfig
+from ..twin.config.file import load_config
+from ..twin.config.sections import AlarmConfig, TwinConfig
 from .live import LiveView, Snapshot, residual_rms
 from .procs import EmbeddedBroker, free_port
 from .report import TwinRun

@@ -4,7 +4,7 @@ compiled Simulator's arrays, each in one compiled call."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -19,15 +19,64 @@ from .holds import Step, mean_step
 from .records import PARAM_WRITE, GapNoise, Innovation, Linearisation, Prediction
 
 if TYPE_CHECKING:
-    from .ekf import StateEstimator
+    from ..simulation.simulator import Simulator
 
 F64 = np.ndarray
+
+
+class Estimator(Protocol):
+    """What these kernels read and write of an :class:`~.ekf.StateEstimator` (which imports this
+    module: typed by its shape, so the import runs one way)."""
+
+    age: int
+    clamped: int
+    inputs: dict[str, float]
+    step: Prediction | None
+
+    @property
+    def sim(self) -> Simulator: ...
+    @property
+    def x(self) -> NDArray[Any]: ...
+    @property
+    def P(self) -> NDArray[Any]: ...  # noqa: N802
+    @property
+    def r(self) -> NDArray[Any]: ...
+    @property
+    def angular(self) -> NDArray[Any]: ...
+    @property
+    def low(self) -> NDArray[Any]: ...
+    @property
+    def high(self) -> NDArray[Any]: ...
+    @property
+    def i_run(self) -> NDArray[Any]: ...
+    @property
+    def n(self) -> int: ...
+    @property
+    def coords(self) -> list[str]: ...
+    @property
+    def speeds(self) -> list[str]: ...
+    @property
+    def meas(self) -> list[str]: ...
+    @property
+    def col(self) -> dict[str, int]: ...
+    @property
+    def bias(self) -> dict[str, int]: ...
+    @property
+    def param(self) -> dict[str, int]: ...
+    @property
+    def applied(self) -> dict[str, float]: ...
+    @property
+    def lin(self) -> Linearisation | None: ...
+
+    def _held(self, steps: Sequence[Step], delta: tuple[str, float] | None) -> tuple[NDArray[Any], NDArray[Any]]: ...
+
+    def _q_acc(self, lin: Linearisation, gap: GapNoise | None) -> NDArray[Any]: ...
 
 
 class Plan:
     """What the kernels need of an estimator that does not change from sample to sample."""
 
-    def __init__(self, est: StateEstimator, fb_index: dict[str, int]) -> None:
+    def __init__(self, est: Estimator, fb_index: dict[str, int]) -> None:
         sim = est.sim
         self.bias_cols = np.array([est.col[p] for p in est.bias], dtype=np.int64)
         self.bias_idx = np.array(list(est.bias.values()), dtype=np.int64)
@@ -41,7 +90,7 @@ class Plan:
         self.all_rows = np.arange(len(est.meas), dtype=np.int64)
         self._runs: dict[tuple[str, ...], tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
 
-    def runs(self, runs: linearisation.Runs, est: StateEstimator) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    def runs(self, runs: linearisation.Runs, est: Estimator) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """The runs' kinds and targets as the kernel takes them (a state index, the parameter's
         place in the packed model, the input's column)."""
         key = tuple(port for _, port in runs.perts[est.n:])
@@ -52,7 +101,7 @@ class Plan:
         return self._runs[key]
 
 
-def plan(est: StateEstimator) -> Plan | None:
+def plan(est: Estimator) -> Plan | None:
     """The kernels' plan when they can run this estimator: a compiled Simulator whose augmented
     parameters are all live (changed in place); else None (the Python methods)."""
     if "_plan" in est.__dict__:
@@ -64,7 +113,7 @@ def plan(est: StateEstimator) -> Plan | None:
     return p
 
 
-def _held(est: StateEstimator, steps: Sequence[Step], at_next: Mapping[str, float]) -> tuple[F64, F64, F64]:
+def _held(est: Estimator, steps: Sequence[Step], at_next: Mapping[str, float]) -> tuple[F64, F64, F64]:
     """End times, held input rows (biases added) and the inputs at the sample before biases."""
     times, U = est._held(steps, None)
     u_base = U[-1].copy()
@@ -77,7 +126,7 @@ def _held(est: StateEstimator, steps: Sequence[Step], at_next: Mapping[str, floa
     return times, U, u_base
 
 
-def _failed(est: StateEstimator, status: int) -> None:
+def _failed(est: Estimator, status: int) -> None:
     if status < 0:
         raise SolverFailure(f"integration failed at t={est.sim.time:.9g} s: {failure_text(status)}",
                             time=est.sim.time)
@@ -86,9 +135,9 @@ def _failed(est: StateEstimator, status: int) -> None:
                             residual=float("nan"), iterations=30, time=est.sim.time, worst=[])
 
 
-def linearise(est: StateEstimator, p: Plan, b: Buffers, times: F64, U: F64, u_base: F64, n_steps: int,
+def linearise(est: Estimator, p: Plan, b: Buffers, times: F64, U: F64, u_base: F64, n_steps: int,
               h: float, extra: tuple[str, ...] = ()) -> Linearisation:
-    """:meth:`StateEstimator._linearise` in one :func:`nb_filter.linearise` (``b``: the Simulator's
+    """:meth:`~.ekf.StateEstimator._linearise` in one :func:`nb_filter.linearise` (``b``: the Simulator's
     buffers, which the call leaves as they were)."""
     runs = linearisation.runs(est, extra)
     kind, where = p.runs(runs, est)
@@ -105,9 +154,9 @@ def linearise(est: StateEstimator, p: Plan, b: Buffers, times: F64, U: F64, u_ba
     return linearisation.assembled(est, h, n_steps, D, runs, delta)
 
 
-def sample(est: StateEstimator, p: Plan, steps: Sequence[Step], at_next: Mapping[str, float],
+def sample(est: Estimator, p: Plan, steps: Sequence[Step], at_next: Mapping[str, float],
            measured: Mapping[str, float], rows: list[int], gap: GapNoise | None) -> Innovation:
-    """:meth:`StateEstimator.predict` + :meth:`StateEstimator.update` in one :func:`nb_filter.sample`
+    """:meth:`~.ekf.StateEstimator.predict` + :meth:`~.ekf.StateEstimator.update` in one :func:`nb_filter.sample`
     (after :func:`linearise` when the Jacobians are due)."""
     times, U, u_base = _held(est, steps, at_next)
     h = steps[-1][0] - est.sim.time

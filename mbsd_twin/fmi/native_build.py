@@ -38,7 +38,7 @@ from pathlib import Path
 from .. import __version__
 
 SOURCE_DIR = Path(__file__).with_name("native_fmu")
-COMMON_SOURCES = ("shim_core.c", "shim_python.c", "worker_link.c", "worker_shm.c", "live_registry.c")
+COMMON_SOURCES = ("shim_core.c", "shim_python.c", "worker_link.c", "worker_frames.c", "worker_shm.c", "live_registry.c")
 SOURCES = {"2.0": ("fmi2_shim.c", "fmi2_misc.c", *COMMON_SOURCES),
            "3.0": ("fmi3_shim.c", "fmi3_misc.c", *COMMON_SOURCES)}
 PLATFORM_DIR = {"2.0": "binaries/linux64", "3.0": "binaries/x86_64-linux"}

@@ -2,7 +2,7 @@
 
 The FMU's shared library (``native_fmu/fmi2_shim.c`` or ``fmi3_shim.c``) starts one worker per instance and talks to
 it over its stdin/stdout, a Unix socket pair; the frames are described in
-``native_fmu/worker_link.h``. The worker serves the model with :class:`WorkerSlave`, which is the
+``native_fmu/worker_frames.h``. The worker serves the model with :class:`WorkerSlave`, which is the
 PythonFMU slave's :class:`~mbsd_twin.fmi.slave_logic.SlaveLogic` without PythonFMU: the same
 variable table and value references (registration order), the same step, the same FMU state
 format, so the results are bit-identical to the PythonFMU FMU's.

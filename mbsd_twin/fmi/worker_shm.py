@@ -1,4 +1,4 @@
-"""The worker's end of the shared page (``native_fmu/worker_shm.c``, layout in ``worker_link.h``):
+"""The worker's end of the shared page (``native_fmu/worker_shm.c``, layout in ``worker_frames.h``):
 DO_STEP requests and replies without socket messages.
 
 The library maps a memfd, passes it as fd 4 and says so in the HELLO request. Then every request is

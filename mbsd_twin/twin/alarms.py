@@ -16,7 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import AlarmConfig, CoreConfig
+from .config.sections import AlarmConfig, CoreConfig
 
 
 @dataclass

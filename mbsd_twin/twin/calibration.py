@@ -1,5 +1,5 @@
-"""Twin recordings as calibration data (``mbsd-twin twin calibrate``), and synthetic recordings of
-the rig for tests and benchmarks.
+"""Twin recordings as calibration data (``mbsd-twin twin calibrate``); synthetic recordings of the
+rig for tests and benchmarks are :func:`mbsd_twin.rig.recording.write_rig_recording`.
 
 A recording's ``in`` records hold the sensor messages the twin processed; their samples are
 ordered by (rig session, seq), duplicates dropped, and mapped through the recorded core
@@ -18,12 +18,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..estimation.calibrate import Calibration, calibrate
-from ..model.loader import load_mechanism, loads_mechanism
+from ..model.loader import loads_mechanism
 from ..model.model import Mechanism
-from .config import CoreConfig
-from .protocol import Invalid, SensorBatch, encode, parse_sensor
-from .recorder import FORMAT, Recorder, numbered_records
-from .rig import MessageSource, RigConfig, Trajectory
+from .config.sections import CoreConfig
+from .protocol import Invalid, SensorBatch, parse_sensor
+from .recorder import FORMAT, numbered_records
 
 
 @dataclass(frozen=True)
@@ -127,21 +126,3 @@ def calibration_header(cal: Calibration, recording: str) -> str:
                      for n, s, v, e in zip(cal.names, cal.start, cal.values, cal.stderr, strict=True))
     noise = ", ".join(f"{o} {sd:.3g} ({cal.sigma_source[o]})" for o, sd in cal.sigma.items())
     return f"Calibrated by `mbsd-twin twin calibrate` from {recording} at {when}:\n{values}  noise σ: {noise}"
-
-
-def write_rig_recording(path: str, mechanism: str, rig: RigConfig, duration: float,
-                        core: CoreConfig | None = None) -> None:
-    """A recording of the synthetic rig (its hidden-parameter model, noise), as the twin service
-    would write it: a header, then one ``in`` record per sensor message (no faults)."""
-    with open(mechanism, encoding="utf-8") as fh:
-        text = fh.read()
-    cfg = core or CoreConfig(asset=rig.asset, prefix=rig.prefix)
-    src = MessageSource(Trajectory(load_mechanism(mechanism), rig), epoch=0.0)
-    rec = Recorder(path, 1 << 40)
-    try:
-        rec({"k": "header", "format": FORMAT, "core": cfg.to_dict(), "mechanism": mechanism,
-             "mechanism_toml": text})
-        for i in range(int(round(duration * rig.rate / rig.batch))):
-            rec({"k": "in", "hold": 1, "p": encode(src.message(i))})
-    finally:
-        rec.close()

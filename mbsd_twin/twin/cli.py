@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from ..progress import Progress, add_progress_flags
 
 if TYPE_CHECKING:
-    from .rig import RigConfig
-    from .rig_file import RigFile
+    from ..rig.file import RigFile
+    from ..rig.synthetic import RigConfig
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from .config import load_config
+    from .config.file import load_config
     from .redaction import redact
     from .service import TwinService
     from .worker_guard import EXIT_WORKER_DIED
@@ -96,9 +96,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 def _cmd_identify(args: argparse.Namespace) -> int:
     from ..errors import MechanismError
     from ..model.loader import bundled_slider_crank, load_mechanism
-    from .config import ConfigError, load_config
+    from ..rig.file import RigFileError, load_rig_file
+    from .config.file import load_config
+    from .config.sections import ConfigError
     from .identify import format_report, identify, report_json
-    from .rig_file import RigFileError, load_rig_file
 
     path = args.config or os.environ.get("MBSD_TWIN_CONFIG") or None
     where = f"mbsd-twin twin identify: {path or '<defaults>'}"
@@ -123,7 +124,7 @@ def _cmd_identify(args: argparse.Namespace) -> int:
 
 def _cmd_rig(args: argparse.Namespace) -> int:
     from ..model.loader import bundled_slider_crank, load_mechanism
-    from .rig_client import Rig, write_manifest
+    from ..rig.client import Rig, write_manifest
 
     rig_file, cfg = _rig_config(args)
     mech = load_mechanism(args.mechanism or rig_file.mechanism or bundled_slider_crank())
@@ -149,7 +150,7 @@ def _rig_config(args: argparse.Namespace) -> tuple[RigFile, RigConfig]:
     """The rig file (or the defaults) with the command-line options on top."""
     import dataclasses
 
-    from .rig_file import RigFile, RigFileError, load_rig_file, with_channels
+    from ..rig.file import RigFile, RigFileError, load_rig_file, with_channels
 
     try:
         rig_file = load_rig_file(args.rig) if args.rig else RigFile()
@@ -168,7 +169,7 @@ def _rig_config(args: argparse.Namespace) -> tuple[RigFile, RigConfig]:
 
 
 def _fault_arg(text: str) -> Any:
-    from .rig_faults import parse_fault
+    from ..rig.faults import parse_fault
 
     try:
         return parse_fault(text)
@@ -276,7 +277,7 @@ def add_twin(sub: argparse._SubParsersAction) -> None:
     r.add_argument("-o", "--output", help="write the replayed outputs as JSON lines")
     r.set_defaults(func=_cmd_replay)
 
-    from .history.export import add_parser as add_history
+    from ..storage.history.export import add_parser as add_history
 
     add_history(tsub)
 

@@ -38,7 +38,7 @@ from .protocol import Topics, encode, parse_command
 if TYPE_CHECKING:
     import paho.mqtt.client as mqtt
 
-    from .config import CommandsConfig
+    from .config.sections import CommandsConfig
 
 log = logging.getLogger("mbsd_twin.twin")
 

@@ -32,11 +32,11 @@ from ..model.model import Mechanism
 from ..simulation.work import WorkLimitExceeded, work_limit
 from ..solvers.dynamics import SolverFailure
 from .alarms import Alarms, ChangeAlarms
-from .config import CoreConfig
+from .config.sections import CoreConfig
 from .diagnosis import Diagnosis
 from .gaps import GapGuard
 from .guard import batch_step_limit, check_param, out_of_range, problem_text
-from .model_names import check_names
+from .mechanism_check import check_names
 from .outbox import Out, batch_messages, numbered
 from .plausible import plausible_limits
 from .protocol import SensorBatch, Topics

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..estimation.holds import interval_steps
 from ..estimation.isolation import Isolation, Sample, isolate
-from .config import CoreConfig
+from .config.sections import CoreConfig
 from .protocol import SensorBatch
 
 HISTORY = 1.0  # s of batches and checkpoints kept

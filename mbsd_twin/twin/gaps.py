@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..estimation.records import GapNoise
-from .config import CoreConfig
+from .config.sections import CoreConfig
 from .protocol import SensorBatch
 from .tracking import nis_bound
 

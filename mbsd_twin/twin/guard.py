@@ -28,7 +28,7 @@ from ..simulation.ports import TUNABLE, model_parameters
 from .protocol import SensorBatch
 
 if TYPE_CHECKING:  # annotations only: config's checks import this module
-    from .config import CoreConfig
+    from .config.sections import CoreConfig
 
 MAX_DETAIL = 2000  # characters of a problem text kept in a command reply
 # plausible solver settings: a tiny step limit or tolerance would make every batch take minutes

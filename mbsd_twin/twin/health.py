@@ -19,7 +19,7 @@ def health_message(svc: TwinService) -> dict[str, Any]:
     return {"v": 1, "asset": svc.cfg.core.asset, "connected": svc.connected.is_set(),
             "uptime_s": time.monotonic() - svc.t_started,
             "lag_s": svc.lag, "queue_depth": len(svc.batches), "queue_size": svc.cfg.service.queue_size,
-            "hold": svc.cfg.service.hold_levels[svc.level], "paused": svc.core.paused,
+            "hold": svc.cfg.service.hold_levels[svc.overload.level], "paused": svc.core.paused,
             "reorder_wait_s": svc.intake.reorder_figures(), "broker_rtt_ms": svc.rtt.figures(),
             "warnings": warnings(svc),
             "counters": {"dropped_overload": 0, "coalesced": 0, "publish_failed": 0, "rig_restart": 0,
@@ -54,6 +54,6 @@ def sinks(svc: TwinService) -> dict[str, Any]:
 def warnings(svc: TwinService) -> list[str]:
     """What the operator should fix (each a sentence with its figure and the fix); [] when nothing."""
     s = svc.cfg.service
-    overloaded = svc.level > 0 or len(svc.batches) > 1 or svc.lag > s.lag_low
+    overloaded = svc.overload.level > 0 or len(svc.batches) > 1 or svc.lag > s.lag_low
     nagle = svc.rtt.warning(overloaded)
     return [w for w in (nagle, svc.core.read.warning()) if w]

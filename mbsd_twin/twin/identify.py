@@ -1,7 +1,7 @@
 """``mbsd-twin twin identify``: the identifiability check of a twin configuration's augmentation
 (:mod:`mbsd_twin.estimation.identifiability`) over a representative healthy motion.
 
-The motion is the synthetic rig's (:mod:`.rig`) with the model's own parameters: by default the
+The motion is the synthetic rig's (:mod:`mbsd_twin.rig.synthetic`) with the model's own parameters: by default the
 rig ``mbsd-twin rig`` runs for the twin's channels — its speed controller on the output of the
 ``resync_speed`` channel (10 ± 2 rad/s at 0.5 Hz) driving the port of the first mapped input —
 or a rig file's (``--rig``). The filter is the twin's own (:class:`.tracking.EkfTracker`): its
@@ -20,8 +20,8 @@ from ..estimation.holds import interval_steps
 from ..estimation.identifiability import AugmentCheck, Identifiability, Motion, Segment, analyse, check
 from ..estimation.isolation import Sample
 from ..model.model import Mechanism
-from .config import CoreConfig
-from .rig import RigConfig, Trajectory
+from ..rig.synthetic import RigConfig, Trajectory
+from .config.sections import CoreConfig
 from .tracking import EkfTracker
 
 DURATION = 2.0  # s: one period of the default rig's 0.5 Hz speed modulation

@@ -32,7 +32,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from .config import ServiceConfig
+from .config.sections import ServiceConfig
 from .metrics import Metrics
 from .protocol import Invalid, SensorBatch, parse_sensor
 from .sequencer import Sequencer

@@ -11,7 +11,7 @@ from typing import Any
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from .config import BrokerConfig
+from .config.sections import BrokerConfig
 from .redaction import redact
 
 # CONNACK reason codes of a credentials problem: MQTT 5 "Bad user name or password" (134) and "Not

@@ -34,7 +34,7 @@ from ..errors import MbsdError
 from ..estimation.ekf import speed_of
 from ..model.model import Mechanism
 from ..simulation.simulator import Simulator
-from .config import CoreConfig
+from .config.sections import CoreConfig
 from .guard import Limits
 
 SWEEP = 16  # poses over a turn of an angle coordinate

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ..model.loader import loads_mechanism
-from .config import CoreConfig
+from .config.sections import CoreConfig
 from .protocol import parse_sensor
 
 FORMAT = "mbsd-twin-recording/1"

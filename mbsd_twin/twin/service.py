@@ -40,16 +40,17 @@ import paho.mqtt.client as mqtt
 from paho.mqtt.properties import Properties
 
 from ..model.loader import bundled_slider_crank, loads_mechanism
+from ..storage.history.writer import HistoryWriter
 from . import link
 from .commands import CommandGate, Pending, status_reply
-from .config import TwinConfig
+from .config.sections import TwinConfig
 from .core import Out, TwinCore
 from .eventlog import EventLog
 from .health import health_message
-from .history.writer import HistoryWriter
 from .ingest import RIG_RESTART, Intake, Item
+from .mechanism_check import mechanism_file
 from .metrics import Metrics, PostRoute, Route, serve_http
-from .model_names import mechanism_file
+from .overload import Overload
 from .probe import RoundTrip
 from .protocol import Topics, encode, parse_command
 from .ratelog import RateLimitedLog
@@ -87,8 +88,7 @@ class TwinService:
         self.intake = Intake(cfg.service, cfg.core.asset, self.lock, self.counts, self.invalid, self.metrics,
                              self.rlog)
         self.seq, self.batches = self.intake.seq, self.intake.batches
-        self.level = cfg.service.start_level
-        self.low_batches = 0
+        self.overload = Overload(cfg.service, self.counts)  # the solver hold under load: overload.py
         self.lag = 0.0
         self.latency_ms: deque[float] = deque(maxlen=1000)
         self.connected = threading.Event()
@@ -116,12 +116,12 @@ class TwinService:
         self.dashboard: Any = None
         if self.history is not None:
             self.taps.append(self.history.tap)
-        # --- extension hook (mbsd_twin.twin.fleet_member): ticks run in the worker thread between batches
+        # --- extension hook (mbsd_twin.fleet.member): ticks run in the worker thread between batches
         # (the core is consistent there: checkpoints); birth_extra is merged into the retained birth.
         self.ticks: list[Callable[[float], None]] = []
         self.birth_extra: dict[str, Any] = {}
-        # on_own_status (set by fleet_member) sees every non-retained message on the twin's own status
-        # topic: hints of other instances of the asset (fleet_fence.py); ``supersede`` stops publishing.
+        # on_own_status (set by fleet/member.py) sees every non-retained message on the twin's own status
+        # topic: hints of other instances of the asset (fleet/fence.py); ``supersede`` stops publishing.
         self.on_own_status: Callable[[dict[str, Any], bool], None] | None = None
         self.superseded = ""  # why this instance stopped publishing ("": it has not)
         self.t_started = time.monotonic()
@@ -261,24 +261,6 @@ class TwinService:
             health_tick(self)
         return next_health
 
-    def _adapt(self, lag: float, depth: int) -> int:
-        """The hold for the next batch: coarser under pressure (lag above ``lag_high``, the queue
-        more than half full, or a backlog just coalesced), finer after ``lag_low_batches`` calm
-        batches (any pressure restarts that count)."""
-        s = self.cfg.service
-        pressure = lag > s.lag_high or depth > s.queue_size // 2 or self.intake.shed > 0
-        if pressure and self.level < len(s.hold_levels) - 1:
-            self.level += 1
-            self.counts["degrade"] += 1
-        if pressure or lag >= s.lag_low:
-            self.low_batches = 0
-        elif self.level > 0:
-            self.low_batches += 1
-            if self.low_batches >= s.lag_low_batches:
-                self.level -= 1
-                self.low_batches = 0
-        return s.hold_levels[self.level]
-
     def _process(self, item: Item, depth: int) -> None:
         batch, t_arrival = item.batch, item.arrival
         if batch is RIG_RESTART:
@@ -289,7 +271,7 @@ class TwinService:
         self.lag = t_start - item.ready  # the twin's own backlog: a wait in the reorder buffer is not overload
         st = self.core.stats
         before = (st["invalid"]["range"], st["recovered"]["step"], st["recovered"]["work"])
-        hold = self._adapt(self.lag, depth)
+        hold = self.overload.hold(self.lag, depth, self.intake.shed)
         self.events.hold_changed(hold, self.lag, depth, self.intake.shed)
         outs = self.core.step(batch, hold)
         self.events.resynced(self.core.batch_resync_events)
@@ -324,7 +306,7 @@ class TwinService:
         self.publish(Out(topic, payload, qos=1), props)
 
     def supersede(self, reason: str) -> None:
-        """Fence this instance off for good (a newer one holds the asset's lease, fleet_fence.py): no
+        """Fence this instance off for good (a newer one holds the asset's lease, fleet/fence.py): no
         input, output or history; a clean disconnect (no ``offline`` will over the newer birth)."""
         if self.superseded:
             return

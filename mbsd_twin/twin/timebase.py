@@ -32,7 +32,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any
 
-from .config import CoreConfig
+from .config.sections import CoreConfig
 from .protocol import SensorBatch
 
 WINDOW = 256  # batches: memory of the offset and jitter figures (exponential weighting)

@@ -25,7 +25,7 @@ from ..model.model import Mechanism
 from ..simulation.ports import TUNABLE, apply_parameters
 from ..simulation.simulator import Simulator
 from ..solvers.dynamics import SolverOptions
-from .config import AugmentConfig, CoreConfig
+from .config.sections import AugmentConfig, CoreConfig
 from .model import tuned, wrap_angle
 
 Row = dict[str, dict[str, float]]

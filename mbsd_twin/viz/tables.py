@@ -8,7 +8,7 @@ Layouts read:
 - fmpy's result CSV (``fmpy.util.write_csv``, ``fmpy simulate --output-file``) and the FMU
   validation's ``fmu.csv`` / ``native.csv``: a header row (names may be quoted), numeric rows
   (fmpy writes booleans as ``True`` / ``False``: read as 1 / 0);
-- the history export (``mbsd-twin twin history``, :mod:`mbsd_twin.twin.history.export`): one row
+- the history export (``mbsd-twin twin history``, :mod:`mbsd_twin.storage.history.export`): one row
   per sample ``asset, channel, t, value, sigma``, pivoted here to one column per channel on the
   union of the sample times (:attr:`Table.present` says which rows each channel has a sample in).
 
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-from ..twin.history.export import COLUMNS as HISTORY_COLUMNS
+from ..storage.history.export import COLUMNS as HISTORY_COLUMNS
 
 _UNIT = re.compile(r"\s*(.+?)\s*\[([^\]]*)\]\s*$")
 _WORDS = {"true": 1.0, "false": 0.0, "": math.nan}

@@ -2,7 +2,6 @@
    logging, the Integer/Boolean/String accessors (the FMU has Real variables only), the status
    queries (doStep is synchronous), input/output derivatives and directional derivatives (not
    provided). */
-#include <stdlib.h>
 #include <string.h>
 
 #include "fmi2Functions.h"
@@ -13,23 +12,6 @@ int mbsd_live(fmi2Component c);
 void mbsd_log_error(fmi2Component c, const char *text);
 void mbsd_set_logging(fmi2Component c, int on);
 double mbsd_last_time(fmi2Component c);
-
-/* Log `text` through the host's logger (both FMI 2.0 libraries): the logger treats the message as a
-   format, so '%' is passed doubled; the category is the status's (logStatusError, ...). */
-void mbsd_fmi2_log(const fmi2CallbackFunctions *cb, const char *name, int status, const char *text);
-void mbsd_fmi2_log(const fmi2CallbackFunctions *cb, const char *name, int status, const char *text) {
-    static const char *cats[] = {"logStatusOK", "logStatusWarning", "logStatusDiscard", "logStatusError",
-                                 "logStatusFatal", "logStatusPending"};
-    if (!cb->logger) return;
-    size_t n = strlen(text);
-    char *esc = malloc(2 * n + 1), *q = esc;
-    if (!esc) return;
-    for (const char *p = text; *p; p++) { *q++ = *p; if (*p == '%') *q++ = '%'; }
-    *q = '\0';
-    cb->logger(cb->componentEnvironment, name, (fmi2Status)status, status >= 0 && status <= 5 ? cats[status] : "logAll",
-               esc);
-    free(esc);
-}
 
 const char *fmi2GetTypesPlatform(void) { return fmi2TypesPlatform; }
 const char *fmi2GetVersion(void) { return fmi2Version; }

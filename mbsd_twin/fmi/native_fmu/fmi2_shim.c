@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fmi2Functions.h"
+#include "log_fmi2.h"
 #include "shim_core.h"
 
 #ifndef MBSD_GUID
@@ -23,8 +24,6 @@ static const char *const OP_NAMES[] = {"?", "instantiation", "fmi2SetupExperimen
                                        "fmi2Reset", "fmi2GetReal", "fmi2SetReal", "fmi2DoStep", "fmi2GetFMUstate",
                                        "fmi2SetFMUstate"};
 
-/* fmi2_misc.c: the host's logger, '%' doubled */
-void mbsd_fmi2_log(const fmi2CallbackFunctions *cb, const char *name, int status, const char *text);
 
 static void emit(Inst *c, int status, const char *text) {
     mbsd_fmi2_log(&((Inst2 *)c)->cb, c->name, status, text);

@@ -10,14 +10,6 @@
 int mbsd_live(fmi3Instance c);
 void mbsd_log_error(fmi3Instance c, const char *text);
 
-/* Log `text` through the host's logger (both FMI 3.0 libraries), the category the status's. */
-void mbsd_fmi3_log(fmi3LogMessageCallback logger, fmi3InstanceEnvironment env, int status, const char *text);
-void mbsd_fmi3_log(fmi3LogMessageCallback logger, fmi3InstanceEnvironment env, int status, const char *text) {
-    static const char *cats[] = {"logStatusOK", "logStatusWarning", "logStatusDiscard", "logStatusError",
-                                 "logStatusFatal"};
-    if (logger) logger(env, (fmi3Status)status, status >= 0 && status <= 4 ? cats[status] : "logAll", text);
-}
-
 static fmi3Status refuse(fmi3Instance c, const char *fn, const char *why) {
     char text[256];
     if (!mbsd_live(c)) return fmi3Error;

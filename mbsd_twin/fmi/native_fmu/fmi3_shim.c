@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "fmi3Functions.h"
+#include "log_fmi3.h"
 #include "shim_core.h"
 
 #ifndef MBSD_GUID
@@ -25,8 +26,6 @@ static const char *const OP_NAMES[] = {"?", "instantiation", "fmi3EnterInitializ
                                        "fmi3ExitInitializationMode", "fmi3Reset", "fmi3GetFloat64",
                                        "fmi3SetFloat64", "fmi3DoStep", "fmi3GetFMUState", "fmi3SetFMUState"};
 
-/* fmi3_misc.c: the host's logger */
-void mbsd_fmi3_log(fmi3LogMessageCallback logger, fmi3InstanceEnvironment env, int status, const char *text);
 
 static void emit(Inst *c, int status, const char *text) {
     Inst3 *s = (Inst3 *)c;

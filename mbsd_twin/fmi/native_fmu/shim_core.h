@@ -22,11 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shim_python.h"
 #include "worker_link.h"
 
 enum { ST_OK = 0, ST_WARNING = 1, ST_DISCARD = 2, ST_ERROR = 3, ST_FATAL = 4 };
-#define PYTHON_ENV "MBSD_TWIN_FMU_PYTHON"
-#define PYTHON_FILE "mbsd_twin_python.txt"
 #define TIMEOUT_ENV "MBSD_TWIN_FMU_TIMEOUT"
 #define TIMEOUT_FILE "mbsd_twin_timeout.txt"
 #define TIMEOUT_MARGIN 20.0  /* s added to the FMU's step time limit for the default reply bound */
@@ -58,11 +57,6 @@ int core_live(const void *c);
 int core_usable(const void *c);
 /* Log an Error and write it to stderr too (hosts that hide the FMI log below debug level). */
 void core_alert(Inst *s, const char *text);
-/* The worker's interpreter into python[n] and where it came from into origin[n_origin] (shim_python.c):
-   0; 1 when places before it were passed over (why[n_why] says why); -1 when none works (why[n_why]
-   gives the reason for each of the three places). */
-int core_find_python(const char *res, char *python, size_t n, char *origin, size_t n_origin, char *why, size_t n_why);
-int core_read_line(const char *res, const char *file, char *buf, size_t n);
 
 /* file:///a/b, file:/a/b or a plain path -> /a/b (percent escapes decoded, trailing '/' dropped) */
 char *core_uri_to_path(const char *uri);

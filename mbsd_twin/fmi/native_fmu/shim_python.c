@@ -1,4 +1,4 @@
-/* Where the host-independent FMU finds the worker's Python interpreter (see shim_core.h), in order:
+/* Where the host-independent FMU finds the worker's Python interpreter (see shim_python.h), in order:
 
    1. the environment variable MBSD_TWIN_FMU_PYTHON (an executable file);
    2. the interpreter recorded at build time, the first line of resources/mbsd_twin_python.txt (an
@@ -9,7 +9,7 @@
    The first that works is used (a warning says why the ones before it were passed over); when
    none does, the message says why for each of the three. */
 #define _GNU_SOURCE
-#include "shim_core.h"
+#include "shim_python.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* The shared page of the worker link (see worker_link.h): DO_STEP without socket messages.
+/* The shared page of the worker link (see worker_shm.h, its layout worker_frames.h): DO_STEP without socket messages.
 
    Handshake: the writer of a sequence number stores it (sequentially consistent) and wakes the
    other side's futex when that side said it sleeps; the reader spins on the number for
@@ -12,7 +12,7 @@
    followed by SPIN_BACKOFF waits without spinning, twice as many after each further spin in vain
    (up to SPIN_BACKOFF_MAX), SPIN_BACKOFF again after a spin that paid (fmu/README.md). */
 #define _GNU_SOURCE
-#include "worker_link.h"
+#include "worker_shm.h"
 
 #include <errno.h>
 #include <linux/futex.h>

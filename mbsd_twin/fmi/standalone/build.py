@@ -29,7 +29,7 @@ from .model_data import c_source, check_mechanism, value_references
 from .source_fmu import compiled_files, source_files, with_source_list
 
 C_DIR = Path(__file__).with_name("c")
-C_SOURCES = ("sa_core.c", "sa_io.c", "sa_init.c", "sa_state.c", "sa_runtime.c", "sa_live.c")
+C_SOURCES = ("sa_core.c", "sa_io.c", "sa_init.c", "sa_state.c", "sa_runtime.c")
 FMI_SOURCES = {"2.0": (C_DIR / "sa_fmi2.c", SOURCE_DIR / "fmi2_misc.c"),
                "3.0": (C_DIR / "sa_fmi3.c", SOURCE_DIR / "fmi3_misc.c")}
 _DOC_OLD = "It runs in the importing process's Python interpreter, which must have mbsd-twin installed."

@@ -20,7 +20,7 @@ from .engine_source import engine_c
 
 C_DIR = Path(__file__).with_name("c")
 # files compiled, in order (``fmu.c``: the version's FMI functions with this FMU's guid)
-LAYER = ("sa_core.c", "sa_io.c", "sa_init.c", "sa_state.c", "sa_runtime.c", "sa_live.c")  # build.C_SOURCES
+LAYER = ("sa_core.c", "sa_io.c", "sa_init.c", "sa_state.c", "sa_runtime.c")  # build.C_SOURCES
 COMPILED = ("fmu.c", "{misc}", *LAYER, "model_data.c", "engine.c")
 HEADERS = ("sa_core.h", "sa_engine.h")
 LIBRARIES = ("m",)  # libm (and libc)
@@ -47,7 +47,8 @@ def source_files(version: str, ident: str, guid: str, model_c: str) -> dict[str,
     for name in (*HEADERS, layer, *LAYER):
         out[name] = (C_DIR / name).read_bytes()
     misc = compiled_files(version)[1]
-    out[misc] = (SOURCE_DIR / misc).read_bytes()
+    for name in (misc, f"log_fmi{version[0]}.h"):  # native_fmu's, shared with the host-independent FMU
+        out[name] = (SOURCE_DIR / name).read_bytes()
     if version == "3.0":
         out["buildDescription.xml"] = build_description(ident, compiled_files(version))
     return out

@@ -18,7 +18,7 @@ enum { ST_OK = 0, ST_WARNING = 1, ST_DISCARD = 2, ST_ERROR = 3, ST_FATAL = 4 };
 typedef struct SaInst SaInst;
 typedef void (*sa_emit_fn)(SaInst *s, int status, const char *text);
 
-#define SA_TAG 0x6d6273642d747769ULL  /* "mbsd-twi": a live instance (sa_live.c) */
+#define SA_TAG 0x6d6273642d747769ULL  /* "mbsd-twi": a live instance (mbsd_live, sa_core.c) */
 
 struct SaInst {
     uint64_t tag;        /* SA_TAG while live, 0 once freed */

@@ -8,20 +8,19 @@
 #include <string.h>
 
 #include "fmi2Functions.h"
+#include "log_fmi2.h"
 #include "sa_core.h"
 
 #ifndef MBSD_GUID
 #error "compile with -DMBSD_GUID=\"{...}\" (the modelDescription's guid)"
 #endif
 
-/* every function that takes an instance checks it first: NULL or freed is an Error (sa_live.c) */
+/* every function that takes an instance checks it first: NULL or freed is an Error (sa_core.c) */
 int mbsd_live(fmi2Component c);
 #define LIVE(c) do { if (!mbsd_live(c)) return fmi2Error; } while (0)
 
 typedef struct { SaInst core; fmi2CallbackFunctions cb; } Inst2;
 
-/* fmi2_misc.c: the host's logger, '%' doubled */
-void mbsd_fmi2_log(const fmi2CallbackFunctions *cb, const char *name, int status, const char *text);
 
 static void emit(SaInst *c, int status, const char *text) {
     mbsd_fmi2_log(&((Inst2 *)c)->cb, c->name, status, text);

@@ -9,20 +9,19 @@
 #include <string.h>
 
 #include "fmi3Functions.h"
+#include "log_fmi3.h"
 #include "sa_core.h"
 
 #ifndef MBSD_GUID
 #error "compile with -DMBSD_GUID=\"{...}\" (the modelDescription's instantiationToken)"
 #endif
 
-/* every function that takes an instance checks it first: NULL or freed is an Error (sa_live.c) */
+/* every function that takes an instance checks it first: NULL or freed is an Error (sa_core.c) */
 int mbsd_live(fmi3Instance c);
 #define LIVE(c) do { if (!mbsd_live(c)) return fmi3Error; } while (0)
 
 typedef struct { SaInst core; fmi3InstanceEnvironment env; fmi3LogMessageCallback logger; } Inst3;
 
-/* fmi3_misc.c: the host's logger */
-void mbsd_fmi3_log(fmi3LogMessageCallback logger, fmi3InstanceEnvironment env, int status, const char *text);
 
 static void emit(SaInst *c, int status, const char *text) {
     Inst3 *s = (Inst3 *)c;
