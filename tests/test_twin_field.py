@@ -211,11 +211,11 @@ def test_lossy_link_at_the_coarsest_hold_and_the_highest_speed() -> None:
     assert 0.3 <= float(np.mean((err / sd) ** 2)) <= 2.0
 
 
-@pytest.mark.parametrize("hold", [1, 5])
+@pytest.mark.parametrize("hold", [1, 5, 20])
 @pytest.mark.parametrize("name", list(FAULTS))
 def test_step_fault_through_a_lossy_jittered_link(name: str, hold: int) -> None:
-    """The step faults with 20 % of the batches lost in bursts and 5 ms of t0 jitter, at hold 1 and
-    5: nothing before the onset, the first alarm within 0.25 s of the first sample that reaches the
+    """The step faults with 20 % of the batches lost in bursts and 5 ms of t0 jitter, at each hold
+    level (1, 5, 20): nothing before the onset, the first alarm within 0.25 s of the first sample that reaches the
     twin after the onset, and by a statistic the fault acts on (or, for a fault that a gap's
     re-initialisation absorbs into the state, by its own kind of evidence: the isolation)."""
     fault, right, _ = FAULTS[name]
@@ -230,13 +230,15 @@ def test_step_fault_through_a_lossy_jittered_link(name: str, hold: int) -> None:
     assert {c for c, t in raised if t <= first_t + 0.01} & right, raised[:5]
 
 
-def test_friction_ramp_alarmed_before_it_reaches_a_third() -> None:
+@pytest.mark.parametrize("hold", [1, 5])
+def test_friction_ramp_alarmed_before_it_reaches_a_third(hold: int) -> None:
     """Bearing friction growing 0 → 0.3 N·m over 10 s from 3 s, at 38 rad/s through the lossy,
-    jittered link: a drift alarm on the torque bias before the friction reaches 0.1 N·m (6.33 s),
-    and no alarm before the ramp starts."""
+    jittered link, at holds 1 and 5: a drift alarm on the torque bias before the friction reaches
+    0.1 N·m (6.33 s), and no alarm before the ramp starts. (At hold 20 the alarm comes at 6.40 s,
+    0.102 N·m: past the target; issue 28 stays open for it.)"""
     msgs, _ = stream(38.0, 6.5, Fault("torque", 0.3, ONSET, ramp=10.0))
     keep = bursty_loss(len(msgs), 0.2, 4.0, seed=5)
-    run = run_core(jittered(msgs, 0.005, seed=9), 1, keep=keep)
+    run = run_core(jittered(msgs, 0.005, seed=9), hold, keep=keep)
     assert all(t >= ONSET for _, t in run.raised()), run.raised()
     drift = [a["t"] for a in run.alarms if a["alarm"] == "drift:motor_torque.bias" and a["event"] == "raised"]
     assert drift and drift[0] < ONSET + 10.0 / 3.0, run.raised()
@@ -250,7 +252,7 @@ RAMPS = {  # a fault that grows from 0 at ONSET to its size 10 s later → the a
 }
 
 
-@pytest.mark.parametrize("hold", [1, 5])
+@pytest.mark.parametrize("hold", [1, 5, 20])
 @pytest.mark.parametrize("name", list(RAMPS))
 def test_ramp_fault_alarmed_before_a_third_of_its_size(name: str, hold: int) -> None:
     """Sensor faults that grow slowly (10 s to full size) at 38 rad/s: nothing before the onset,
