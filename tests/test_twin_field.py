@@ -230,12 +230,14 @@ def test_step_fault_through_a_lossy_jittered_link(name: str, hold: int) -> None:
     assert {c for c, t in raised if t <= first_t + 0.01} & right, raised[:5]
 
 
-@pytest.mark.parametrize("hold", [1, 5])
+@pytest.mark.parametrize("hold", [1, 5, 20])
 def test_friction_ramp_alarmed_before_it_reaches_a_third(hold: int) -> None:
     """Bearing friction growing 0 → 0.3 N·m over 10 s from 3 s, at 38 rad/s through the lossy,
-    jittered link, at holds 1 and 5: a drift alarm on the torque bias before the friction reaches
-    0.1 N·m (6.33 s), and no alarm before the ramp starts. (At hold 20 the alarm comes at 6.40 s,
-    0.102 N·m: past the target; issue 28 stays open for it.)"""
+    jittered link, at holds 1, 5 and 20: a drift alarm on the torque bias before the friction
+    reaches 0.1 N·m (6.33 s), and no alarm before the ramp starts (measured: 4.00 / 4.05 / 4.84 s,
+    0.030 / 0.032 / 0.055 N·m). At hold 20 a block of the drift test often closes on the first
+    correction after a gap, which the gap gate keeps from the change tests; the crossing was
+    dropped there (and the test restarted) until it waited for the next update: 6.40 s, 0.102 N·m."""
     msgs, _ = stream(38.0, 6.5, Fault("torque", 0.3, ONSET, ramp=10.0))
     keep = bursty_loss(len(msgs), 0.2, 4.0, seed=5)
     run = run_core(jittered(msgs, 0.005, seed=9), hold, keep=keep)

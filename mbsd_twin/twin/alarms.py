@@ -135,8 +135,10 @@ class ChangeAlarms:
     def observe(self, t: float, filt: dict[str, float]) -> dict[str, float]:
         """The estimates at ``t`` (``filt``: the row's filter figures, ``<name>`` and ``<name>.sd``)
         into the drift tests and rate windows; for the threshold alarms (source ``estimate``) each
-        unknown's value and ``<name>.rate`` [unit/s] once defined. Nothing before the tests are armed."""
-        self.drifted = []
+        unknown's value and ``<name>.rate`` [unit/s] once defined. Nothing before the tests are armed.
+        A drift crossing waits in ``drifted`` for the next :meth:`update` (a correction the gap gate
+        keeps from the change tests has none: dropping it there lost the crossing, and the test had
+        restarted, so a ramp seen at hold 20 alarmed one crossing later, at 0.102 N·m)."""
         if not self._armed(t):
             return {}
         out: dict[str, float] = {}
