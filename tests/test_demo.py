@@ -243,6 +243,7 @@ def _evidence_by_hand() -> Any:
     data = np.array(rows)
     data[np.isclose(data[:, 0], 100.804, rtol=0, atol=1e-9), 1] = -0.071
     data[np.isclose(data[:, 0], 100.954, rtol=0, atol=1e-9), 1] = 0.05
+    data[data[:, 0] >= 100.95, 2:] = (2.115, 0.017)  # the estimate after the slip: no identification
     tab = Table(["t", "resid.theta", "est.piston.mass", "est.piston.mass.sd"], data,
                 {"t": "s", "resid.theta": "rad", "est.piston.mass": "kg", "est.piston.mass.sd": "kg"})
     health = [{"t": 100.099, "hold": 1, "lag_s": 0.01, "queue_depth": 0,
@@ -288,9 +289,15 @@ def test_findings_of_a_run_drawn_by_hand() -> None:
     assert alarm.cause.startswith("injected encoder_offset@0.95:theta+0.05")
     assert "(the filter diverged)" in alarm.quantity
     (est,) = f.estimates
-    assert (est.value, est.sd, est.truth, est.inside) == (1.5, 0.2, 1.8, True)
+    assert (est.value, est.sd, est.truth, est.inside) == (2.115, 0.017, 1.8, False)
+    # identified before the slip took effect (0.95 s): the last row before it, 0.949 s (seq 47 at hold 5)
+    (early,) = f.before_fault
+    assert (early.value, early.sd, early.inside) == (1.5, 0.2, True) and early.t == pytest.approx(0.949, abs=1e-9)
     text = "\n".join(found_markdown(f))
+    assert text.index("| identified before the fault |") < text.index("| estimated parameter |")
+    assert "estimates at 0.949 s, just before the first injected fault" in text
     assert "| piston.mass [kg] | 1.50 ± 0.20 | 1.8 (model 1.5) | -0.30 (-1.5 σ) | yes |" in text
+    assert "| piston.mass [kg] | 2.115 ± 0.017 | 1.8 (model 1.5) | +0.315 (+18.5 σ) | **no** |" in text
 
 
 def test_output_gaps_split_by_the_counters_read_with_each_output() -> None:
@@ -376,6 +383,12 @@ def test_demo_report_leads_with_the_findings(tmp_path: Path) -> None:
         truth = 1.8 if name == "piston.mass" else 0.0
         assert float(row[2].split()[0]) == truth
         assert row[4] == ("yes" if abs(v[k] - truth) <= 3 * sd[k] else "**no**")
+    # identified while the rig was healthy: twin.csv's last estimate before the slip (1 s), as printed
+    early = {r[0].split(" [")[0]: r for r in _table(summary, "| identified before the fault |")}
+    before = np.flatnonzero(np.isfinite(tab["est.piston.mass"]) & (tab["t"] - manifest["epoch"] < 1.0))[-1]
+    shown = early["piston.mass"][1].split(" ± ")[0]
+    assert abs(float(shown) - tab["est.piston.mass"][before]) <= 0.5 * 10.0 ** -len(shown.split(".")[1]) * 1.0001
+    assert summary.index("| identified before the fault |") < summary.index("| estimated parameter |")
     # the injected slip raised an alarm within one batch period (20 ms) of taking effect
     alarms = _table(summary, "| alarm |")
     caused = [r for r in alarms if r[5].startswith("injected encoder_offset@1.0:theta+0.05")]

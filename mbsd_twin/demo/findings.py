@@ -2,7 +2,10 @@
 
 - **Estimates**: each augmented unknown's last published estimate ± σ (twin.csv's last row with
   both, ``est.<name>`` and ``est.<name>.sd``) against the rig's hidden truth at the end of the run
-  (its manifest's ``truth``), and whether the truth lies within ±3σ.
+  (its manifest's ``truth``), and whether the truth lies within ±3σ; with an injected rig fault,
+  first the same just before it took effect: what the twin had identified while the rig was
+  healthy (a sensor fault makes the measurements disagree with the model and each other, so the
+  estimates after it are no identification).
 - **Alarms**: each raised alarm with its rig time, quantity, value and clear time, and its cause:
   the latest injected rig fault that took effect at most ``CAUSE_WINDOW`` s before the raise (one
   batch period after it allowed: the twin corrects at a batch's samples), else the anomaly that
@@ -54,6 +57,7 @@ class AlarmFinding:
 class Findings:
     hidden: str  # what the rig hid: its parameter mismatch and injected faults
     estimates: list[Estimate]
+    before_fault: list[Estimate]  # the same just before the first injected fault took effect ([]: none)
     alarms: list[AlarmFinding]
     anomalies: list[Anomaly]
     samples: list[tuple[str, int, str]]
@@ -64,18 +68,23 @@ class Findings:
 
 def find(ev: Evidence, augment: Sequence[str]) -> Findings:
     found = anomalies(ev)
-    return Findings(hidden(ev), estimates(ev, augment), alarm_findings(ev, found), found, sample_account(ev))
+    faults = ev.faults()
+    before = estimates(ev, augment, faults[0][0]) if faults else []
+    return Findings(hidden(ev), estimates(ev, augment), before, alarm_findings(ev, found), found,
+                    sample_account(ev))
 
 
-def estimates(ev: Evidence, augment: Sequence[str]) -> list[Estimate]:
-    """The last published estimate ± σ of each augmented unknown, against the rig's truth."""
+def estimates(ev: Evidence, augment: Sequence[str], before: float = math.inf) -> list[Estimate]:
+    """The last published estimate ± σ of each augmented unknown (of a sample before rig time
+    ``before`` [s since the start]), against the rig's truth."""
     tab, truth, out = ev.table, ev.manifest.get("truth", {}), []
+    early = np.asarray(tab["t"]) - ev.epoch < before
     for name in augment:
         col = f"est.{name}"
         if col not in tab or f"{col}.sd" not in tab:
             continue
         v, sd = tab[col], tab[f"{col}.sd"]
-        ok = np.flatnonzero(np.isfinite(v) & np.isfinite(sd))
+        ok = np.flatnonzero(np.isfinite(v) & np.isfinite(sd) & early)
         if not len(ok):
             continue
         k = int(ok[-1])
@@ -162,6 +171,14 @@ def hidden(ev: Evidence) -> str:
 def found_markdown(f: Findings) -> list[str]:
     """The "What the twin found" section."""
     lines = ["## What the twin found", "", f.hidden, ""]
+    if f.before_fault:
+        t = max(e.t for e in f.before_fault)
+        lines += [f"Identified while the rig was healthy: the estimates at {t:.3f} s, just before the first injected "
+                  "fault took effect:", "",
+                  "| identified before the fault | estimate ± σ | hidden truth | error | truth within ±3σ |",
+                  "|---|---|---|---|---|", *map(_estimate_row, f.before_fault), "",
+                  "After a sensor fault the measurements disagree with the model and with each other: the "
+                  "twin alarms and re-initialises, and its estimates then are no identification.", ""]
     if f.estimates:
         t = max(e.t for e in f.estimates)
         lines += [f"Estimates at the end of the run ({t:.2f} s):", "",
