@@ -25,3 +25,18 @@ def warm() -> float:
     sim.set_configuration({"crank.theta": 0.1}, {"crank.omega": 1.0})  # nb_config, as the twin's filter uses
     load_kernels()  # the filter's kernels (nb_filter, nb_kalman)
     return time.perf_counter() - t0
+
+
+def kernels_to_compile() -> list[str]:
+    """What building a twin would compile (not in numba's disk cache): "the engine's kernels",
+    "the state estimator's kernels" ([]: everything loads from the cache)."""
+    from .compiled import nb_stepper
+    from .compiled.nb_cache import cached
+    from .estimation import nb_filter, nb_kalman
+
+    need = []
+    if not cached(nb_stepper.advance):
+        need.append("the engine's kernels")
+    if not (cached(nb_filter.linearise) and cached(nb_kalman.update)):
+        need.append("the state estimator's kernels")
+    return need

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -35,7 +36,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     watcher = arm(cfg.service.stop_grace)  # SIGTERM works even with the worker stuck holding the GIL
 
     async def run() -> str:
-        svc = TwinService(cfg)
+        from .starting import StartingStatus, compile_reason, kernels_to_compile
+
+        need = kernels_to_compile()  # a first start after an install: 'starting' with the reason meanwhile
+        with StartingStatus(cfg, compile_reason(need)) if need else contextlib.nullcontext():
+            svc = TwinService(cfg)
         for sig in (signal.SIGTERM, signal.SIGINT):  # before connecting: a signal during start-up stops cleanly;
             signal.signal(sig, lambda *_: svc.stopping.set())  # Python handlers: the watchdog keeps the wakeup fd
         async with svc:
