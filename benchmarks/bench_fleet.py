@@ -9,7 +9,13 @@ their health: the largest ``hold`` seen and the ``degrade`` counter).
 ``--mode threads`` runs every twin as a thread group of ONE host process instead (the asyncio /
 one-process alternative: the twins share one GIL) for comparison.
 
-    .venv/bin/python benchmarks/bench_fleet.py [--counts 2,5,10,20] [--duration 15] [--warmup 8] [--mode threads]
+Cost per twin (issue #31 item 4), from ``/proc`` of the fleet's process tree (the fleet process and
+every descendant): CPU seconds (utime + stime) over the measured window per twin per second of rig
+time (1.0 = one core per twin), and resident memory (VmRSS) per twin at the end of the window.
+``--load K`` runs K busy processes beside the fleet (another job on the machine) for the whole run.
+
+    .venv/bin/python benchmarks/bench_fleet.py [--counts 1,5,10,20,40] [--duration 15] [--warmup 8] \
+        [--mode threads] [--load 1]
 """
 
 from __future__ import annotations
@@ -60,6 +66,46 @@ class Observer:
                 self.degrades[asset] = body["counters"].get("degrade", 0)
 
 
+def tree(pid: int) -> list[int]:
+    """``pid`` and every descendant of it (from /proc/*/stat's parent ids)."""
+    parent: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # ended meanwhile
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += [c for c, pp in parent.items() if pp == p]
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """utime + stime of ``pids`` [s] (those still alive)."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for p in pids:
+        try:
+            f = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(f[11]) + int(f[12])
+    return total / tick
+
+
+def rss_mb(pids: list[int]) -> float:
+    total = 0
+    for p in pids:
+        try:
+            line = next(x for x in Path(f"/proc/{p}/status").read_text().splitlines() if x.startswith("VmRSS:"))
+        except (OSError, StopIteration):
+            continue
+        total += int(line.split()[1])
+    return total / 1024
+
+
 def fleet_file(tmp: Path, url: str, assets: list[str]) -> Path:
     p = tmp / "fleet.toml"
     p.write_text(f'[fleet]\nbroker = "{url}"\ncheckpoint_interval = 5.0\n'
@@ -104,7 +150,10 @@ def run(n: int, mode: str, duration: float, warmup: float, mech: Any, msgs: list
         with obs.lock:
             obs.holds.clear()
         i0 = max(max(d) for d in feeder.sent_at.values() if d)
+        pids = tree(fleet.pid)
+        c0, w0 = cpu_seconds(pids), time.monotonic()
         time.sleep(duration)
+        c1, w1, rss = cpu_seconds(pids), time.monotonic(), rss_mb(tree(fleet.pid))
         i1 = max(max(d) for d in feeder.sent_at.values() if d) - 10  # the last batches may still be in flight
     finally:
         feeder.stop()
@@ -124,15 +173,17 @@ def run(n: int, mode: str, duration: float, warmup: float, mech: Any, msgs: list
     holds = sorted(set().union(*obs.holds.values())) if obs.holds else []
     return {"n": n, "p50": float(np.percentile(lat, 50)) if lat else float("nan"),
             "p99": float(np.percentile(lat, 99)) if lat else float("nan"), "worst_p99": worst,
-            "delivered": got / max(1, sent), "holds": holds, "degrades": sum(obs.degrades.values())}
+            "delivered": got / max(1, sent), "holds": holds, "degrades": sum(obs.degrades.values()),
+            "cpu_per_twin": (c1 - c0) / (n * (w1 - w0)), "rss_mb_per_twin": rss / n}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--counts", default="2,5,10,20")
+    ap.add_argument("--counts", default="1,5,10,20,40")
     ap.add_argument("--duration", type=float, default=15.0, help="measured seconds per count")
     ap.add_argument("--warmup", type=float, default=8.0, help="seconds of streaming before measuring")
     ap.add_argument("--mode", choices=("processes", "threads"), default="processes")
+    ap.add_argument("--load", type=int, default=0, help="busy processes beside the fleet (another job)")
     ap.add_argument("--host", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.host:
@@ -141,14 +192,21 @@ def main() -> None:
     mech = load_mechanism(bundled_slider_crank())
     msgs = stream(mech, RigConfig(rate=1000.0, batch=20), 10.0)  # computed once, looped by every rig
     cores = os.cpu_count() or 1
-    print(f"fleet of slider-crank twins at 1 kHz (batches of 20), {args.mode}, {cores} cores; "
-          f"{args.duration:g} s measured after {args.warmup:g} s")
+    print(f"fleet of slider-crank twins at 1 kHz (batches of 20), {args.mode}, {cores} cores, "
+          f"{args.load} busy process(es) beside; {args.duration:g} s measured after {args.warmup:g} s; "
+          f"load {os.getloadavg()[0]:.1f}")
     print(f"{'assets':>6} {'p50 ms':>8} {'p99 ms':>8} {'worst p99':>10} {'delivered':>10} {'holds seen':>12} "
-          f"{'degrades':>9}")
-    for n in [int(x) for x in args.counts.split(",")]:
-        r = run(n, args.mode, args.duration, args.warmup, mech, msgs)
-        print(f"{r['n']:>6} {r['p50']:>8.1f} {r['p99']:>8.1f} {r['worst_p99']:>10.1f} {r['delivered']:>10.1%} "
-              f"{','.join(map(str, r['holds'])):>12} {r['degrades']:>9}", flush=True)
+          f"{'degrades':>9} {'CPU/twin':>9} {'RSS MB/twin':>12}")
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+    try:
+        for n in [int(x) for x in args.counts.split(",")]:
+            r = run(n, args.mode, args.duration, args.warmup, mech, msgs)
+            print(f"{r['n']:>6} {r['p50']:>8.1f} {r['p99']:>8.1f} {r['worst_p99']:>10.1f} {r['delivered']:>10.1%} "
+                  f"{','.join(map(str, r['holds'])):>12} {r['degrades']:>9} {r['cpu_per_twin']:>9.3f} "
+                  f"{r['rss_mb_per_twin']:>12.0f}", flush=True)
+    finally:
+        for b in busy:
+            b.kill()
 
 
 if __name__ == "__main__":
