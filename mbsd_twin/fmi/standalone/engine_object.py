@@ -164,8 +164,21 @@ def _link(modules: list[Any], keep: set[str]) -> Any:
     pm.add_global_dead_code_eliminate_pass()
     pm.add_strip_dead_prototype_pass()
     pm.run(main, pb)
+    _optimize(main, tm)
     main.verify()
     return main
+
+
+def _optimize(module: Any, tm: Any) -> None:
+    """LLVM's O3 pipeline over the linked module (as numba's own final pass, with SLP and loop
+    vectorisation): the kernels are internal now, so calls across numba's libraries inline. No
+    fast-math flag is added, so every floating-point operation keeps its IEEE result (bit for bit
+    the Simulator's: the tests compare)."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(module, pb)
 
 
 def _digest() -> str:

@@ -28,7 +28,7 @@ int sa_get(SaInst *s, const uint32_t vr[], size_t n, double value[]) {
         else if (kind == 1) value[k] = s->held[i];
         else if (kind == 3) value[k] = s->par[i];
         else if (kind == 2) {
-            if (sa_outputs(s)) {
+            if (!s->vec_valid && sa_outputs(s)) {  /* computed once per instant, on the first read */
                 sa_log(s, ST_ERROR, "the engine failed to evaluate the outputs");
                 return ST_ERROR;
             }
