@@ -9,7 +9,8 @@
      the torque at 2 N.m, one step of STEP s, every output read);
    - "instantiate": fmi2Instantiate / fmi3InstantiateCoSimulation alone;
    - "step": per communication step of the N_STEPS that follow (set the torque, step, read every
-     output);
+     output); "step_cpu": the same in this process's CPU time (CLOCK_PROCESS_CPUTIME_ID: without the
+     time other processes of a loaded machine held the core);
    - "free": fmi2FreeInstance / fmi3FreeInstance (after Terminate);
    and prints "theta" (the first output after the last step, %.17g) as a check. Exit status 0 on
    success, the failing stage otherwise (no resource path is passed: the standalone FMU reads no
@@ -22,11 +23,14 @@
 #include "fmi2Functions.h"
 #include "fmi3Functions.h"
 
-static double now_us(void) {
+static double clock_us(clockid_t id) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(id, &t);
     return 1e6 * (double)t.tv_sec + 1e-3 * (double)t.tv_nsec;
 }
+
+static double now_us(void) { return clock_us(CLOCK_MONOTONIC); }
+static double cpu_us(void) { return clock_us(CLOCK_PROCESS_CPUTIME_ID); }
 
 static void log2_(fmi2ComponentEnvironment e, fmi2String n, fmi2Status s, fmi2String c, fmi2String m, ...) {
     (void)e; (void)n; (void)c;
@@ -58,20 +62,20 @@ static int run2(void *lib, const char *token, double t0) {
     if (!c || SetupExperiment(c, fmi2False, 0.0, 0.0, fmi2False, 0.0) || EnterInitializationMode(c)
         || SetReal(c, &tvr, 1, &torque) || ExitInitializationMode(c)) { fprintf(stderr, "init failed\n"); return 3; }
     if (DoStep(c, 0.0, h, fmi2True) || GetReal(c, ovr, (size_t)n_out, out)) { fprintf(stderr, "step failed\n"); return 4; }
-    double t1 = now_us(), t = h;
+    double t1 = now_us(), c1 = cpu_us(), t = h;
     for (int k = 1; k <= n; k++) {
         double next = (k + 1) * h;
         if (SetReal(c, &tvr, 1, &torque) || DoStep(c, t, next - t, fmi2True)
             || GetReal(c, ovr, (size_t)n_out, out)) { fprintf(stderr, "step %d failed\n", k); return 5; }
         t = next;
     }
-    double t2 = now_us();
+    double t2 = now_us(), c2 = cpu_us();
     if (Terminate(c)) return 6;
     double t3 = now_us();
     FreeInstance(c);
     double t4 = now_us();
-    printf("open %.1f\nfirst %.1f\ninstantiate %.1f\nstep %.3f\nfree %.3f\ntheta %.17g\n", t_open - t0, t1 - t0,
-           t_inst - t_open, n ? (t2 - t1) / n : 0.0, t4 - t3, out[0]);
+    printf("open %.1f\nfirst %.1f\ninstantiate %.1f\nstep %.3f\nstep_cpu %.3f\nfree %.3f\ntheta %.17g\n", t_open - t0,
+           t1 - t0, t_inst - t_open, n ? (t2 - t1) / n : 0.0, n ? (c2 - c1) / n : 0.0, t4 - t3, out[0]);
     return 0;
 }
 
@@ -90,20 +94,20 @@ static int run3(void *lib, const char *token, double t0) {
         || ExitInitializationMode(c)) { fprintf(stderr, "init failed\n"); return 3; }
     if (DoStep(c, 0.0, h, fmi3True, &event, &terminate, &early, &last)
         || GetFloat64(c, ovr, (size_t)n_out, out, (size_t)n_out)) { fprintf(stderr, "step failed\n"); return 4; }
-    double t1 = now_us(), t = h;
+    double t1 = now_us(), c1 = cpu_us(), t = h;
     for (int k = 1; k <= n; k++) {
         double next = (k + 1) * h;
         if (SetFloat64(c, &tvr, 1, &torque, 1) || DoStep(c, t, next - t, fmi3True, &event, &terminate, &early, &last)
             || GetFloat64(c, ovr, (size_t)n_out, out, (size_t)n_out)) { fprintf(stderr, "step %d failed\n", k); return 5; }
         t = next;
     }
-    double t2 = now_us();
+    double t2 = now_us(), c2 = cpu_us();
     if (Terminate(c)) return 6;
     double t3 = now_us();
     FreeInstance(c);
     double t4 = now_us();
-    printf("open %.1f\nfirst %.1f\ninstantiate %.1f\nstep %.3f\nfree %.3f\ntheta %.17g\n", t_open - t0, t1 - t0,
-           t_inst - t_open, n ? (t2 - t1) / n : 0.0, t4 - t3, out[0]);
+    printf("open %.1f\nfirst %.1f\ninstantiate %.1f\nstep %.3f\nstep_cpu %.3f\nfree %.3f\ntheta %.17g\n", t_open - t0,
+           t1 - t0, t_inst - t_open, n ? (t2 - t1) / n : 0.0, n ? (c2 - c1) / n : 0.0, t4 - t3, out[0]);
     return 0;
 }
 

@@ -239,7 +239,7 @@ def test_physical_and_solver_parameters_match_the_simulator(fmus: dict[str, Path
 
 
 @pytest.mark.parametrize(("name", "value", "why"), [("crank.mass", -1.0, "must be a finite number > 0"),
-                                                    ("crank_pin.viscous_friction", 0.5, "model's structure"),
+                                                    ("crank_pin.viscous_friction", -0.5, "must be a finite number >="),
                                                     ("crank.theta_start", np.inf, "must be a finite number")])
 def test_a_parameter_the_library_cannot_take_is_an_error_naming_it(fmus: dict[str, Path], tmp_path: Path, name: str,
                                                                    value: float, why: str,

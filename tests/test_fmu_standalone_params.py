@@ -1,9 +1,12 @@
 """The standalone FMU takes every parameter its modelDescription declares, and any start time, as
 the other flavours do: start values (the initial state assembled again with them), gravity and
 joint geometry (plain numbers of the packed model; geometry assembles the initial configuration
-again), live parameters; checked in fmpy against the native Simulator built with the same values
-(``run_native(parameters=…)``, times from the same start). A value the Simulator refuses is an
-Error naming the parameter."""
+again and takes the springs' unset free lengths from it), live parameters, the friction of a joint
+built without friction (the FMU's second layout), joint points the compiled model does not read;
+checked in fmpy against the native Simulator built with the same values (``run_native(parameters=…)``,
+times from the same start), FMI 2.0 and 3.0. A value the Simulator refuses is an Error naming the
+parameter, and so is a parameter that needs another compiled structure (none among the shipped
+mechanisms: forced here by building without the second layout)."""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from fmu_harness import REPO, unpack  # noqa: E402
 
 from mbsd_twin.errors import MbsdError  # noqa: E402
 from mbsd_twin.fmi.native import run_native  # noqa: E402
-from mbsd_twin.fmi.standalone import build_standalone  # noqa: E402
+from mbsd_twin.fmi.standalone import build_standalone, parameters  # noqa: E402
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism  # noqa: E402
 
 STEP, TORQUE = 1e-3, 2.0
@@ -34,8 +37,12 @@ CASES = {"start": {"crank.theta_start": 0.7, "crank.omega_start": 3.0},
          "geometry": {"guide.p1_y": 0.02, "crank_pin.p1_x": 0.12},
          "live": {"crank.mass": 2.5, "rod.inertia": 0.02},
          "mixed": {"crank.theta_start": -1.1, "wrist_pin.p1_x": 0.32, "gravity.y": -5.0, "piston.mass": 3.0,
-                   "solver.rtol": 1e-7}}
-BIT_FOR_BIT = {"gravity", "live"}  # the same kernels from the same initial state
+                   "solver.rtol": 1e-7},
+         # joints built without friction (revolute crank_pin, prismatic guide): the second layout
+         "friction": {"crank_pin.viscous_friction": 0.05, "guide.viscous_friction": 1.5},
+         "friction+geometry": {"wrist_pin.viscous_friction": 0.02, "crank_pin.p1_x": 0.11, "crank.mass": 1.5}}
+# the same kernels from the same initial state (the second layout's other friction entries add exact zeros)
+BIT_FOR_BIT = {"gravity", "live", "friction"}
 
 
 @pytest.fixture(scope="module")
@@ -64,18 +71,59 @@ def _compare(result: np.ndarray, ref: dict[str, np.ndarray], outputs: list[str],
     return worst
 
 
+def _matches(fmu: Path, mech_path: Path, params: dict[str, float], inputs: dict[str, float], exact: bool,
+             matter: str = "crank.theta", stop: float = 0.5) -> float:
+    """fmpy on ``fmu`` with ``params`` against ``run_native`` with them; the parameters move
+    ``matter`` by more than 1e-6 (or, with ``matter`` empty, change nothing at all)."""
+    outputs = _outputs(fmu)
+    result = fmpy.simulate_fmu(str(fmu), stop_time=stop, output_interval=STEP, start_values={**inputs, **params},
+                               output=outputs)
+    mech = load_mechanism(mech_path)
+    held = {n: (lambda t, x=x: x) for n, x in inputs.items()}
+    ref = run_native(mech, result["time"], held, outputs, parameters=params)
+    default = run_native(mech, result["time"], held, outputs)
+    if matter:
+        assert abs(ref[matter][-1] - default[matter][-1]) > 1e-6  # the parameters matter
+    else:
+        assert all(np.array_equal(ref[n], default[n]) for n in outputs)  # … or are not read
+    return _compare(result, ref, outputs, exact)
+
+
+@pytest.mark.parametrize("version", ["2", "3"])
 @pytest.mark.parametrize("case", list(CASES))
-def test_every_class_of_parameter_matches_the_simulator_built_with_it(fmus: dict[str, Path], case: str) -> None:
-    params = CASES[case]
-    outputs = _outputs(fmus["2"])
-    result = fmpy.simulate_fmu(str(fmus["2"]), stop_time=0.5, output_interval=STEP,
-                               start_values={"motor_torque": TORQUE, **params}, output=outputs)
-    mech = load_mechanism(bundled_slider_crank())
-    ref = run_native(mech, result["time"], {"motor_torque": lambda t: TORQUE}, outputs, parameters=params)
-    default = run_native(mech, result["time"], {"motor_torque": lambda t: TORQUE}, ["crank.theta"])
-    assert abs(ref["crank.theta"][-1] - default["crank.theta"][-1]) > 1e-6  # the parameters matter
-    worst = _compare(result, ref, outputs, case in BIT_FOR_BIT)
+def test_every_class_of_parameter_matches_the_simulator_built_with_it(fmus: dict[str, Path], case: str,
+                                                                      version: str) -> None:
+    worst = _matches(fmus[version], bundled_slider_crank(), CASES[case], {"motor_torque": TORQUE},
+                     case in BIT_FOR_BIT)
     print(f"{case}: largest difference {worst:.3g} of an output's range")
+
+
+# (mechanism, parameters, an output they move or "" for none, bit for bit): a spring whose free
+# length is the assembled pose's (quick_return: moved joints assemble another pose) and a pivot built
+# without friction; joint points the compiled model does not read (a cam's contact); both pivots of
+# a double pendulum built without friction
+OTHERS = [("quick_return", {"main_bearing.p1_x": 0.01, "lever_pivot.p1_y": -0.16, "crank_pin.viscous_friction": 0.01},
+           "lever.theta", False),
+          ("cam_follower", {"contact.p1_x": 0.01, "contact.p1_y": -0.02}, "", True),
+          ("double_pendulum", {"shoulder.viscous_friction": 0.05, "elbow.viscous_friction": 0.02}, "lower.theta", True)]
+
+
+@pytest.fixture(scope="module")
+def other_fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    tmp = tmp_path_factory.mktemp("standalone_others")
+    return {(name, v): build_standalone(REPO / "examples" / "mechanisms" / f"{name}.toml", tmp / v / f"{name}.fmu",
+                                        fmi_version=v) for name in {c[0] for c in OTHERS} for v in ("2", "3")}
+
+
+@pytest.mark.parametrize("version", ["2", "3"])
+@pytest.mark.parametrize("case", range(len(OTHERS)))
+def test_other_mechanisms_take_the_parameters_the_simulator_takes(other_fmus: dict[tuple[str, str], Path],
+                                                                  case: int, version: str) -> None:
+    name, params, matter, exact = OTHERS[case]
+    fmu = other_fmus[(name, version)]
+    inputs = {v.name: 1.0 for v in fmpy.read_model_description(str(fmu)).modelVariables if v.causality == "input"}
+    worst = _matches(fmu, REPO / "examples" / "mechanisms" / f"{name}.toml", params, inputs, exact, matter)
+    print(f"{name} {sorted(params)}: largest difference {worst:.3g} of an output's range")
 
 
 @pytest.mark.parametrize("version", ["2", "3"])
@@ -118,7 +166,7 @@ def _slave(fmu: Path, tmp_path: Path) -> tuple[FMU2Slave, dict[str, int]]:
 
 @pytest.mark.parametrize(("name", "value", "why"), [("crank.theta_start", math.inf, "must be a finite number"),
                                                     ("gravity.y", math.nan, "must be a finite number"),
-                                                    ("crank_pin.viscous_friction", 0.1, "model's structure")])
+                                                    ("crank_pin.viscous_friction", -0.1, "must be a finite number >=")])
 def test_a_refused_value_is_an_error_naming_the_parameter_at_set_time(fmus: dict[str, Path], tmp_path: Path, name: str,
                                                                       value: float, why: str,
                                                                       capfd: pytest.CaptureFixture[str]) -> None:
@@ -128,6 +176,61 @@ def test_a_refused_value_is_an_error_naming_the_parameter_at_set_time(fmus: dict
     assert refused.value.status == 3
     printed = capfd.readouterr().out
     assert name in printed and why in printed, printed
+    s.exitInitializationMode()
+    s.freeInstance()
+
+
+def test_a_state_of_the_second_layout_comes_back_bit_for_bit_after_a_reset(fmus: dict[str, Path],
+                                                                          tmp_path: Path) -> None:
+    """A state taken while the second layout runs (a friction the model as built lacks), serialised,
+    restored after fmi2Reset (which goes back to the model as built and its defaults): the steps
+    after it repeat bit for bit, and they differ from the defaults' (the layout came back)."""
+    s, vr = _slave(fmus["2"], tmp_path)
+    friction, torque, theta = vr["guide.viscous_friction"], vr["motor_torque"], vr["crank.theta"]
+    s.setReal([friction, torque], [3.0, TORQUE])
+    s.exitInitializationMode()
+
+    def steps(t: float) -> list[float]:
+        out = []
+        for k in range(20):
+            s.setReal([torque], [TORQUE])
+            s.doStep(t + k * STEP, STEP)
+            out.append(s.getReal([theta])[0])
+        return out
+
+    steps(0.0)
+    blob = s.serializeFMUstate(s.getFMUstate())
+    after = steps(20 * STEP)
+    s.reset()
+    s.setupExperiment(startTime=0.0)
+    s.enterInitializationMode()
+    s.setReal([torque], [TORQUE])
+    s.exitInitializationMode()
+    default = steps(0.0) + steps(20 * STEP)
+    s.setFMUstate(s.deSerializeFMUstate(blob))
+    assert s.getReal([friction]) == [3.0]
+    assert steps(20 * STEP) == after
+    assert after != default[20:]
+    s.terminate()
+    s.freeInstance()
+
+
+def test_a_parameter_that_needs_another_structure_is_refused_naming_it(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      capfd: pytest.CaptureFixture[str]) -> None:
+    """Without the second layout (as for a joint whose friction entry would change the outputs) a
+    friction the model as built has no entry for keeps its built value: a new one is an Error at
+    set time naming the parameter and why; the built value itself is accepted."""
+    monkeypatch.setattr(parameters, "friction_layout", lambda sim: None)
+    monkeypatch.setattr("mbsd_twin.fmi.standalone.model_data.friction_layout", lambda sim: None)
+    fmu = build_standalone(None, tmp_path / "fixed" / "SliderCrank.fmu")
+    s, vr = _slave(fmu, tmp_path)
+    s.setReal([vr["crank_pin.viscous_friction"]], [0.0])
+    with pytest.raises(fmpy.fmi1.FMICallException) as refused:
+        s.setReal([vr["crank_pin.viscous_friction"]], [0.1])
+    assert refused.value.status == 3
+    printed = capfd.readouterr().out
+    assert "crank_pin.viscous_friction" in printed and "changes the model's structure" in printed, printed
     s.exitInitializationMode()
     s.freeInstance()
 

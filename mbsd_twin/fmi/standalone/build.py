@@ -51,7 +51,8 @@ def compile_standalone(guid: str, model_c: str, dest: Path, fmi_version: str = "
     (work / "engine_cpu.c").write_text(cpu_check_source(), encoding="utf-8")
     sources = [*FMI_SOURCES[fmi_version], *(C_DIR / s for s in C_SOURCES), work / "model_data.c",
                work / "engine_cpu.c"]
-    cmd = [cc, "-shared", "-fPIC", "-O2", "-std=gnu11", "-fvisibility=hidden", "-Wall", "-Wextra",
+    cmd = [cc, "-shared", "-fPIC", "-O3", "-fno-semantic-interposition", "-fno-plt", "-std=gnu11",
+           "-fvisibility=hidden", "-Wall", "-Wextra",
            f"-I{C_DIR}", f"-I{SOURCE_DIR}", f'-DMBSD_GUID="{guid}"', "-o", str(dest), *map(str, sources),
            str(work / "engine.o"), "-lm", "-Wl,--no-undefined", "-Wl,--as-needed"]
     proc = subprocess.run(cmd, capture_output=True, text=True)

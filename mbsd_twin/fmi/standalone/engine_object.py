@@ -1,7 +1,8 @@
 """The engine as a native object file: the compiled stepper's numba kernels (``nb_stepper``, the
 right-hand side and projection of ``nb_entries`` and ``nb_assembly.constrained_state``, the initial
-state's assembly for changed geometry, start values and start time) emitted by LLVM with
-position-independent code, for a shared library without Python (the standalone FMU).
+state's assembly for changed geometry, start values and start time, with
+``nb_assembly.reference_pose``) emitted by LLVM with position-independent code, for a shared
+library without Python (the standalone FMU).
 
 Each entry point is a small ``njit`` function over C pointers and lengths (:data:`ENTRIES`) that
 calls the kernel the Simulator calls, with the same argument types, so that numba links the very
@@ -77,6 +78,10 @@ def _constrained(t, q, nq, v, nv, fq, nfq, fv, nfv, tol, ib, nib, fb, nfb):  # n
                                 carray(ib, nib), carray(fb, nfb))
 
 
+def _reference(q, nq, ib, nib, fb, nfb, sd, nsd, rs, nrs):  # noqa: ANN001, ANN202, PLR0913
+    return na.reference_pose(carray(q, nq), carray(ib, nib), carray(fb, nfb), carray(sd, nsd), carray(rs, nrs))
+
+
 # C name → (Python function, numba signature); the C prototypes are in c/sa_engine.h
 ENTRIES: dict[str, tuple[Callable[..., Any], Any]] = {
     "mbsd_sa_rhs": (_rhs_entry, types.int64(_D, _F, _F, _N, types.voidptr)),
@@ -88,6 +93,7 @@ ENTRIES: dict[str, tuple[Callable[..., Any], Any]] = {
     "mbsd_sa_outputs": (_outputs, types.int64(_F, _N, _F, _N, _I, _N, _F, _N, _F, _N, _I, _N, _I, _N, _I, _N, _D,
                                               _F, _N)),
     "mbsd_sa_constrained": (_constrained, types.float64(_D, _F, _N, _F, _N, _I, _N, _I, _N, _D, _I, _N, _F, _N)),
+    "mbsd_sa_reference": (_reference, types.int64(_F, _N, _I, _N, _F, _N, _I, _N, _I, _N)),
 }
 
 
@@ -158,8 +164,21 @@ def _link(modules: list[Any], keep: set[str]) -> Any:
     pm.add_global_dead_code_eliminate_pass()
     pm.add_strip_dead_prototype_pass()
     pm.run(main, pb)
+    _optimize(main, tm)
     main.verify()
     return main
+
+
+def _optimize(module: Any, tm: Any) -> None:
+    """LLVM's O3 pipeline over the linked module (as numba's own final pass, with SLP and loop
+    vectorisation): the kernels are internal now, so calls across numba's libraries inline. No
+    fast-math flag is added, so every floating-point operation keeps its IEEE result (bit for bit
+    the Simulator's: the tests compare)."""
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(module, pb)
 
 
 def _digest() -> str:

@@ -1,8 +1,9 @@
 """One mechanism's data for the standalone FMU's library: the compiled Simulator's arrays right
 after construction (integrator state, inputs, packed model, scratch, options, output rows, energy
 baseline) and the FMU's value references, as a C source (``model_data.c``) defining the
-``SaModel`` of ``c/sa_engine.h``. Numbers are written as C99 hexadecimal floating constants: the
-library starts from exactly the Simulator's bits."""
+``SaModel`` of ``c/sa_engine.h`` (and its second layout with every joint's friction entry).
+Numbers are written as C99 hexadecimal floating constants: the library starts from exactly the
+Simulator's bits."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 from ...errors import MbsdError
 from ...model.model import Mechanism
 from ...simulation.simulator import Simulator
-from .parameters import applied
+from .parameters import Applied, applied, friction_layout, layout_friction_entries, reference_rows
 
 
 class StandaloneUnsupported(MbsdError, ValueError):
@@ -78,60 +79,85 @@ def value_references(model_description: bytes) -> dict[str, tuple[int, str]]:
     return {v.get("name", ""): (int(v.get("valueReference", "0")), v.get("causality", "local")) for v in mv}
 
 
-def _parameter_arrays(sim: Simulator, pars: Sequence[Any]) -> list[str]:
-    """The C arrays of how each parameter is applied (``parameters.applied``) and of the initial
-    state's assembly: the mechanism's guess, its pinned coordinates, the start values' places."""
-    how = applied(sim, [v.name for v in pars])
+def _parameter_arrays(sim: Simulator, pars: Sequence[Any], how: dict[str, Applied], p: str) -> list[str]:
+    """The C arrays (names prefixed ``p``) of how each parameter is applied (``how``:
+    ``parameters.applied``) and of the initial state's assembly: the mechanism's guess, its pinned
+    coordinates, the start values' places, the springs' free lengths and angles left to the pose."""
     n = sim.system.n_coord
     held = list(sim._starts.index.values())
     offsets = np.cumsum([0] + [len(how[v.name].entries) for v in pars])
+    sd, rs = reference_rows(sim)
     ints = {"par_kind": [how[v.name].kind for v in pars], "par_strict": [int(how[v.name].strict) for v in pars],
             "par_asm": [int(how[v.name].assemble) for v in pars]}
     i64s = {"par_index": [how[v.name].index for v in pars], "par_off": offsets,
             "par_idx": [k for v in pars for k in how[v.name].entries], "pinned": sim.system.pinned,
-            "hold_q": [k for k in held if k < n], "hold_v": [k - n for k in held if k >= n]}
-    lines = [f"static const int {k}[] = {{{', '.join(map(str, v)) or '0'}}};" for k, v in ints.items()]
-    lines += [f"static const i64 {k}[] = {{{_c_ints(v)}}};" for k, v in i64s.items()]
-    lines += [f"static const double par_min[] = {{{_c_floats([how[v.name].minimum for v in pars])}}};",
-              f"static const double q_guess[] = {{{_c_floats(sim.system.q0)}}};",
-              f"static const double v_guess[] = {{{_c_floats(sim.system.v0)}}};"]
+            "hold_q": [k for k in held if k < n], "hold_v": [k - n for k in held if k >= n], "ref_sd": sd,
+            "ref_rs": rs}
+    lines = [f"static const int {p}{k}[] = {{{', '.join(map(str, v)) or '0'}}};" for k, v in ints.items()]
+    lines += [f"static const i64 {p}{k}[] = {{{_c_ints(v)}}};" for k, v in i64s.items()]
+    lines += [f"static const double {p}par_min[] = {{{_c_floats([how[v.name].minimum for v in pars])}}};",
+              f"static const double {p}q_guess[] = {{{_c_floats(sim.system.q0)}}};",
+              f"static const double {p}v_guess[] = {{{_c_floats(sim.system.v0)}}};"]
+    return lines
+
+
+def _model(sim: Simulator, table: Sequence[Any], vrs: dict[str, tuple[int, str]], how: dict[str, Applied],
+           name: str, p: str, base: Simulator, fb: Any) -> list[str]:
+    """The C definition of the ``SaModel`` ``name`` (its arrays' names prefixed ``p``): the packed
+    model of ``sim`` with the float buffer ``fb``, the state, inputs and outputs of ``base``."""
+    st = base._stepper
+    layout = sim._stepper
+    names = base.output_names()
+    ins = [v for v in table if v.causality == "input"]
+    outs = [v for v in table if v.causality == "output"]
+    pars = [v for v in table if v.causality == "parameter"]
+    ny = (len(st._S) - 8) // 11
+    time_vr = next((vr for _, (vr, causality) in vrs.items() if causality == "independent"), -1)
+    arrays = {"S0": _c_floats(st._S), "u0": _c_floats(st._u), "fb": _c_floats(fb), "wb0": _c_floats(layout._wb),
+              "ob": _c_floats(st._ob), "in_start": _c_floats([v.start or 0.0 for v in ins]),
+              "par_start": _c_floats([v.start or 0.0 for v in pars])}
+    ints = {"ib": _c_ints(layout._ib), "ri": _c_ints(base._react_idx), "er": _c_ints(base._effort_rows),
+            "in_slot": _c_ints([st.names.index(v.name) for v in ins]),
+            "out_pick": _c_ints([names.index(v.name) for v in outs])}
+    vr = {"in_vr": [vrs[v.name][0] for v in ins], "out_vr": [vrs[v.name][0] for v in outs],
+          "par_vr": [vrs[v.name][0] for v in pars]}
+    lines = [f"static const double {p}{k}[] = {{{v}}};" for k, v in arrays.items()]
+    lines += [f"static const i64 {p}{k}[] = {{{v}}};" for k, v in ints.items()]
+    lines += [f"static const uint32_t {p}{k}[] = {{{', '.join(f'{x}u' for x in v) or '0'}}};" for k, v in vr.items()]
+    lines += _parameter_arrays(sim, pars, how, p)
+    lines.append(f"static const char *const {p}par_name[] = {{{', '.join(_c_str(v.name) for v in pars) or '0'}}};")
+    sizes = (len(st._S), len(st._u), len(layout._ib), len(fb), len(layout._wb), len(st._ob), len(base._react_idx),
+             len(base._effort_rows), len(names), ny)
+    held = list(base._starts.index.values())
+    n = base.system.n_coord
+    counts = (n, len(base.system.pinned), sum(k < n for k in held), sum(k >= n for k in held))
+    sd, rs = reference_rows(sim)
+    refs = f"{p}ref_sd, {p}ref_rs, {len(sd)}LL, {len(rs)}LL"
+    lines.append(f"{'' if p == '' else 'static '}const SaModel {name} = {{" + ", ".join(map(str, sizes)) + ",")
+    lines.append(f"    {p}S0, {p}u0, {p}fb, {p}wb0, {p}ob, {p}ib, {p}ri, {p}er, " + float(base._e0).hex() + ",")
+    lines.append(f"    {len(ins)}u, {len(outs)}u, {len(pars)}u, {p}in_vr, {p}out_vr, {p}par_vr, {p}in_slot, "
+                 f"{p}out_pick, {p}in_start, {p}par_start, {p}par_kind, {p}par_name, {time_vr}LL, {p}par_index, "
+                 f"{p}par_min, {p}par_strict, {names.index('energy.total')}LL,")
+    lines.append(f"    {p}par_off, {p}par_idx, {p}par_asm, " + ", ".join(f"{c}LL" for c in counts)
+                 + f", {p}q_guess, {p}v_guess, {p}pinned, {p}hold_q, {p}hold_v, {int(len(base.system.drivers) > 0)}, "
+                 + refs + "};")
     return lines
 
 
 def c_source(sim: Simulator, table: Sequence[Any], vrs: dict[str, tuple[int, str]]) -> str:
     """The ``model_data.c`` of the FMU whose variables are ``table`` (``variables.fmu_variables``)
-    and value references ``vrs``."""
-    st = sim._stepper
-    names = sim.output_names()
-    ins = [v for v in table if v.causality == "input"]
-    outs = [v for v in table if v.causality == "output"]
-    pars = [v for v in table if v.causality == "parameter"]
-    ny = (len(st._S) - 8) // 11
-    time_vr = next((vr for name, (vr, causality) in vrs.items() if causality == "independent"), -1)
-    arrays = {"S0": _c_floats(st._S), "u0": _c_floats(st._u), "fb": _c_floats(st._fb), "wb0": _c_floats(st._wb),
-              "ob": _c_floats(st._ob), "in_start": _c_floats([v.start or 0.0 for v in ins]),
-              "par_start": _c_floats([v.start or 0.0 for v in pars])}
-    ints = {"ib": _c_ints(st._ib), "ri": _c_ints(sim._react_idx), "er": _c_ints(sim._effort_rows),
-            "in_slot": _c_ints([st.names.index(v.name) for v in ins]),
-            "out_pick": _c_ints([names.index(v.name) for v in outs])}
-    vr = {"in_vr": [vrs[v.name][0] for v in ins], "out_vr": [vrs[v.name][0] for v in outs],
-          "par_vr": [vrs[v.name][0] for v in pars]}
+    and value references ``vrs``: ``MBSD_MODEL`` (the mechanism as built) and, when a revolute or
+    prismatic joint was built without friction, ``MBSD_MODEL_FULL`` (``parameters.friction_layout``:
+    the same with every such friction entry present, at 0; else NULL)."""
+    names = [v.name for v in table if v.causality == "parameter"]
+    full = friction_layout(sim)
     lines = ['#include "sa_engine.h"', ""]
-    lines += [f"static const double {k}[] = {{{v}}};" for k, v in arrays.items()]
-    lines += [f"static const i64 {k}[] = {{{v}}};" for k, v in ints.items()]
-    lines += [f"static const uint32_t {k}[] = {{{', '.join(f'{x}u' for x in v) or '0'}}};" for k, v in vr.items()]
-    lines += _parameter_arrays(sim, pars)
-    lines.append(f"static const char *const par_name[] = {{{', '.join(_c_str(v.name) for v in pars) or '0'}}};")
-    sizes = (len(st._S), len(st._u), len(st._ib), len(st._fb), len(st._wb), len(st._ob), len(sim._react_idx),
-             len(sim._effort_rows), len(names), ny)
-    held = list(sim._starts.index.values())
-    n = sim.system.n_coord
-    counts = (sim.system.n_coord, len(sim.system.pinned), sum(k < n for k in held), sum(k >= n for k in held))
-    lines.append("const SaModel MBSD_MODEL = {" + ", ".join(map(str, sizes)) + ",")
-    lines.append("    S0, u0, fb, wb0, ob, ib, ri, er, " + float(sim._e0).hex() + ",")
-    lines.append(f"    {len(ins)}u, {len(outs)}u, {len(pars)}u, in_vr, out_vr, par_vr, in_slot, out_pick, in_start, "
-                 f"par_start, par_kind, par_name, {time_vr}LL, par_index, par_min, par_strict, "
-                 f"{names.index('energy.total')}LL,")
-    lines.append("    par_off, par_idx, par_asm, " + ", ".join(f"{c}LL" for c in counts)
-                 + f", q_guess, v_guess, pinned, hold_q, hold_v, {int(len(sim.system.drivers) > 0)}}};")
+    lines += _model(sim, table, vrs, applied(sim, names, full is not None), "MBSD_MODEL", "", sim, sim._stepper._fb)
+    if full is None:
+        lines.append("const SaModel *const MBSD_MODEL_FULL = 0;")
+    else:
+        fb = full._stepper._fb.copy()
+        fb[layout_friction_entries(sim, full)] = 0.0
+        lines += _model(full, table, vrs, applied(full, names), "mbsd_model_full", "full_", sim, fb)
+        lines.append("const SaModel *const MBSD_MODEL_FULL = &mbsd_model_full;")
     return "\n".join(lines) + "\n"

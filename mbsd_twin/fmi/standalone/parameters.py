@@ -6,16 +6,24 @@ Simulator that the other flavours build with it (``Simulator.set_parameter``):
   friction): one number of the packed float buffer ``fb``, within the validation's bound;
 - any other model parameter whose new value the rebuilt Simulator stores as *plain entries* of
   ``fb`` (the same number at one or a few places, the integer buffer, options and inputs
-  unchanged): gravity (``gravity.x``/``gravity.y``) and joint geometry (``<joint>.p1_x`` …). The FMU
-  writes the value there; a parameter other than gravity changes the constraints, so the initial
-  configuration is assembled again from the mechanism's guess, as the rebuild does;
+  unchanged, besides the springs' free lengths and angles that the mechanism leaves to the
+  assembled pose): gravity (``gravity.x``/``gravity.y``) and joint geometry (``<joint>.p1_x`` …).
+  The FMU writes the value there; a parameter other than gravity that changes the packed model
+  changes the constraints, so the initial configuration is assembled again from the mechanism's
+  guess and those free lengths and angles taken from it, as the rebuild does. A parameter the
+  compiled model does not read (a cam's or a gear's joint points: the rebuilt Simulator is the
+  same) is accepted and changes nothing;
 - a start value (``<body>.theta_start`` …, ``start_values``): imposed at initialisation with every
   other start value held (``nb_assembly.constrained_state``);
-- the rest stays as built (an Error at set time): parameters whose change alters the model's
-  structure, such as the viscous friction of a joint built without friction (a new load entry).
+- the viscous friction of a revolute or prismatic joint built without friction (``PAR_LAYOUT``):
+  the joint has no friction entry in the packed model, so the FMU carries a second layout of it
+  (:func:`friction_layout`: every such joint with a friction entry of coefficient 0, which adds
+  exact zeros) and runs that one when such a value is set before initialisation;
+- the rest stays as built (an Error at set time, naming the parameter; none among the shipped
+  mechanisms).
 
 Plain entries are found by probing: the model is rebuilt with a changed value and the packed
-buffers compared (one Simulator build per such parameter).
+buffers compared (one Simulator build per such parameter and layout).
 """
 
 from __future__ import annotations
@@ -30,9 +38,10 @@ from ...errors import MbsdError
 from ...model.validation import item_problems
 from ...simulation.simulator import Simulator
 
-PAR_FIXED, PAR_RTOL, PAR_MAX_STEP, PAR_LIVE, PAR_FB, PAR_START = range(6)  # c/sa_engine.h
+PAR_FIXED, PAR_RTOL, PAR_MAX_STEP, PAR_LIVE, PAR_FB, PAR_START, PAR_LAYOUT = range(7)  # c/sa_engine.h
 TUNABLE = {"solver.rtol": PAR_RTOL, "solver.max_step": PAR_MAX_STEP}
 _PROBE = 1.2345678e-3  # relative change of a probed value
+_PLACEHOLDER = 1.0  # the friction a joint built without it gets in the second layout's Simulator (then 0)
 
 
 @dataclass(frozen=True)
@@ -63,9 +72,26 @@ def _bound(sim: Simulator, name: str) -> tuple[float, bool]:
     return 0.0, not _valid(sim, name, 0.0)
 
 
-def plain_entries(sim: Simulator, name: str) -> tuple[int, ...]:
-    """The places in ``fb`` where the Simulator rebuilt with a changed ``name`` holds its value,
-    when nothing else of the packed model, options and inputs changes; () otherwise."""
+def reference_rows(sim: Simulator) -> tuple[list[int], list[int]]:
+    """(rows of the spring-dampers, rows of the rotational spring-dampers) whose free length or
+    angle the mechanism leaves to the assembled pose (``LoadSet.set_reference``)."""
+    springs, rotational = sim.system.loads._springs, sim.system.loads._rotational
+    sd = [k for k, ld in enumerate(springs.loads) if ld.free_length is None] if springs is not None else []
+    rs = [k for k, ld in enumerate(rotational.loads) if ld.free_angle is None] if rotational is not None else []
+    return sd, rs
+
+
+def _reference_entries(sim: Simulator) -> set[int]:
+    sd, rs = reference_rows(sim)
+    st = sim._stepper
+    return {st.model_index("sd", k, 6) for k in sd} | {st.model_index("rs", k, 2) for k in rs}
+
+
+def plain_entries(sim: Simulator, name: str) -> tuple[tuple[int, ...], bool] | None:
+    """(the places in ``fb`` where the Simulator rebuilt with a changed ``name`` holds its value,
+    whether the packed model changed at all) when nothing else of the packed model, options,
+    inputs and initial state changes besides the springs' free lengths and angles taken from the
+    assembled pose; None otherwise."""
     st = sim._stepper
     value = float(sim._table[name][0].value)
     probe_value = value + _PROBE * max(1.0, abs(value))
@@ -73,19 +99,60 @@ def plain_entries(sim: Simulator, name: str) -> tuple[int, ...]:
         probe = Simulator(sim._base, sim.options)
         probe.set_parameter(name, probe_value)
     except MbsdError:
-        return ()
+        return None
     ps = probe._stepper
     if (ps._fb.shape != st._fb.shape or ps._ib.shape != st._ib.shape or not np.array_equal(ps._ib, st._ib)
             or not np.array_equal(ps._ob, st._ob) or not np.array_equal(ps._u, st._u)):
-        return ()
-    changed = np.nonzero(ps._fb != st._fb)[0]
-    if not changed.size or not (ps._fb[changed] == probe_value).all() or not (st._fb[changed] == value).all():
-        return ()
-    return tuple(int(k) for k in changed)
+        return None
+    changed = set(np.nonzero(ps._fb != st._fb)[0].tolist())
+    if not changed:  # not read by the compiled model
+        return ((), False) if np.array_equal(ps._S, st._S) else None
+    plain = sorted(changed - _reference_entries(sim))
+    if not (ps._fb[plain] == probe_value).all() or not (st._fb[plain] == value).all():
+        return None
+    return tuple(int(k) for k in plain), True
 
 
-def applied(sim: Simulator, names: Sequence[str]) -> dict[str, Applied]:
-    """name → how the standalone FMU applies it, for the parameters ``names``."""
+def friction_layout(sim: Simulator) -> Simulator | None:
+    """The Simulator of the mechanism with every revolute and prismatic joint built without
+    friction given a friction entry (its coefficient is :data:`_PLACEHOLDER` there: the FMU writes
+    0, see :func:`layout_friction_entries`), when there is such a joint and the layout keeps the
+    integrator state, inputs, options and outputs; else None."""
+    from ...simulation.ports import apply_parameters
+
+    names = [f"{j.name}.viscous_friction" for j in sim.mechanism.joints
+             if j.type in ("revolute", "prismatic") and j.viscous_friction == 0.0]
+    if not names:
+        return None
+    try:
+        full = Simulator(apply_parameters(sim._base, dict.fromkeys(names, _PLACEHOLDER)), sim.options)
+    except MbsdError:
+        return None
+    a, b = sim._stepper, full._stepper
+    if (a._S.shape != b._S.shape or a._u.shape != b._u.shape or not np.array_equal(a._ob, b._ob)
+            or full.output_names() != sim.output_names() or not np.array_equal(sim._react_idx, full._react_idx)
+            or not np.array_equal(sim._effort_rows, full._effort_rows)):
+        return None
+    return full
+
+
+def layout_friction_entries(base: Simulator, full: Simulator) -> list[int]:
+    """The places in ``full``'s ``fb`` (:func:`friction_layout`) of the frictions ``base`` lacks."""
+    from ...simulation.live_parameters import live_slot
+
+    out = []
+    for j in base.mechanism.joints:
+        name = f"{j.name}.viscous_friction"
+        if j.type in ("revolute", "prismatic") and live_slot(base.system, name) is None:
+            slot = live_slot(full.system, name)
+            if slot is not None:
+                out.append(full._stepper.model_index(slot.packed, slot.row, slot.col))
+    return out
+
+
+def applied(sim: Simulator, names: Sequence[str], layout: bool = False) -> dict[str, Applied]:
+    """name → how the standalone FMU applies it, for the parameters ``names`` (with ``layout``: a
+    friction that needs the second layout is ``PAR_LAYOUT``)."""
     from ...simulation.live_parameters import live_slot
 
     out: dict[str, Applied] = {}
@@ -99,8 +166,11 @@ def applied(sim: Simulator, names: Sequence[str]) -> dict[str, Applied]:
         elif (slot := live_slot(sim.system, name)) is not None:
             index = sim._stepper.model_index(slot.packed, slot.row, slot.col)
             out[name] = Applied(PAR_LIVE, index, (index,), False, *_bound(sim, name))
-        elif entries := plain_entries(sim, name):
-            out[name] = Applied(PAR_FB, -1, entries, not name.startswith("gravity."), *_bound(sim, name))
+        elif name.endswith(".viscous_friction") and layout:
+            out[name] = Applied(PAR_LAYOUT, -1, (), False, *_bound(sim, name))
+        elif (plain := plain_entries(sim, name)) is not None:
+            entries, moved = plain
+            out[name] = Applied(PAR_FB, -1, entries, moved and not name.startswith("gravity."), *_bound(sim, name))
         else:
             out[name] = Applied(PAR_FIXED)
     return out

@@ -49,6 +49,7 @@ static int bind_context(SaInst *s) {
     i64 need = 0, zero = 0;
     Exc exc = NULL;
     if (mbsd_sa_bind(&need, &exc, &zero, 0, s->u, m->nu, s->ib, m->nib, s->fb, m->nfb, s->wb, m->nwb)) return -1;
+    free(s->cb);
     s->ncb = (need + 7) / 8;
     s->cb = calloc((size_t)s->ncb, sizeof(i64));
     if (!s->cb) return -1;
@@ -80,8 +81,24 @@ static void initial_values(SaInst *s) {
     s->start_time = 0.0;
 }
 
+/* n of the model as built, or of the other layout if larger: the instance's buffers hold either */
+static size_t larger(i64 n, i64 n_full) { return (size_t)(n_full > n ? n_full : n); }
+
+int sa_use_model(SaInst *s, const SaModel *m) {
+    if (s->m == m) return 0;
+    s->m = m;
+    memcpy(s->ib, m->ib, (size_t)m->nib * sizeof(i64));
+    memcpy(s->fb, m->fb, (size_t)m->nfb * sizeof(double));
+    memcpy(s->wb, m->wb0, (size_t)m->nwb * sizeof(double));
+    if (bind_context(s)) {
+        sa_log(s, ST_ERROR, "the engine's context could not be set up (out of memory?)");
+        return -1;
+    }
+    return 0;
+}
+
 SaInst *sa_new(size_t size, const char *name, int logging, sa_emit_fn emit) {
-    const SaModel *m = &MBSD_MODEL;
+    const SaModel *m = &MBSD_MODEL, *f = MBSD_MODEL_FULL ? MBSD_MODEL_FULL : m;
     SaInst *s = calloc(1, size);
     if (!s) return NULL;
     s->emit = emit, s->logging = logging, s->m = m;
@@ -89,10 +106,10 @@ SaInst *sa_new(size_t size, const char *name, int logging, sa_emit_fn emit) {
     s->name = dup_mem(name, strlen(name) + 1, 1);  /* strdup is POSIX, not C99 */
     s->S = dup_mem(m->S0, (size_t)m->nS, sizeof(double));
     s->u = dup_mem(m->u0, (size_t)m->nu, sizeof(double));
-    s->fb = dup_mem(m->fb, (size_t)m->nfb, sizeof(double));
-    s->wb = dup_mem(m->wb0, (size_t)m->nwb, sizeof(double));
+    s->fb = calloc(larger(m->nfb, f->nfb) + 1, sizeof(double));
+    s->wb = calloc(larger(m->nwb, f->nwb) + 1, sizeof(double));
     s->ob = dup_mem(m->ob, (size_t)m->nob, sizeof(double));
-    s->ib = dup_mem(m->ib, (size_t)m->nib, sizeof(i64));
+    s->ib = calloc(larger(m->nib, f->nib) + 1, sizeof(i64));
     s->ri = dup_mem(m->ri, 2 * (size_t)m->nri, sizeof(i64));
     s->er = dup_mem(m->er, (size_t)m->ner, sizeof(i64));
     s->held = calloc(m->n_in + 1, sizeof(double));
@@ -110,6 +127,7 @@ SaInst *sa_new(size_t size, const char *name, int logging, sa_emit_fn emit) {
         return NULL;
     }
     index_vrs(s);
+    memcpy(s->ib, m->ib, (size_t)m->nib * sizeof(i64));
     initial_values(s);
     s->tag = SA_TAG, s->self = s;
     return s;
@@ -161,6 +179,7 @@ void sa_free(SaInst *s) {
 double sa_time(SaInst *s) { return s->S[0]; }
 
 int sa_reset(SaInst *s) {
+    if (sa_use_model(s, &MBSD_MODEL)) return ST_ERROR;
     initial_values(s);
     return ST_OK;
 }

@@ -55,6 +55,9 @@ int sa_outputs(SaInst *s);
 /* sa_io.c, sa_init.c: the options from a tunable parameter; a parameter k's value into its places in fb */
 void sa_apply_tunable(SaInst *s, int kind, double v);
 void sa_write_fb(SaInst *s, uint32_t k);
+/* Run the packed model m (MBSD_MODEL or *MBSD_MODEL_FULL): its ib, fb and wb, the context bound again;
+   0, or -1 (out of memory, logged). Nothing when m runs already. */
+int sa_use_model(SaInst *s, const SaModel *m);
 /* The output vector at the state with the inputs u as they are (no held input pushed): 0 or -1 */
 int sa_evaluate(SaInst *s);
 

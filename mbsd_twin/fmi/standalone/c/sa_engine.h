@@ -22,6 +22,8 @@ int32_t mbsd_sa_advance(i64 *ret, Exc *exc, double *S, i64 nS, double t_end, i64
                         double *ob, i64 nob, i64 *cb, i64 ncb);
 int32_t mbsd_sa_constrained(double *ret, Exc *exc, double t, double *q, i64 nq, double *v, i64 nv, i64 *fq, i64 nfq,
                             i64 *fv, i64 nfv, double tol, i64 *ib, i64 nib, double *fb, i64 nfb);
+int32_t mbsd_sa_reference(i64 *ret, Exc *exc, double *q, i64 nq, i64 *ib, i64 nib, double *fb, i64 nfb, i64 *sd,
+                          i64 nsd, i64 *rs, i64 nrs);
 int32_t mbsd_sa_outputs(i64 *ret, Exc *exc, double *S, i64 nS, double *u, i64 nu, i64 *ib, i64 nib, double *fb,
                         i64 nfb, double *wb, i64 nwb, i64 *cb, i64 ncb, i64 *ri, i64 nri, i64 *er, i64 ner,
                         double e0, double *out, i64 nout);
@@ -31,7 +33,8 @@ int32_t mbsd_sa_outputs(i64 *ret, Exc *exc, double *S, i64 nS, double *u, i64 nu
 const char *mbsd_sa_cpu_missing(void);
 
 /* Parameter kinds (SaModel.par_kind) */
-enum { PAR_FIXED = 0, PAR_RTOL = 1, PAR_MAX_STEP = 2, PAR_LIVE = 3, PAR_FB = 4, PAR_START = 5 };
+enum { PAR_FIXED = 0, PAR_RTOL = 1, PAR_MAX_STEP = 2, PAR_LIVE = 3, PAR_FB = 4, PAR_START = 5,
+       PAR_LAYOUT = 6 /* a joint's friction the model as built has no entry for: MBSD_MODEL_FULL has */ };
 /* Table slots of the context buffer cb (nb_indirect) */
 enum { TB_RHS = 0, TB_PROJECT = 1, TB_CB = 2, TB_U = 4, TB_IB = 6, TB_FB = 8, TB_WB = 10, TB_N = 12 };
 
@@ -57,8 +60,14 @@ typedef struct {
     const double *q_guess, *v_guess;  /* the mechanism's guess of the initial state (System.q0, v0) */
     const i64 *pinned, *hold_q, *hold_v;  /* coordinates the assembly holds; the start values' places */
     int timedep;  /* the constraints depend on time (drivers): another start time assembles again */
+    const i64 *ref_sd, *ref_rs;  /* springs' rows (sd, rs) whose free length / angle is the assembled pose's */
+    i64 nref_sd, nref_rs;
 } SaModel;
 
+/* The mechanism as built, and the same with a friction entry (0) for every revolute and prismatic joint
+   built without friction (NULL when there is none): same state, inputs, outputs; its own ib, fb, wb and
+   parameter tables (mbsd_twin.fmi.standalone.parameters.friction_layout) */
 extern const SaModel MBSD_MODEL;
+extern const SaModel *const MBSD_MODEL_FULL;
 
 #endif

@@ -69,6 +69,13 @@ static int initial_state(SaInst *s, double t0, int geometry, int starts, double 
         for (i64 k = 2 * m->n; k < m->ny; k++) y[k] = 0.0;
         int how = assemble(s, t0, y, m->pinned, m->npin, NULL, 0);
         if (how) return refuse(s, PAR_FB, how, t0);
+        i64 n = 0;  /* the springs' unset free lengths and angles: this pose's (System.set_reference_pose) */
+        Exc exc = NULL;
+        if (mbsd_sa_reference(&n, &exc, y, m->n, s->ib, m->nib, s->fb, m->nfb, (i64 *)m->ref_sd, m->nref_sd,
+                              (i64 *)m->ref_rs, m->nref_rs)) {
+            sa_log(s, ST_ERROR, "the engine failed to take the springs' free lengths from the assembled pose");
+            return ST_ERROR;
+        }
     }
     if (starts) {
         for (uint32_t k = 0; k < m->n_par; k++)
@@ -80,10 +87,13 @@ static int initial_state(SaInst *s, double t0, int geometry, int starts, double 
 }
 
 /* As the Python slave: the Simulator is built at the start time with the tunable parameters and
-   the changed parameters (live and plain ones written into the packed model, start values
-   imposed), starting from its initial state with the start inputs (the held inputs follow at the
+   the changed parameters (in the layout with every joint's friction entry if a friction the model as
+   built lacks changed; live and plain ones written into the packed model, start values imposed), starting from its initial state with the start inputs (the held inputs follow at the
    next step) and an energy baseline of its own. */
 int sa_exit_init(SaInst *s) {
+    for (uint32_t k = 0; k < s->m->n_par; k++)  /* a friction the model as built has no entry for */
+        if (s->m->par_kind[k] == PAR_LAYOUT && s->par[k] != s->m->par_start[k] && sa_use_model(s, MBSD_MODEL_FULL))
+            return ST_ERROR;
     const SaModel *m = s->m;
     double t0 = s->start_time;
     int changed = t0 != 0.0, geometry = t0 != 0.0 && m->timedep, starts = 0;

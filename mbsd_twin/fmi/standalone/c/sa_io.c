@@ -28,7 +28,7 @@ int sa_get(SaInst *s, const uint32_t vr[], size_t n, double value[]) {
         else if (kind == 1) value[k] = s->held[i];
         else if (kind == 3) value[k] = s->par[i];
         else if (kind == 2) {
-            if (sa_outputs(s)) {
+            if (!s->vec_valid && sa_outputs(s)) {  /* computed once per instant, on the first read */
                 sa_log(s, ST_ERROR, "the engine failed to evaluate the outputs");
                 return ST_ERROR;
             }
@@ -50,8 +50,9 @@ void sa_apply_tunable(SaInst *s, int kind, double v) {
 }
 
 /* A fixed parameter before initialisation (applied at exitInitializationMode, sa_init.c): a number
-   of the packed model (live, gravity, geometry) within the validation's bound, a start value any
-   finite number; one that changes the model's structure only at its built value. */
+   of the packed model (live, gravity, geometry, a friction of the other layout) within the
+   validation's bound, a start value any finite number; one that changes the model's structure
+   otherwise (none among the shipped mechanisms) only at its built value. */
 static int set_fixed(SaInst *s, int32_t i, double v) {
     const SaModel *m = s->m;
     char text[320];
@@ -63,7 +64,7 @@ static int set_fixed(SaInst *s, int32_t i, double v) {
                  s->par[i]);
     } else if (m->par_kind[i] != PAR_FIXED && !isfinite(v)) {
         snprintf(text, sizeof text, "parameter %s = %.17g rejected: it must be a finite number", m->par_name[i], v);
-    } else if ((m->par_kind[i] == PAR_LIVE || m->par_kind[i] == PAR_FB)
+    } else if ((m->par_kind[i] == PAR_LIVE || m->par_kind[i] == PAR_FB || m->par_kind[i] == PAR_LAYOUT)
                && (v < m->par_min[i] || (m->par_strict[i] && v == m->par_min[i]))) {
         snprintf(text, sizeof text, "parameter %s = %.17g rejected: it must be a finite number %s %g", m->par_name[i], v,
                  m->par_strict[i] ? ">" : ">=", m->par_min[i]);
