@@ -24,6 +24,7 @@ from .rows import Block, samples
 
 Span = tuple[int, int]  # t0_us, t1_us of a block (µs, floor; both ends inclusive)
 Part = tuple[float, int]  # t0, n of one message of a block
+Key = tuple[int, int, int]  # series id, t0_us, t1_us of a block
 
 
 def us(t: float) -> int:
@@ -93,24 +94,23 @@ def trim(b: Block, spans: Iterable[Span]) -> tuple[list[Block], int]:
     return [_run(b, ps, t, int(r[0]), int(r[-1]) + 1) for r in runs], dropped
 
 
-def keep_new(blocks: Sequence[Block], series: Sequence[int], stored: dict[int, list[Span]]
+def keep_new(blocks: Sequence[Block], keys: Sequence[Key], stored: dict[int, list[Span]]
              ) -> tuple[list[Block], int]:
-    """What of ``blocks`` (of series ``series``, in batch order) is new: each block without the samples
-    within the ``stored`` spans of its series or within a block before it in the batch; (the blocks
-    to write, the number of samples dropped). A block after everything known of its series (the
-    common case: a batch continues its series) costs one comparison."""
+    """What of ``blocks`` (``keys``: each one's series and span, in batch order) is new: each block
+    without the samples within the ``stored`` spans of its series or within a block before it in the
+    batch; (the blocks to write, the number of samples dropped). A block after everything known of
+    its series (the common case: a batch continues its series) costs one comparison."""
     out: list[Block] = []
     dropped = 0
     known: dict[int, list[Span]] = {sid: list(spans) for sid, spans in stored.items()}
     last = {sid: max(hi for _, hi in spans) for sid, spans in known.items() if spans}
-    for b, sid in zip(blocks, series, strict=True):
-        lo, hi = span(b)
+    for b, (sid, lo, hi) in zip(blocks, keys, strict=True):
         spans = known.setdefault(sid, [])
         hit = [x for x in spans if x[0] <= hi and x[1] >= lo] if lo <= last.get(sid, lo - 1) else []
         kept, k = trim(b, hit) if hit else ([b], 0)
         out += kept
         dropped += k
-        if kept:
-            spans += [span(x) for x in kept]
+        spans += [span(x) for x in kept] if hit else [(lo, hi)]
+        if spans:
             last[sid] = max(last.get(sid, spans[-1][1]), spans[-1][1])
     return out, dropped

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..pg_schema import lock_schema
 from .buckets import CHUNK_ROWS
+from .overlap import Key
 from .stores import BLOCK_COLUMNS, DAY_US, LONG_INDEX, _SqlStore, overlapping
 
 FLOAT8_ARRAY_OID, FLOAT8_OID = 1022, 701
@@ -150,12 +151,12 @@ class PostgresStore(_SqlStore):
     def _read_cursor(conn: Any) -> Any:
         return conn.cursor(binary=True)  # arrays in binary (decoded by numpy: Float8ArrayLoader)
 
-    def _overlap_sql(self, keys: list[tuple[int, int, int]]) -> tuple[str, Any]:
+    def _overlap_sql(self, keys: list[Key]) -> tuple[str, Any]:
         """PostgreSQL: a lateral subquery per key (the planner would hash-join a VALUES table against
         a sequential scan of ``blocks``); ``OFFSET 0`` keeps it from being flattened into a join."""
-        s, lo, hi = (list(c) for c in zip(*keys, strict=True))
+        arrays = tuple("{" + ",".join(map(str, c)) + "}" for c in zip(*keys, strict=True))  # (3x less CPU than lists)
         return (f"SELECT x.* FROM unnest(%s::int4[], %s::int8[], %s::int8[]) AS q (s, lo, hi) CROSS JOIN LATERAL "
-                f"({overlapping('blocks b', 'UNION ALL')} OFFSET 0) AS x", (s, lo, hi))
+                f"({overlapping('blocks b', 'UNION ALL')} OFFSET 0) AS x", arrays)
 
     FLOOR = "floor({})"
     HAS_AGGREGATES = ("SELECT count(*) FROM information_schema.columns WHERE table_name = 'blocks' "

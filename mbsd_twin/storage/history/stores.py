@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .buckets import AGG_COLUMNS, CHUNK_ROWS, MARGIN_US, Buckets, block_aggregates, decode, last_sample
-from .overlap import Span, keep_new, span
+from .overlap import Key, Span, keep_new, span
 from .overlap import us as _us
 from .rows import MERGE_SPAN_S, Block, Event
 
@@ -52,11 +52,15 @@ def _event_rows(events: Sequence[Event]) -> list[tuple[Any, ...]]:
 
 
 def overlapping(tables: str, union: str) -> str:
-    """SELECT (series, t0_us, t1_us) of the blocks ``b`` overlapping ``q``'s (s, lo, hi): by the index
-    (series, t0_us) from ``LONG_US`` before ``lo``, through ``blocks_long`` before that."""
-    sql = (f"SELECT b.series, b.t0_us, b.t1_us FROM {tables} WHERE b.series = q.s AND b.t0_us <= q.hi "
-           "AND b.t1_us >= q.lo AND ")
-    return f"{sql}b.t0_us >= q.lo - {LONG_US} {union} {sql}b.t0_us < q.lo - {LONG_US} AND {LONG_BLOCK}"
+    """SELECT (series, t0_us, t1_us) of the blocks ``b`` overlapping ``q``'s (s, lo, hi), each part a range
+    or a step in the index (series, t0_us): the blocks starting within [lo, hi]; the last one starting
+    before ``lo`` (an earlier one reaching ``lo`` would overlap it: blocks of a series do not
+    overlap); and, for blocks stored before that was enforced, the long ones before ``lo`` (the
+    partial index ``blocks_long``)."""
+    sql = f"SELECT b.series, b.t0_us, b.t1_us FROM {tables} WHERE b.series = q.s AND "
+    last = "(SELECT c.t0_us FROM blocks c WHERE c.series = q.s AND c.t0_us < q.lo ORDER BY c.t0_us DESC LIMIT 1)"
+    return (f"{sql}b.t0_us >= q.lo AND b.t0_us <= q.hi {union} {sql}b.t0_us = {last} AND b.t1_us >= q.lo "
+            f"{union} {sql}b.t0_us < q.lo AND b.t1_us >= q.lo AND {LONG_BLOCK}")
 
 
 class _SqlStore:
@@ -140,8 +144,8 @@ class _SqlStore:
                 cur = conn.cursor()
                 self._lock(cur, {b.asset for b in blocks})
                 if blocks:
-                    series = [self.ids[(b.asset, b.channel)] for b in blocks]
-                    new, dropped = keep_new(blocks, series, self._stored_spans(cur, blocks, series))
+                    keys = [(self.ids[(b.asset, b.channel)], *span(b)) for b in blocks]
+                    new, dropped = keep_new(blocks, keys, self._stored_spans(cur, keys))
                     if new:
                         self._insert_blocks(cur, _block_rows(new, self.ids))
                 if events:
@@ -149,20 +153,19 @@ class _SqlStore:
             return dropped
         return int(self._call("writing to", run))
 
-    def _stored_spans(self, cur: Any, blocks: Sequence[Block], series: Sequence[int]) -> dict[int, list[Span]]:
-        """series → (t0_us, t1_us) of its stored blocks that overlap a block of the batch: one query per
-        ``OVERLAP_CHUNK`` blocks, by index ranges as :meth:`_range_sql` (the index (series, t0_us)
-        within ``MERGE_SPAN_S`` before each block, ``blocks_long`` before that)."""
-        keys = sorted({(sid, *span(b)) for b, sid in zip(blocks, series, strict=True)})
+    def _stored_spans(self, cur: Any, keys: Sequence[Key]) -> dict[int, list[Span]]:
+        """series → (t0_us, t1_us) of its stored blocks that overlap a block of the batch (``keys``: each
+        one's series and span): one query per ``OVERLAP_CHUNK`` blocks (:func:`overlapping`)."""
+        unique = sorted(set(keys))
         found: dict[int, set[Span]] = {}
-        for k in range(0, len(keys), OVERLAP_CHUNK):
-            chunk = keys[k:k + OVERLAP_CHUNK]
+        for k in range(0, len(unique), OVERLAP_CHUNK):
+            chunk = unique[k:k + OVERLAP_CHUNK]
             cur.execute(*self._overlap_sql(chunk))
             for sid, lo, hi in cur.fetchall():
                 found.setdefault(sid, set()).add((lo, hi))
         return {sid: sorted(spans) for sid, spans in found.items()}
 
-    def _overlap_sql(self, keys: list[tuple[int, int, int]]) -> tuple[str, list[int]]:
+    def _overlap_sql(self, keys: list[Key]) -> tuple[str, list[int]]:
         """(series, t0_us, t1_us) of the stored blocks overlapping each key's (series, lo, hi): SQLite, a
         VALUES table joined to the indexes."""
         p = self.P
