@@ -24,7 +24,7 @@ from test_history import pg_db  # noqa: F401  (fixture)
 
 from mbsd_twin.storage.history.pg import PostgresStore
 from mbsd_twin.storage.history.rows import convert
-from mbsd_twin.storage.history.stores import SqliteStore
+from mbsd_twin.storage.history.stores import SqliteStore, _block_rows
 from mbsd_twin.storage.history.writer import HistoryWriter
 from mbsd_twin.twin.config.sections import HistoryConfig
 
@@ -33,11 +33,11 @@ DT = 1e-3
 Msg = tuple[str, float, str]  # (topic leaf, wall, payload) as the writer hands them to convert
 
 
-def msg(t0: float, values: list[float | None], sigma: list[float] | None = None, asset: str = "a1") -> Msg:
+def msg(t0: float, values: list[float | None], sigma: list[float] | None = None, dt: float = DT) -> Msg:
     ch: dict[str, Any] = {"x": values}
     if sigma is not None:
         ch["x.sd"] = sigma
-    return "state", 0.0, orjson.dumps({"asset": asset, "t0": t0, "dt": DT, "n": len(values), "ch": ch}).decode()
+    return "state", 0.0, orjson.dumps({"asset": "a1", "t0": t0, "dt": dt, "n": len(values), "ch": ch}).decode()
 
 
 def times(t0: float, n: int) -> list[float]:
@@ -242,3 +242,22 @@ def test_the_writer_counts_duplicates_and_says_so_once(backend: Any, caplog: pyt
         first.close()
         second.close()
     print(f"{name}: {st}")
+
+
+
+def test_a_long_stored_block_is_found_before_the_new_one(backend: Any) -> None:
+    """A stored message of 20 s (longer than the writer merges): a new message inside it is found as
+    the last block starting before it; one after a short block that an earlier version stored
+    inside the long one (two blocks overlapping: inserted here without the check) through the
+    partial index ``blocks_long``."""
+    _, new, _ = backend
+    store = new()
+    long = [float(k) for k in range(21)]
+    assert store.write(*convert([msg(T0 + 200.0, long, dt=1.0), msg(T0 + 300.0, [30.0])])[:2]) == 0
+    assert store.write(*convert([msg(T0 + 205.0, [7.0, 8.0])])[:2]) == 2
+    legacy = convert([msg(T0 + 210.5, [9.0])])[0]
+    store._call("", lambda c: store._insert_blocks(c.cursor(), _block_rows(legacy, store.ids)) or c.commit())
+    assert store.write(*convert([msg(T0 + 215.0, [7.0])])[:2]) == 1
+    t, v, _ = read(new())
+    np.testing.assert_array_equal(t, [T0 + 200.0 + k * 1.0 for k in range(21)] + [T0 + 210.5, T0 + 300.0])
+    np.testing.assert_array_equal(v, long + [9.0, 30.0])  # (block by block: the legacy one after the long one)
