@@ -11,7 +11,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-HISTORY_FIGURES = ("written", "spooled", "replayed", "spool_pending", "errors", "lost", "lag_s", "queue")
+HISTORY_FIGURES = ("written", "spooled", "replayed", "spool_pending", "errors", "lost", "duplicates", "lag_s",
+                   "queue")
 
 
 class Metrics:
@@ -37,7 +38,7 @@ class Metrics:
         self.nis = Gauge("twin_nis", "normalised innovation squared of the last sample", registry=r)
         self.change_alarms = Counter("twin_change_alarms", "change alarms raised", ["statistic"], registry=r)
         self.history = Gauge("twin_history", "history store figures (docs/history.md): messages written, spooled, "
-                             "replayed, spool_pending, errors, lost; lag_s", ["figure"], registry=r)
+                             "replayed, spool_pending, errors, lost, duplicates; lag_s", ["figure"], registry=r)
 
     def history_figures(self, status: Mapping[str, Any]) -> None:
         """Export the history writer's counters (``sinks.history`` of the health message)."""

@@ -19,9 +19,11 @@ import numpy as np
 
 from ..pg_schema import lock_schema
 from .buckets import CHUNK_ROWS
-from .stores import BLOCK_COLUMNS, DAY_US, LONG_INDEX, _SqlStore
+from .overlap import Key
+from .stores import BLOCK_COLUMNS, DAY_US, LONG_INDEX, _SqlStore, overlapping
 
 FLOAT8_ARRAY_OID, FLOAT8_OID = 1022, 701
+HISTORY_LOCK = 0x6D627368  # "mbsh": first key of the write transactions' per-asset advisory locks
 _ELEMENT = np.dtype([("len", ">i4"), ("v", ">f8")])  # one array element in the binary format
 _HEADER = struct.Struct(">iiiii")  # ndim, has nulls, element type, length, lower bound
 
@@ -136,9 +138,25 @@ class PostgresStore(_SqlStore):
     def _tx(conn: Any) -> Any:
         return conn.transaction()
 
+    def _lock(self, cur: Any, assets: set[str]) -> None:
+        """PostgreSQL: a transaction-scoped advisory lock per asset, key (``HISTORY_LOCK``,
+        ``hashtext(asset)``), taken in key order (two writers of several assets never wait for each
+        other crosswise); released at commit or rollback. The check that follows reads what the
+        previous holder committed (READ COMMITTED: a snapshot per statement)."""
+        if assets:
+            cur.execute("SELECT pg_advisory_xact_lock(%s, o.k) FROM (SELECT DISTINCT hashtext(a) AS k "
+                        "FROM unnest(%s::text[]) AS a ORDER BY 1) AS o", (HISTORY_LOCK, sorted(assets)))
+
     @staticmethod
     def _read_cursor(conn: Any) -> Any:
         return conn.cursor(binary=True)  # arrays in binary (decoded by numpy: Float8ArrayLoader)
+
+    def _overlap_sql(self, keys: list[Key]) -> tuple[str, Any]:
+        """PostgreSQL: a lateral subquery per key (the planner would hash-join a VALUES table against
+        a sequential scan of ``blocks``); ``OFFSET 0`` keeps it from being flattened into a join."""
+        arrays = tuple("{" + ",".join(map(str, c)) + "}" for c in zip(*keys, strict=True))  # (3x less CPU than lists)
+        return (f"SELECT x.* FROM unnest(%s::int4[], %s::int8[], %s::int8[]) AS q (s, lo, hi) CROSS JOIN LATERAL "
+                f"({overlapping('blocks b', 'UNION ALL')} OFFSET 0) AS x", arrays)
 
     FLOOR = "floor({})"
     HAS_AGGREGATES = ("SELECT count(*) FROM information_schema.columns WHERE table_name = 'blocks' "

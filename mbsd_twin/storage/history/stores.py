@@ -24,20 +24,19 @@ from typing import Any
 import numpy as np
 
 from .buckets import AGG_COLUMNS, CHUNK_ROWS, MARGIN_US, Buckets, block_aggregates, decode, last_sample
+from .overlap import Key, Span, keep_new, span
+from .overlap import us as _us
 from .rows import MERGE_SPAN_S, Block, Event
 
 DAY_US = 86_400_000_000
 LONG_US = round(MERGE_SPAN_S * 1e6)  # a block spanning more than this (one long message) is "long"
 LONG_BLOCK = f"b.t1_us - b.t0_us > {LONG_US}"
 LONG_INDEX = f"CREATE INDEX IF NOT EXISTS blocks_long ON blocks (series, t0_us) WHERE t1_us - t0_us > {LONG_US};"
+OVERLAP_CHUNK = 300  # new blocks per query for the stored blocks they overlap (3 parameters each)
 
 
 class StoreError(Exception):
     """The store failed (unreachable, locked, read-only, full); the message names it."""
-
-
-def _us(t: float) -> int:
-    return math.floor(t * 1e6)
 
 
 BLOCK_COLUMNS = ("series", "t0_us", "t1_us", "t0", "dt", "n", "value", "sigma", "parts", *AGG_COLUMNS)
@@ -50,6 +49,18 @@ def _block_rows(blocks: Sequence[Block], ids: dict[tuple[str, str], int]) -> lis
 
 def _event_rows(events: Sequence[Event]) -> list[tuple[Any, ...]]:
     return [(e.asset, e.kind, e.t, e.wall, e.body) for e in events]
+
+
+def overlapping(tables: str, union: str) -> str:
+    """SELECT (series, t0_us, t1_us) of the blocks ``b`` overlapping ``q``'s (s, lo, hi), each part a range
+    or a step in the index (series, t0_us): the blocks starting within [lo, hi]; the last one starting
+    before ``lo`` (an earlier one reaching ``lo`` would overlap it: blocks of a series do not
+    overlap); and, for blocks stored before that was enforced, the long ones before ``lo`` (the
+    partial index ``blocks_long``)."""
+    sql = f"SELECT b.series, b.t0_us, b.t1_us FROM {tables} WHERE b.series = q.s AND "
+    last = "(SELECT c.t0_us FROM blocks c WHERE c.series = q.s AND c.t0_us < q.lo ORDER BY c.t0_us DESC LIMIT 1)"
+    return (f"{sql}b.t0_us >= q.lo AND b.t0_us <= q.hi {union} {sql}b.t0_us = {last} AND b.t1_us >= q.lo "
+            f"{union} {sql}b.t0_us < q.lo AND b.t1_us >= q.lo AND {LONG_BLOCK}")
 
 
 class _SqlStore:
@@ -72,6 +83,13 @@ class _SqlStore:
 
     def _errors(self) -> tuple[type[BaseException], ...]:
         raise NotImplementedError
+
+    def _lock(self, cur: Any, assets: set[str]) -> None:
+        """First in a write transaction: from here until its commit no other writer of these assets
+        writes (the check for stored samples and the insert are one step). SQLite: the database's
+        write lock, taken at once (``BEGIN IMMEDIATE``; a deferred transaction would check first and
+        lock only at its first insert)."""
+        cur.execute("BEGIN IMMEDIATE")
 
     @staticmethod
     def _tx(conn: Any) -> Any:
@@ -115,17 +133,44 @@ class _SqlStore:
                 cur.execute(f"SELECT id FROM series WHERE asset = {p} AND channel = {p}", key)
                 self.ids[key] = int(cur.fetchone()[0])
 
-    def write(self, blocks: Sequence[Block], events: Sequence[Event]) -> None:
-        """Blocks and events in one transaction (all or nothing)."""
-        def run(conn: Any) -> None:
+    def write(self, blocks: Sequence[Block], events: Sequence[Event]) -> int:
+        """Blocks and events in one transaction (all or nothing). A sample time is stored once
+        (:mod:`.overlap`: first write wins); the number of samples not written because their times
+        were stored already."""
+        def run(conn: Any) -> int:
             self._series(conn, {(b.asset, b.channel) for b in blocks})
+            dropped = 0
             with self._tx(conn):
                 cur = conn.cursor()
+                self._lock(cur, {b.asset for b in blocks})
                 if blocks:
-                    self._insert_blocks(cur, _block_rows(blocks, self.ids))
+                    keys = [(self.ids[(b.asset, b.channel)], *span(b)) for b in blocks]
+                    new, dropped = keep_new(blocks, keys, self._stored_spans(cur, keys))
+                    if new:
+                        self._insert_blocks(cur, _block_rows(new, self.ids))
                 if events:
                     cur.executemany(f"INSERT INTO events VALUES ({', '.join([self.P] * 5)})", _event_rows(events))
-        self._call("writing to", run)
+            return dropped
+        return int(self._call("writing to", run))
+
+    def _stored_spans(self, cur: Any, keys: Sequence[Key]) -> dict[int, list[Span]]:
+        """series → (t0_us, t1_us) of its stored blocks that overlap a block of the batch (``keys``: each
+        one's series and span): one query per ``OVERLAP_CHUNK`` blocks (:func:`overlapping`)."""
+        unique = sorted(set(keys))
+        found: dict[int, set[Span]] = {}
+        for k in range(0, len(unique), OVERLAP_CHUNK):
+            chunk = unique[k:k + OVERLAP_CHUNK]
+            cur.execute(*self._overlap_sql(chunk))
+            for sid, lo, hi in cur.fetchall():
+                found.setdefault(sid, set()).add((lo, hi))
+        return {sid: sorted(spans) for sid, spans in found.items()}
+
+    def _overlap_sql(self, keys: list[Key]) -> tuple[str, list[int]]:
+        """(series, t0_us, t1_us) of the stored blocks overlapping each key's (series, lo, hi): SQLite, a
+        VALUES table joined to the indexes."""
+        p = self.P
+        q = f"WITH q (s, lo, hi) AS (VALUES {', '.join([f'({p}, {p}, {p})'] * len(keys))}) "
+        return q + overlapping("q, blocks b", "UNION"), [x for key in keys for x in key]
 
     def channels(self, asset: str) -> list[str]:
         return self._call("reading", lambda conn: [r[0] for r in self._fetch(

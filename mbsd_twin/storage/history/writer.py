@@ -10,11 +10,15 @@ and so does everything after it until a retry — after ``retry_min`` s, doublin
 ``retry_max`` — succeeds; then the spool is written back, oldest first, in chunks between the live
 batches. A backlog of more than ten batches in memory (a store too slow for the stream) is spooled
 too, so memory stays bounded. Nothing is dropped unless the spool's own disk fails (``lost``).
+Samples whose times the store holds already (another instance of the twin wrote them during a
+fencing hand-over; a spool chunk written twice) are not stored again (:mod:`.overlap`): counted in
+``duplicates`` and logged once.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 import time
@@ -28,6 +32,7 @@ from .rows import STORED_TOPICS, convert
 from .spool import Message, Spool
 from .stores import StoreError
 
+log = logging.getLogger("mbsd_twin.history")
 
 def spool_dir(cfg: HistoryConfig) -> str:
     if cfg.spool_dir:
@@ -47,7 +52,7 @@ class HistoryWriter:
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, name="twin-history", daemon=True)
         self.counts = {"written": 0, "blocks": 0, "samples": 0, "events": 0, "spooled": 0, "replayed": 0, "errors": 0,
-                       "unreadable": 0, "lost": 0}
+                       "unreadable": 0, "lost": 0, "duplicates": 0}
         self.down = False
         self.backoff = cfg.retry_min
         self.retry_at = 0.0
@@ -125,14 +130,19 @@ class HistoryWriter:
     def _write(self, msgs: list[Message]) -> bool:
         blocks, events, bad = convert(msgs)
         try:
-            self.store.write(blocks, events)
+            dup = int(self.store.write(blocks, events) or 0)  # samples whose times were stored already
         except StoreError as exc:
             self._fail(exc)
             return False
         c = self.counts
         c["written"] += len(msgs)
         c["blocks"] += len(blocks)
-        c["samples"] += sum(b.n for b in blocks)
+        c["samples"] += sum(b.n for b in blocks) - dup
+        if dup and not c["duplicates"]:
+            log.warning("history: %d sample(s) not stored again: their times are in %s already (first write "
+                        "wins; e.g. another instance of this twin during a fencing hand-over); counted in "
+                        "sinks.history.duplicates, not logged again", dup, self.store.name)
+        c["duplicates"] += dup
         c["events"] += len(events)
         c["unreadable"] += bad
         if self.down:
