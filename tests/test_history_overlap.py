@@ -261,3 +261,27 @@ def test_a_long_stored_block_is_found_before_the_new_one(backend: Any) -> None:
     t, v, _ = read(new())
     np.testing.assert_array_equal(t, [T0 + 200.0 + k * 1.0 for k in range(21)] + [T0 + 210.5, T0 + 300.0])
     np.testing.assert_array_equal(v, long + [9.0, 30.0])  # (block by block: the legacy one after the long one)
+
+
+def test_new_sqlite_file_opened_by_three_at_once(tmp_path: Path) -> None:
+    """Three writers opening one new SQLite file together: each gets it (switching a new file to
+    WAL had failed as 'database is locked' in 3 of 40 such starts, before its busy timeout)."""
+    import threading
+
+    for i in range(40):
+        path = str(tmp_path / f"h{i}.sqlite")
+        errors: list[BaseException] = []
+
+        def open_and_read(path: str = path, errors: list[BaseException] = errors) -> None:
+            try:
+                store = SqliteStore(path)
+                store.channels("a1")
+                store.close()
+            except BaseException as exc:
+                errors.append(exc)
+        threads = [threading.Thread(target=open_and_read) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, (i, errors)
