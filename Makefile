@@ -23,11 +23,12 @@ demo: venv
 # a subprocess or a real-time stream; the tests with a Ray cluster on one worker, tests/conftest.py); the
 # few `slow` end-to-end tests apart, one at a time (CI runs both targets)
 TEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
+# --durations: every run (CI's too) ends with where its time went
 test: venv
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow" --durations=30
 
 test-slow: venv
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -m slow --durations=15
 
 lint: venv
 	$(BIN)/ruff check mbsd_twin tests benchmarks

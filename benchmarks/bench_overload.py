@@ -128,7 +128,8 @@ def flooder(url: str, n: int, rate: float, payload_file: str) -> None:
 
 def twin_toml(url: str, path: Path, service: str = "") -> Path:
     extra = "".join(f"{kv.strip()}\n" for kv in service.split(";") if kv.strip())
-    path.write_text(f'[broker]\nurl = "{url}"\n[service]\nmechanism = "{MECH}"\nhealth_interval = 0.5\n{extra}')
+    path.write_text(f'[broker]\nurl = "{url}"\n[service]\nmechanism = "{os.path.abspath(MECH)}"\n'
+                    f'health_interval = 0.5\n{extra}')
     return path
 
 

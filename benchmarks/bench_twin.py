@@ -100,7 +100,8 @@ class Observer:
 
 def twin_toml(url: str, levels: tuple[int, ...], path: Path) -> Path:
     path.write_text(f'[broker]\nurl = "{url}"\n[core]\nresync_bounds = {{ theta = 0.01 }}\n'
-                    f'[service]\nmechanism = "{MECH}"\nhold_levels = {list(levels)}\nstart_level = 0\n'
+                    f'[service]\nmechanism = "{os.path.abspath(MECH)}"\n'
+                    f'hold_levels = {list(levels)}\nstart_level = 0\n'
                     "health_interval = 0.5\n")
     return path
 

@@ -104,3 +104,52 @@ def children_code() -> str:
                 _time.sleep(0.01)
             return sorted(children())
         """)
+
+
+SHARED_KINDS = ("pythonfmu2", "pythonfmu3", "native2", "native3", "standalone2", "standalone3")
+
+
+def _build_kind(kind: str, dest: Path) -> Path:
+    from mbsd_twin.fmi.build import build_fmu
+    from mbsd_twin.fmi.fmi3 import build_fmu3
+    from mbsd_twin.fmi.standalone import build_standalone
+
+    build = build_fmu3 if kind.endswith("3") else build_fmu
+    if kind.startswith("standalone"):
+        return build_standalone(None, dest, fmi_version=kind[-1])
+    return build(None, dest, host_independent=kind.startswith("native"))
+
+
+def _run_folder(factory: Any) -> Path:
+    """A folder of this test run that every xdist worker of it sees (the workers' temporary folders
+    are siblings in it); without xdist the run's own temporary folder."""
+    base = Path(factory.getbasetemp())
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def run_once(factory: Any, name: str, build: Any, dest: Path) -> Path:
+    """``build(path)`` (it writes the file ``path`` and returns it) done once per test run under
+    ``name`` — the first module that asks builds, under a lock that the run's other xdist workers
+    wait on (each worker would otherwise build it again) — and the result copied to ``dest``: each
+    module its own file, so that one that unpacks, edits or locks it touches no other module's.
+    ``factory``: pytest's ``tmp_path_factory``."""
+    import fcntl
+    import shutil
+
+    folder = _run_folder(factory) / "built-once" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    built = folder / dest.name
+    with open(folder / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not built.exists():
+            Path(build(folder / "building" / dest.name)).replace(built)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy2(built, dest))
+
+
+def shared_fmu(factory: Any, kind: str, dest: Path) -> Path:
+    """The bundled slider crank's FMU of ``kind`` (:data:`SHARED_KINDS`: PythonFMU, host-independent
+    or standalone; FMI 2 or 3), built once per test run with the call a module would make
+    (:func:`run_once`) and copied to ``dest``."""
+    assert kind in SHARED_KINDS, kind
+    return run_once(factory, kind, lambda path: _build_kind(kind, path), dest)

@@ -64,8 +64,8 @@ def test_a_missing_mechanism_names_the_key_and_the_resolved_path(tmp_path: Path)
     cfg.write_text('[broker]\nurl = "mqtt://127.0.0.1:1"\n[service]\nmechanism = "mechs/crank.toml"\n')
     proc = _serve(cfg)
     assert proc.returncode == 2
-    assert f"[service] mechanism = 'mechs/crank.toml' ({tmp_path / 'mechs' / 'crank.toml'}): no such file" \
-        in proc.stderr, proc.stderr
+    # a relative path of the file is relative to its folder (docs/service-config.md, "Relative paths")
+    assert f"[service] mechanism = '{tmp_path / 'mechs' / 'crank.toml'}': no such file" in proc.stderr, proc.stderr
     assert "Errno" not in proc.stderr
 
 

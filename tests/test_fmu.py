@@ -15,9 +15,8 @@ import pytest
 pytest.importorskip("pythonfmu")
 pytest.importorskip("fmpy")
 
-from fmu_harness import finish, importer, run_script  # noqa: E402
+from fmu_harness import finish, importer, run_script, shared_fmu  # noqa: E402
 
-from mbsd_twin.fmi.build import build_fmu  # noqa: E402
 from mbsd_twin.fmi.importers import output_names  # noqa: E402
 from mbsd_twin.fmi.inputs import communication_points, parse_profile  # noqa: E402
 from mbsd_twin.fmi.native import run_native  # noqa: E402
@@ -31,7 +30,7 @@ INPUTS = {"motor_torque": TORQUE, "piston_force": FORCE}
 
 @pytest.fixture(scope="module")
 def fmu(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_fmu(None, tmp_path_factory.mktemp("fmu") / "SliderCrank.fmu")
+    return shared_fmu(tmp_path_factory, "pythonfmu2", tmp_path_factory.mktemp("fmu") / "SliderCrank.fmu")
 
 
 @pytest.fixture(scope="module")

@@ -35,12 +35,11 @@ pytest.importorskip("fmpy")
 if not shutil.which("gcc"):
     pytest.skip("gcc is needed to build the host-independent FMU", allow_module_level=True)
 
-from fmu_harness import REPO, clean_env, compile_c_host, run_script, unpack  # noqa: E402
+from fmu_harness import REPO, clean_env, compile_c_host, run_script, shared_fmu, unpack  # noqa: E402
 
 from mbsd_twin.fmi.build import build_fmu  # noqa: E402
 from mbsd_twin.fmi.fmi3 import build_fmu3  # noqa: E402
 from mbsd_twin.fmi.native_build import SOURCE_DIR  # noqa: E402
-from mbsd_twin.fmi.standalone import build_standalone  # noqa: E402
 
 LIB = {"2": "binaries/linux64/SliderCrank.so", "3": "binaries/x86_64-linux/SliderCrank.so"}
 # How many functions that take an instance each library exports (fmi*FreeInstance apart; FMI 2.0:
@@ -51,14 +50,14 @@ N_FUNCTIONS = {"2": 30, "3": 70}
 @pytest.fixture(scope="module")
 def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("fmus")
-    return {"2": build_fmu(None, tmp / "n2" / "SliderCrank.fmu", host_independent=True),
-            "3": build_fmu3(None, tmp / "n3" / "SliderCrank.fmu", host_independent=True)}
+    return {"2": shared_fmu(tmp_path_factory, "native2", tmp / "n2" / "SliderCrank.fmu"),
+            "3": shared_fmu(tmp_path_factory, "native3", tmp / "n3" / "SliderCrank.fmu")}
 
 
 @pytest.fixture(scope="module")
 def standalone_fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("standalone")
-    return {v: build_standalone(None, tmp / f"s{v}" / "SliderCrank.fmu", fmi_version=v) for v in ("2", "3")}
+    return {v: shared_fmu(tmp_path_factory, f"standalone{v}", tmp / f"s{v}" / "SliderCrank.fmu") for v in ("2", "3")}
 
 
 def _host_cmd(tmp: Path, fmu: Path, fmi: str, mode: str, *extra: str, where: str = "unpacked") -> list[str]:

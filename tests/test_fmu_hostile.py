@@ -26,11 +26,12 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from mbsd_twin.fmi.build import build_fmu  # noqa: E402
-from mbsd_twin.fmi.fmi3 import MechanismSlave3, build_fmu3  # noqa: E402
+from mbsd_twin.fmi.fmi3 import MechanismSlave3  # noqa: E402
 from mbsd_twin.fmi.slave import MechanismSlave  # noqa: E402
 from mbsd_twin.fmi.variables import SLIDER_CRANK_OUTPUTS  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
+from fmu_harness import shared_fmu  # noqa: E402
 from test_fmu_slave import INPUTS, Api, _resources  # noqa: E402
 
 HOSTILE_INPUTS = [math.nan, math.inf, -math.inf, 1e308, -1e308]
@@ -100,7 +101,7 @@ os._exit(0)
 def fmu(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, bool]:
     fmi3 = request.param == "fmi3"
     dest = tmp_path_factory.mktemp(request.param) / "SliderCrank.fmu"
-    return (build_fmu3(None, dest) if fmi3 else build_fmu(None, dest)), fmi3
+    return shared_fmu(tmp_path_factory, "pythonfmu3" if fmi3 else "pythonfmu2", dest), fmi3
 
 
 def test_hostile_inputs_and_step_sizes_in_fmpy(fmu: tuple[Path, bool], tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ import pytest
 pytest.importorskip("pythonfmu")
 pytest.importorskip("fmpy")
 
+from fmu_harness import shared_fmu  # noqa: E402
+
 from mbsd_twin.errors import FmuWarning  # noqa: E402
 from mbsd_twin.fmi.build import build_fmu  # noqa: E402
 
@@ -23,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def fmu(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_fmu(None, tmp_path_factory.mktemp("fmu") / "SliderCrank.fmu")
+    return shared_fmu(tmp_path_factory, "pythonfmu2", tmp_path_factory.mktemp("fmu") / "SliderCrank.fmu")
 
 
 def _start(kind: str, fmu: Path, out: Path) -> subprocess.Popen[str]:

@@ -34,11 +34,11 @@ from fmu_harness import (  # noqa: E402
     finish,
     importer,
     run_script,
+    shared_fmu,
     unpack,
 )
 
 from mbsd_twin import __version__  # noqa: E402
-from mbsd_twin.fmi.build import build_fmu  # noqa: E402
 from mbsd_twin.fmi.native_build import SOURCE_DIR  # noqa: E402
 
 STOP, STEP = 1.0, 1e-3
@@ -49,8 +49,8 @@ TORQUE = f"pwc:2:{SWITCH}:-1"
 @pytest.fixture(scope="module")
 def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("fmus")
-    return {"pythonfmu": build_fmu(None, tmp / "py" / "SliderCrank.fmu"),
-            "native": build_fmu(None, tmp / "native" / "SliderCrank.fmu", host_independent=True)}
+    return {"pythonfmu": shared_fmu(tmp_path_factory, "pythonfmu2", tmp / "py" / "SliderCrank.fmu"),
+            "native": shared_fmu(tmp_path_factory, "native2", tmp / "native" / "SliderCrank.fmu")}
 
 
 def _fmpy_run(fmu: Path, out: Path) -> dict[str, np.ndarray]:

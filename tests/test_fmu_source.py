@@ -24,7 +24,7 @@ if not shutil.which("gcc"):
     pytest.skip("gcc is needed to build the source FMU", allow_module_level=True)
 
 from fmpy.model_description import read_build_description  # noqa: E402
-from fmu_harness import TESTS, compile_c_host, unpack  # noqa: E402
+from fmu_harness import TESTS, compile_c_host, run_once, unpack  # noqa: E402
 
 from mbsd_twin.fmi.native import run_native  # noqa: E402
 from mbsd_twin.fmi.native_build import SOURCE_DIR  # noqa: E402
@@ -43,16 +43,18 @@ def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The bundled slider crank's source FMUs, FMI 2.0 and 3.0, built by the CLI (``--source``
     alone: it implies ``--standalone``) and checked by fmpy validate and fmutool."""
     tmp = tmp_path_factory.mktemp("source")
-    out = {}
-    for version in ("2", "3"):
-        dest = tmp / f"fmi{version}" / "SliderCrank.fmu"
+
+    def build(version: str, dest: Path) -> Path:
         proc = subprocess.run([*CLI, "fmu", "build", "--source", "--fmi-version", version, "--check", "-o",
                                str(dest)], capture_output=True, text=True, timeout=1200)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert "(standalone, with sources/)" in proc.stdout
         assert "checks: fmpy validate and fmutool -check passed" in proc.stdout
-        out[version] = dest
-    return out
+        return dest
+
+    # built once per run, whichever xdist workers run this file's tests
+    return {v: run_once(tmp_path_factory, f"source{v}", lambda dest, v=v: build(v, dest),
+                        tmp / f"fmi{v}" / "SliderCrank.fmu") for v in ("2", "3")}
 
 
 def listed_sources(fmu: Path) -> list[str]:

@@ -33,12 +33,11 @@ if not shutil.which("gcc"):
     pytest.skip("gcc is needed to build the standalone FMU", allow_module_level=True)
 
 import libcosimpy  # noqa: E402,F401  (test extra: a missing importer is a failure, not a skip)
-from fmu_harness import REPO, run_script, wrapper_python  # noqa: E402
+from fmu_harness import REPO, run_script, shared_fmu, wrapper_python  # noqa: E402
 
 from mbsd_twin.fmi.importers import run_isolated  # noqa: E402
 from mbsd_twin.fmi.inputs import parse_assignment  # noqa: E402
 from mbsd_twin.fmi.native import run_native  # noqa: E402
-from mbsd_twin.fmi.standalone import build_standalone  # noqa: E402
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism  # noqa: E402
 
 COSIM = REPO / "examples" / "cosim"
@@ -61,7 +60,7 @@ def ecos_cli(tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("standalone")
-    return {v: build_standalone(None, tmp / f"fmi{v}" / "SliderCrank.fmu", fmi_version=v) for v in ("2", "3")}
+    return {v: shared_fmu(tmp_path_factory, f"standalone{v}", tmp / f"fmi{v}" / "SliderCrank.fmu") for v in ("2", "3")}
 
 
 def _outputs(fmu: Path) -> list[str]:

@@ -23,7 +23,7 @@ if not shutil.which("gcc"):
     pytest.skip("gcc is needed to build the standalone FMU", allow_module_level=True)
 
 from fmpy.fmi2 import FMU2Slave  # noqa: E402
-from fmu_harness import REPO, unpack  # noqa: E402
+from fmu_harness import REPO, shared_fmu, unpack  # noqa: E402
 
 from mbsd_twin.errors import MbsdError  # noqa: E402
 from mbsd_twin.fmi.native import run_native  # noqa: E402
@@ -48,7 +48,7 @@ BIT_FOR_BIT = {"gravity", "live", "friction"}
 @pytest.fixture(scope="module")
 def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("standalone_params")
-    return {v: build_standalone(None, tmp / f"fmi{v}" / "SliderCrank.fmu", fmi_version=v) for v in ("2", "3")}
+    return {v: shared_fmu(tmp_path_factory, f"standalone{v}", tmp / f"fmi{v}" / "SliderCrank.fmu") for v in ("2", "3")}
 
 
 def _outputs(fmu: Path) -> list[str]:

@@ -27,11 +27,10 @@ STRACE = shutil.which("strace") or ("/usr/bin/strace" if Path("/usr/bin/strace")
 if STRACE is None:  # .ci/run installs it (Debian package strace)
     pytest.skip("strace is not installed (apt-get install strace)", allow_module_level=True)
 
-from fmu_harness import compile_c_host, unpack  # noqa: E402
+from fmu_harness import compile_c_host, shared_fmu, unpack  # noqa: E402
 
 from mbsd_twin.fmi.native import run_native  # noqa: E402
 from mbsd_twin.fmi.native_build import SOURCE_DIR  # noqa: E402
-from mbsd_twin.fmi.standalone import build_standalone  # noqa: E402
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism  # noqa: E402
 
 STEPS, STEP = 500, 1e-3
@@ -42,7 +41,7 @@ TOKEN = {"2": "guid", "3": "instantiationToken"}
 @pytest.fixture(scope="module")
 def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("standalone")
-    return {v: build_standalone(None, tmp / f"fmi{v}" / "SliderCrank.fmu", fmi_version=v) for v in ("2", "3")}
+    return {v: shared_fmu(tmp_path_factory, f"standalone{v}", tmp / f"fmi{v}" / "SliderCrank.fmu") for v in ("2", "3")}
 
 
 def _host_command(fmu: Path, tmp: Path, version: str) -> list[str]:

@@ -30,11 +30,9 @@ pytest.importorskip("pythonfmu3")
 if not shutil.which("gcc"):
     pytest.skip("gcc is needed to build the host-independent FMUs", allow_module_level=True)
 
-from fmu_harness import REPO, wrapper_python  # noqa: E402
+from fmu_harness import REPO, shared_fmu, wrapper_python  # noqa: E402
 
 from mbsd_twin import __version__  # noqa: E402
-from mbsd_twin.fmi.build import build_fmu  # noqa: E402
-from mbsd_twin.fmi.fmi3 import build_fmu3  # noqa: E402
 
 FLAVOURS = ("pythonfmu", "pythonfmu3", "native", "native3")
 HOST = """
@@ -53,10 +51,10 @@ os._exit(0)
 @pytest.fixture(scope="module")
 def fmus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("startup")
-    return {"pythonfmu": build_fmu(None, tmp / "a" / "SliderCrank.fmu"),
-            "pythonfmu3": build_fmu3(None, tmp / "b" / "SliderCrank.fmu"),
-            "native": build_fmu(None, tmp / "c" / "SliderCrank.fmu", host_independent=True),
-            "native3": build_fmu3(None, tmp / "d" / "SliderCrank.fmu", host_independent=True)}
+    return {"pythonfmu": shared_fmu(tmp_path_factory, "pythonfmu2", tmp / "a" / "SliderCrank.fmu"),
+            "pythonfmu3": shared_fmu(tmp_path_factory, "pythonfmu3", tmp / "b" / "SliderCrank.fmu"),
+            "native": shared_fmu(tmp_path_factory, "native2", tmp / "c" / "SliderCrank.fmu"),
+            "native3": shared_fmu(tmp_path_factory, "native3", tmp / "d" / "SliderCrank.fmu")}
 
 
 @pytest.fixture(scope="module")

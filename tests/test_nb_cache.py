@@ -111,3 +111,28 @@ def test_cold_start_compiles_advance_in_a_second_process(tmp_path: Path) -> None
     sim.set_input("motor_torque", 1.0)
     sim.advance_to(0.05)
     assert cold.stdout.split()[7] == repr(sim.outputs()["crank.theta"])
+
+
+LOCKED = """
+import sys, time
+from pathlib import Path
+from mbsd_twin.fmi.standalone.engine_object import compile_lock
+folder, log = Path(sys.argv[1]), Path(sys.argv[2])
+with compile_lock(folder):
+    start = time.monotonic()
+    time.sleep(1.0)
+    with log.open("a") as fh:
+        fh.write(f"{start} {time.monotonic()}\\n")
+"""
+
+
+def test_one_process_at_a_time_compiles_the_standalone_engine(tmp_path: Path) -> None:
+    """The engine's object and assembly (minutes on a cold cache) are compiled under one lock, so that
+    parallel test workers or FMU builds wait for one compile instead of each compiling the same code:
+    three processes holding :func:`compile_lock` on one folder hold it one after the other."""
+    log = tmp_path / "held.txt"
+    procs = [subprocess.Popen([sys.executable, "-c", LOCKED, str(tmp_path / "cache"), str(log)]) for _ in range(3)]
+    assert [p.wait(120) for p in procs] == [0, 0, 0]
+    spans = sorted(tuple(map(float, line.split())) for line in log.read_text().splitlines())
+    assert len(spans) == 3
+    assert all(end <= nxt_start for (_, end), (nxt_start, _) in zip(spans, spans[1:], strict=False))

@@ -37,12 +37,10 @@ def fmpy_csv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict
     its result written by fmpy's own CSV writer."""
     pytest.importorskip("pythonfmu")
     pytest.importorskip("fmpy")
-    from fmu_harness import run_script
-
-    from mbsd_twin.fmi.build import build_fmu
+    from fmu_harness import run_script, shared_fmu
 
     tmp = tmp_path_factory.mktemp("fmpy")
-    fmu, csv = build_fmu(None, tmp / "SliderCrank.fmu"), tmp / "fmpy.csv"
+    fmu, csv = shared_fmu(tmp_path_factory, "pythonfmu2", tmp / "SliderCrank.fmu"), tmp / "fmpy.csv"
     info = run_script(tmp, """
         import json, os
         import fmpy

@@ -91,7 +91,8 @@ def test_serve_with_config_and_environment_overrides(broker: Any, tmp_path: Path
     offline (retained) and exit 0."""
     toml = tmp_path / "twin.toml"
     toml.write_text(f'[broker]\nurl = "mqtt://127.0.0.1:9"\nprotocol = {broker.protocol}\n'
-                    f'[core]\nasset = "from-file"\n[service]\nmechanism = "{MECH}"\nhealth_interval = 0.2\n')
+                    f'[core]\nasset = "from-file"\n[service]\nmechanism = "{os.path.abspath(MECH)}"\n'
+                    'health_interval = 0.2\n')
     seen: list[tuple[str, Any]] = []
     import paho.mqtt.client as mqtt
     from paho.mqtt.enums import CallbackAPIVersion

@@ -5,6 +5,7 @@ sensor batches. Who may send commands (the broker's ACL): tests/test_twin_acl.py
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -83,7 +84,7 @@ def test_disabled_command_refused_and_counted(broker: Any, tmp_path: Path) -> No
     """Defaults: only the read-only status runs; reset is refused with the key to enable it (the
     config file named), never runs, and is counted."""
     toml = tmp_path / "twin.toml"
-    toml.write_text(f'[broker]\nurl = "{broker.url}"\n[service]\nmechanism = "{MECH}"\n')
+    toml.write_text(f'[broker]\nurl = "{broker.url}"\n[service]\nmechanism = "{os.path.abspath(MECH)}"\n')
     col = Collector(broker.url, broker.mqtt5)
     with TwinService(load_config(str(toml), env={})) as svc:
         assert _wait(svc.connected.is_set, 5)

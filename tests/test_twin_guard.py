@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -209,7 +210,7 @@ def test_sigterm_ends_a_stuck_service_with_its_will(broker, tmp_path) -> None:
 
     toml = tmp_path / "twin.toml"
     toml.write_text(f'[broker]\nurl = "{broker.url}"\nprotocol = {broker.protocol}\nkeepalive = 60\n'
-                    f'[service]\nmechanism = "{MECH}"\nhealth_interval = 0.2\nstop_grace = 2.0\n')
+                    f'[service]\nmechanism = "{os.path.abspath(MECH)}"\nhealth_interval = 0.2\nstop_grace = 2.0\n')
     trigger = tmp_path / "stuck-now"
     col = Collector(broker.url, broker.mqtt5)
     proc = subprocess.Popen([sys.executable, "-c", _STUCK, str(toml), str(trigger)], stdout=subprocess.PIPE,

@@ -177,7 +177,7 @@ def _serve(broker: Any, tmp_path: Any) -> subprocess.Popen[bytes]:
     interpreter lock with the rig and the collector)."""
     toml = tmp_path / "serve.toml"
     toml.write_text(f'[broker]\nurl = "{broker.url}"\nprotocol = {broker.protocol}\n'
-                    f'[service]\nmechanism = "{MECH}"\nhealth_interval = 0.25\n')
+                    f'[service]\nmechanism = "{os.path.abspath(MECH)}"\nhealth_interval = 0.25\n')
     return subprocess.Popen([sys.executable, "-m", "mbsd_twin.cli", "twin", "serve", "--config", str(toml)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={k: v for k, v in os.environ.items() if not k.startswith("MBSD_TWIN_")})

@@ -155,7 +155,8 @@ def test_password_wrong_from_the_command_line(auth_broker: Any, tmp_path: Path) 
     """``twin serve`` with the password in the environment: a clear error on stderr, never the password;
     it keeps retrying (a fixed password file makes it connect) and stops cleanly on SIGTERM."""
     toml = tmp_path / "twin.toml"
-    toml.write_text(f'[broker]\nurl = "{auth_broker.url}"\nusername = "twin"\n[service]\nmechanism = "{MECH}"\n')
+    toml.write_text(f'[broker]\nurl = "{auth_broker.url}"\nusername = "twin"\n'
+                    f'[service]\nmechanism = "{os.path.abspath(MECH)}"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("MBSD_TWIN_")}
     env["MBSD_TWIN_PASSWORD"] = "wr0ng-s3cret"
     proc = subprocess.Popen([sys.executable, "-m", "mbsd_twin.cli", "twin", "serve", "--config", str(toml)],

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CampaignError
+from ..twin.config.paths import resolve_path
 
 STATISTICS = ("min", "max", "mean", "rms", "final", "period")
 
@@ -129,7 +130,7 @@ class _Table:
             _is_num(x) for x in v.values()), "a table of NAME = number", {}).items()}
 
     def file(self, key: str) -> Path:
-        p = self.path.parent / self.get(key, lambda v: isinstance(v, str) and v != "", "a file path")
+        p = Path(resolve_path(self.get(key, lambda v: isinstance(v, str) and v != "", "a file path"), self.path, key))
         if not p.is_file():
             raise self.fail(key, f"no such file: {p}")
         return p
@@ -172,7 +173,7 @@ def _calibrate(t: _Table, name: str) -> CalibrateJob:
     patterns = t.names("recordings")
     found: list[Path] = []
     for pat in patterns:
-        hits = sorted(glob.glob(str(t.path.parent / pat)))
+        hits = sorted(glob.glob(resolve_path(pat, t.path, "recordings")))
         if not hits:
             raise t.fail("recordings", f"{pat!r} matches no file in {t.path.parent}")
         found += [Path(h) for h in hits]

@@ -21,6 +21,7 @@ from typing import Any
 from ..model.loader import bundled_slider_crank, loads_mechanism
 from ..model.values import suggest
 from ..twin.config.file import load_config
+from ..twin.config.paths import resolve_path, resolve_twin_paths
 from ..twin.config.sections import BrokerConfig, ConfigError, TwinConfig
 from ..twin.redaction import redact, url_password_problem
 
@@ -37,7 +38,8 @@ class FleetError(ValueError):
 
 @dataclass(frozen=True)
 class FleetSettings:
-    """``[fleet]``; relative paths are relative to the fleet file."""
+    """``[fleet]``; relative paths are relative to the fleet file's folder (docs/service-config.md,
+    "Relative paths")."""
 
     broker: str = ""  # broker URL of every asset ("": each asset's twin config's)
     config: str = ""  # twin TOML every asset starts from ("": the defaults)
@@ -120,11 +122,7 @@ class FleetConfig:
         return cfg.broker, s.status_topic or f"{cfg.core.prefix}/fleet/status"
 
 
-def _path(base: str, p: str) -> str:
-    return p if not p or os.path.isabs(p) or "://" in p else os.path.normpath(os.path.join(base, p))
-
-
-def _settings(table: Any, base: str, problems: list[str]) -> FleetSettings:
+def _settings(table: Any, path: str, problems: list[str]) -> FleetSettings:
     if not isinstance(table, dict):
         problems.append("[fleet] must be a table")
         return FleetSettings()
@@ -164,15 +162,14 @@ def _settings(table: Any, base: str, problems: list[str]) -> FleetSettings:
         if problem:
             problems.append(problem)
             s = dataclasses.replace(s, store="") if key == "store" else dataclasses.replace(s, broker="")
-    store = s.store or os.path.join(base, "fleet-checkpoints.sqlite")
-    return dataclasses.replace(s, config=_path(base, s.config), store=_path(base, store),
-                               broker=s.broker)
+    store = resolve_path(s.store or "fleet-checkpoints.sqlite", path, "[fleet] store", "output")
+    return dataclasses.replace(s, config=resolve_path(s.config, path, "[fleet] config"), store=store)
 
 
 ASSET_KEYS = ("id", "mechanism", "config", "overrides")  # of an [[asset]] table
 
 
-def _asset(i: int, t: Any, base: str, problems: list[str]) -> AssetSpec | None:
+def _asset(i: int, t: Any, path: str, problems: list[str]) -> AssetSpec | None:
     where = f"[[asset]] #{i + 1}"
     if not isinstance(t, dict):
         problems.append(f"{where}: must be a table")
@@ -192,7 +189,7 @@ def _asset(i: int, t: Any, base: str, problems: list[str]) -> AssetSpec | None:
         if k in t and not isinstance(t[k], str):
             problems.append(f"{where} {k}: expected a file name, got {t[k]!r}")
         elif k in t:
-            kw[k] = _path(base, t[k])
+            kw[k] = resolve_path(t[k], path, f"{where} {k}")
     over = t.get("overrides", {})
     if not isinstance(over, dict) or not all(isinstance(v, dict) for v in over.values()):
         problems.append(f"{where} overrides: expected tables of twin config sections, got {redact(repr(over))[:200]}")
@@ -202,7 +199,9 @@ def _asset(i: int, t: Any, base: str, problems: list[str]) -> AssetSpec | None:
                         "in the environment variable named by [fleet] password_env (default MBSD_TWIN_PASSWORD) "
                         "of the processes that run the twins")
         over = {**over, "broker": {k: v for k, v in over["broker"].items() if k != "password"}}
-    return AssetSpec(aid, overrides=over, **kw)
+    # twin configuration in the fleet file: its paths relative to the fleet file too (they were relative
+    # to the working directory: moved)
+    return AssetSpec(aid, overrides=resolve_twin_paths(over, path, problems, f"{where} overrides"), **kw)
 
 
 def _check_asset(a: AssetSpec, s: FleetSettings, problems: list[str]) -> None:
@@ -228,14 +227,13 @@ def load_fleet(path: str) -> FleetConfig:
             data = tomllib.load(fh)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise FleetError([str(exc)], path) from exc
-    base = os.path.dirname(os.path.abspath(path))
     problems = [f"unknown table [{k}]; known: [fleet], [[asset]]" for k in data if k not in ("fleet", "asset")]
-    settings = _settings(data.get("fleet", {}), base, problems)
+    settings = _settings(data.get("fleet", {}), path, problems)
     items = data.get("asset", [])
     if not isinstance(items, list):
         problems.append("asset must be an array of tables ([[asset]])")
         items = []
-    assets = [a for i, t in enumerate(items) if (a := _asset(i, t, base, problems)) is not None]
+    assets = [a for i, t in enumerate(items) if (a := _asset(i, t, path, problems)) is not None]
     seen: set[str] = set()
     for a in assets:
         if a.id in seen:

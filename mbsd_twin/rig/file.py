@@ -1,7 +1,8 @@
 """The rig file: a small TOML file that makes ``mbsd-twin rig`` simulate any mechanism.
 
 Top-level keys are the fields of :class:`.synthetic.RigConfig` (same names, same defaults: the packaged
-slider crank's rig) plus ``mechanism`` (a path, relative to the rig file; "" the packaged slider
+slider crank's rig) plus ``mechanism`` (a path, relative to the rig file's folder as every relative
+path of a configuration file, docs/service-config.md "Relative paths"; "" the packaged slider
 crank) and ``duration`` (s). Tables: ``[channels]`` (rig channel → model output, or the driven input
 port), ``[noise]`` (channel → σ in its unit), ``[mismatch]`` (model parameter → the rig's true
 value). ``faults`` is a list of fault specs (``"input_bias@3.0:motor_torque+0.3"``, see
@@ -21,6 +22,7 @@ from typing import Any
 
 from ..model.values import suggest
 from ..twin.config.file import _coerce
+from ..twin.config.paths import resolve_path
 from .faults import parse_fault
 from .synthetic import RigConfig
 
@@ -114,7 +116,4 @@ def load_rig_file(path: str | Path) -> RigFile:
         problems.append(str(exc))
     if problems:
         raise RigFileError(str(path), problems)
-    mech = top["mechanism"]
-    if mech and not Path(mech).is_absolute():
-        mech = str(Path(path).parent / mech)
-    return RigFile(cfg, mech, top["duration"])
+    return RigFile(cfg, resolve_path(top["mechanism"], path, "mechanism"), top["duration"])

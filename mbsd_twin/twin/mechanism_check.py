@@ -40,12 +40,14 @@ def _check(problems: list[str], where: str, name: str, valid: Sequence[str], kin
 
 def mechanism_file(cfg: TwinConfig, default: str) -> str:
     """The ``[service] mechanism`` path (``default`` when unset); :class:`ConfigError` naming the key,
-    the value and the path it resolves to when there is no such file."""
+    the value and the path it resolves to when there is no such file (a path of the configuration
+    file is resolved already: relative to its folder; one from the command line or the environment
+    is relative to the working directory)."""
     path = cfg.service.mechanism or default
     if not os.path.isfile(path):
         why = "is a folder" if os.path.isdir(path) else "no such file"
-        raise ConfigError([f"[service] mechanism = {path!r} ({os.path.abspath(path)}): {why}"],
-                          cfg.source or "<config>")
+        where = "" if os.path.isabs(path) else f" ({os.path.abspath(path)})"
+        raise ConfigError([f"[service] mechanism = {path!r}{where}: {why}"], cfg.source or "<config>")
     return path
 
 

@@ -23,7 +23,7 @@ import functools
 import hashlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -201,12 +201,42 @@ def _cache_path() -> Path:
     return folder / f"mbsd_twin_standalone_{_digest()}.o"
 
 
+@contextlib.contextmanager
+def compile_lock(folder: Path) -> Iterator[None]:
+    """One process at a time compiles what is cached in ``folder`` (the engine's object and
+    assembly): the others wait for it, then read its result, instead of compiling the same minute
+    in parallel (the test workers of one run, FMU builds started together). Without a writable
+    folder or ``fcntl`` (not POSIX): no lock, each process compiles."""
+    try:
+        import fcntl
+
+        folder.mkdir(parents=True, exist_ok=True)
+        fh = open(folder / "mbsd_twin_standalone.lock", "a")  # noqa: SIM115 - closed below
+    except (ImportError, OSError):
+        yield
+        return
+    with fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 @functools.cache
 def engine_object() -> bytes:
     """The engine's object file (ELF, this CPU): the C functions of :data:`ENTRIES`; compiled once
-    (about a minute on a 2-core machine), then read from beside numba's cache."""
+    (about a minute on a 2-core machine; one process at a time, :func:`compile_lock`), then read
+    from beside numba's cache."""
     path = _cache_path()
     if path.exists():
+        return path.read_bytes()
+    with compile_lock(path.parent):
+        return _compiled_object(path)
+
+
+def _compiled_object(path: Path) -> bytes:
+    if path.exists():  # compiled by another process while this one waited
         return path.read_bytes()
     obj = _compile()
     with contextlib.suppress(OSError):  # a read-only install: compile in every process

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from .engine_object import _cache_path, _digest, linked_ir
+from .engine_object import _cache_path, _digest, compile_lock, linked_ir
 
 # arch → (LLVM triple, LLVM CPU, the C compiler's macro for it, assembly comment prefix)
 TARGETS = {"x86_64": ("x86_64-unknown-linux-gnu", "x86-64", "__x86_64__", "#"),
@@ -85,6 +85,13 @@ def engine_assembly() -> dict[str, str]:
     minute and a half on a 2-core machine), then read from beside numba's cache."""
     paths = {arch: _source_cache(arch) for arch in TARGETS}
     if all(p.exists() for p in paths.values()):
+        return {arch: p.read_text(encoding="utf-8") for arch, p in paths.items()}
+    with compile_lock(paths["x86_64"].parent):
+        return _compiled_assembly(paths)
+
+
+def _compiled_assembly(paths: dict[str, Path]) -> dict[str, str]:
+    if all(p.exists() for p in paths.values()):  # compiled by another process while this one waited
         return {arch: p.read_text(encoding="utf-8") for arch, p in paths.items()}
     ir = linked_ir()
     out = {arch: emit_assembly(ir, arch) for arch in TARGETS}

@@ -21,6 +21,7 @@ from .checks import (
     check_service,
     shown,
 )
+from .paths import resolve_twin_paths
 from .sections import (
     AlarmConfig,
     AugmentConfig,
@@ -127,15 +128,17 @@ def _tables(key: str, items: Any, problems: list[str]) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def _read(path: str | None, env: dict[str, str], overrides: dict[str, dict[str, Any]] | None
-          ) -> tuple[dict[str, Any], dict[tuple[str, str], str]]:
-    """The merged tables (TOML ← environment ← overrides) and where non-file values came from."""
+def _read(path: str | None, env: dict[str, str], overrides: dict[str, dict[str, Any]] | None,
+          problems: list[str]) -> tuple[dict[str, Any], dict[tuple[str, str], str]]:
+    """The merged tables (TOML ← environment ← overrides) and where non-file values came from; the
+    file's relative paths are relative to its folder, those of the environment and the overrides
+    to the working directory (:mod:`.paths`)."""
     data: dict[str, Any] = {}
     origins: dict[tuple[str, str], str] = {}
     if path:
         try:
             with open(path, "rb") as fh:
-                data = tomllib.load(fh)
+                data = resolve_twin_paths(tomllib.load(fh), path, problems)
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ConfigError([str(exc)], path) from exc
     for var, (sec, key) in ENV.items():
@@ -154,10 +157,12 @@ def load_config(path: str | None = None, env: dict[str, str] | None = None,
                 overrides: dict[str, dict[str, Any]] | None = None) -> TwinConfig:
     """TOML file (optional) ← environment (``MBSD_TWIN_*``) ← explicit overrides (CLI flags).
 
-    Raises :class:`ConfigError` listing every problem; each names its key (and the environment
-    variable it came from); secrets are never shown."""
-    data, origins = _read(path, dict(os.environ) if env is None else env, overrides)
+    Relative paths of the file are relative to its folder, those of the environment and
+    ``overrides`` to the working directory (:mod:`.paths`). Raises :class:`ConfigError` listing
+    every problem; each names its key (and the environment variable it came from); secrets are
+    never shown."""
     problems: list[str] = []
+    data, origins = _read(path, dict(os.environ) if env is None else env, overrides, problems)
     parts: dict[str, Any] = {}
     for sec, table in data.items():
         if sec not in _SECTIONS or not isinstance(table, dict):
