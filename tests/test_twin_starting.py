@@ -92,7 +92,7 @@ def test_a_start_that_fails_leaves_offline(broker: Any) -> None:
         with pytest.raises(RuntimeError, match="build failed"), StartingStatus(cfg, "compiling"):
             wait_for("the starting status", lambda: watch.states() == ["starting"], 20)
             raise RuntimeError("build failed")
-        wait_for("offline", lambda: watch.states() == ["starting", "offline"], 20)
+        wait_for(f"offline {watch.seen}", lambda: watch.states() == ["starting", "offline"], 20)
         late = Watch(broker.url, "late-failed")
         wait_for("the retained offline", lambda: late.states() == ["offline"], 20)
         late.close()

@@ -63,9 +63,11 @@ class StartingStatus:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        with contextlib.suppress(Exception):  # the status is a courtesy: it never fails the start
+        # the status is a courtesy: it never fails (or delays by more than 2 × SEND_WAIT) the start
+        with contextlib.suppress(Exception):
             self.info.wait_for_publish(SEND_WAIT)
-            if kind is not None and self.client.is_connected():
+        if kind is not None:
+            with contextlib.suppress(Exception):
                 self.client.publish(self.topic, encode({"state": "offline"}), qos=1,
                                     retain=True).wait_for_publish(SEND_WAIT)
         with contextlib.suppress(Exception):
