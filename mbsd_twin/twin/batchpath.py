@@ -92,16 +92,21 @@ class RowMaker:
 def change_values(changes: Any, inn: Any) -> dict[str, tuple[float, float]] | None:
     """:meth:`.alarms.ChangeAlarms._values` from Python floats (None when a σ is 0, where numpy's
     and Python's division differ: the reference then)."""
-    nu, sd = inn.nu.tolist(), inn.sd.tolist()
+    nu, sd = _floats(inn.nu), _floats(inn.sd)
     if 0.0 in sd:
         return None
     values = {changes.channel[m]: (v / s, v) for m, v, s in zip(inn.names, nu, sd, strict=True)}
     o = changes.offset
-    dx, dx_sd = inn.dx.tolist(), inn.dx_sd.tolist()
+    dx, dx_sd = _floats(inn.dx), _floats(inn.dx_sd)
     for j, name in enumerate(changes.aug):
         d, s = dx[o + j], dx_sd[o + j]
         values[name] = (d / s if s > 0 else 0.0, d)
     return values
+
+
+def _floats(a: Any) -> list[float]:
+    """An array's (or a sequence's) values as Python floats."""
+    return a.tolist() if hasattr(a, "tolist") else [float(v) for v in a]
 
 
 def change_statistics(changes: Any) -> dict[str, float]:
