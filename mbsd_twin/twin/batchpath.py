@@ -43,7 +43,8 @@ def batch_view(core: Any, ch: dict[str, tuple[float, ...]]) -> BatchView:
 
 
 class RowMaker:
-    """:meth:`.tracking.EkfTracker.row` by precomputed indices (same keys, order and values)."""
+    """:meth:`.tracking.EkfTracker.row` of a corrected sample (with its innovation) by precomputed
+    indices (same keys, order and values)."""
 
     def __init__(self, tracker: Any) -> None:
         self.tracker = tracker
@@ -69,11 +70,7 @@ class RowMaker:
             self._plan(tr.picker, est)
         vec = est.sim.output_vector().tolist()
         state = {k: vec[i] for k, i in self.state}
-        if inn:
-            resid = dict(zip([self.by_output[m] for m in inn.names], inn.nu.tolist(), strict=True))
-        else:
-            from .tracking import residuals
-            resid = residuals(tr.cfg, meas, {n: vec[i] for n, i in tr.picker.index.items()})
+        resid = dict(zip([self.by_output[m] for m in inn.names], inn.nu.tolist(), strict=True))
         virtual = {p: vec[i] for p, i in self.virtual}
         for p in self.ports:
             virtual[p] = at.get(p, 0.0)
@@ -81,7 +78,7 @@ class RowMaker:
         for port, k_est, k_sd, j in self.bias:
             virtual[k_est] = at.get(port, 0.0) + x[j]
             virtual[k_sd] = sd[j]
-        filt = {"nis": inn.nis if inn else math.nan}
+        filt = {"nis": inn.nis}
         for k, j in self.sd_keys:
             filt[k] = sd[j]
         for k, j in self.values:

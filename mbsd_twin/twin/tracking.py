@@ -156,8 +156,12 @@ class EkfTracker:
     def row(self, at: dict[str, float], meas: dict[str, float], inn: Innovation | None) -> Row:
         """The outputs at the current estimate; residuals: the innovations (right after a start,
         without one: measured − estimate)."""
-        if self.fast_row is not None:
+        if self.fast_row is not None and inn is not None:
             return self.fast_row(at, meas, inn)
+        return self.reference_row(at, meas, inn)
+
+    def reference_row(self, at: dict[str, float], meas: dict[str, float], inn: Innovation | None) -> Row:
+        """:meth:`row` on the per-sample reference path (also the fast path's after a start)."""
         c = self.cfg
         o = self.picker(self.est.sim)
         state = {ch: o[p] for ch, p in c.compare.items()} | {p: o[p] for p in c.state_extra}
