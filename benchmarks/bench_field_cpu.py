@@ -2,7 +2,7 @@
 independent field rig's healthy streams (tests/field_rig.py: scipy, not the engine), in process, no
 broker: the figure issue 28 holds at or below the code before it (≈ 200 µs per sample).
 
-    .venv/bin/python benchmarks/bench_field_cpu.py [--speeds 2 10 38 100] [--seconds 5] [--repeat 3]
+    .venv/bin/python benchmarks/bench_field_cpu.py [--speeds 2 10 38 100] [--seconds 5] [--repeat 3] [--hold 1]
 
 Prints, per crank speed [rad/s], the CPU time per sample [µs] of each repetition (process time over
 the stream, a fresh core each time, after a throwaway core has loaded the kernels) and the
@@ -28,7 +28,7 @@ from mbsd_twin.twin.core import TwinCore  # noqa: E402
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor  # noqa: E402
 
 
-def cpu_per_sample(speed: float, seconds: float, repeat: int) -> tuple[list[float], dict[str, int]]:
+def cpu_per_sample(speed: float, seconds: float, repeat: int, hold: int = 1) -> tuple[list[float], dict[str, int]]:
     """[µs of CPU per sample] per repetition, and the last run's re-initialisations by reason."""
     msgs, _ = messages(Rig(speed=speed, seed=0), seconds)
     mech = mt.load_mechanism(ROOT / "examples" / "mechanisms" / "slider_crank.toml")
@@ -37,13 +37,13 @@ def cpu_per_sample(speed: float, seconds: float, repeat: int) -> tuple[list[floa
     n = sum(b.n for b in batches)  # type: ignore[union-attr]
     warm = TwinCore(CoreConfig(), mech)
     for b in batches[:5]:
-        warm.step(b, 1)  # type: ignore[arg-type]
+        warm.step(b, hold)  # type: ignore[arg-type]
     out, resync = [], {}
     for _ in range(repeat):
         core = TwinCore(CoreConfig(), mech)
         t0 = time.process_time()
         for b in batches:
-            core.step(b, 1)  # type: ignore[arg-type]
+            core.step(b, hold)  # type: ignore[arg-type]
         out.append(1e6 * (time.process_time() - t0) / n)
         resync = {k: v for k, v in core.stats["resync"].items() if k != "start"}
     return out, resync
@@ -54,10 +54,11 @@ def main() -> None:
     ap.add_argument("--speeds", type=float, nargs="+", default=[2.0, 10.0, 38.0, 100.0])
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--hold", type=int, default=1, help="solver hold: the core corrects every hold-th sample")
     a = ap.parse_args()
     print(f"mbsd_twin from {Path(mt.__file__).parent}")
     for speed in a.speeds:
-        us, resync = cpu_per_sample(speed, a.seconds, a.repeat)
+        us, resync = cpu_per_sample(speed, a.seconds, a.repeat, a.hold)
         print(f"{speed:6.1f} rad/s: {' '.join(f'{x:.1f}' for x in us)} µs per sample (best {min(us):.1f}); "
               f"re-initialisations {resync or 'none'}")
 

@@ -61,21 +61,24 @@ class Cusum:
     def update(self, t: float, e: float, raw: float) -> dict[str, Any] | None:
         if not math.isfinite(e):
             return None
-        for sign, side in zip((1.0, -1.0), self.sides, strict=True):
-            g = side.g + sign * e - self.k
-            if g <= 0.0:
-                side.g, side.start, side.total, side.n = 0.0, None, 0.0, 0
-                continue
-            if side.start is None:
-                side.start = t
-            side.g, side.total, side.n = g, side.total + raw, side.n + 1
-            if g > self.h:
-                alarm = {"statistic": self.name, "onset": side.start, "detected": t, "cusum": g,
-                         "threshold": self.h, "direction": "up" if sign > 0 else "down",
-                         "mean": side.total / side.n, "sum": side.total}
-                self.reset()
-                return alarm
-        return None
+        up, down = self.sides  # the up side first: an alarm there leaves the down side as it was
+        return self._side(up, t, e, raw, "up") or self._side(down, t, -e, raw, "down")
+
+    def _side(self, side: _Side, t: float, e: float, raw: float, direction: str) -> dict[str, Any] | None:
+        """One side's step with its signed value ``e``; the alarm when it crosses."""
+        g = side.g + e - self.k
+        if g <= 0.0:
+            side.g, side.start, side.total, side.n = 0.0, None, 0.0, 0
+            return None
+        if side.start is None:
+            side.start = t
+        side.g, side.total, side.n = g, side.total + raw, side.n + 1
+        if not g > self.h:  # noqa: SIM201 (a NaN threshold never alarms)
+            return None
+        alarm = {"statistic": self.name, "onset": side.start, "detected": t, "cusum": g, "threshold": self.h,
+                 "direction": direction, "mean": side.total / side.n, "sum": side.total}
+        self.reset()
+        return alarm
 
     def reset(self) -> None:
         self.sides = (_Side(), _Side())

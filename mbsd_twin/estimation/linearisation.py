@@ -45,8 +45,8 @@ def stale(est: StateEstimator, h: float, n_steps: int) -> bool:
 def _travel(est: StateEstimator, z_lin: F64, h: float) -> float:
     """Distance of the coordinates at the end of the next ``h`` s (extrapolated with the current
     speeds) from ``z_lin`` (rad or m, Euclidean over the coordinates)."""
-    d, x = est.d, est.x
-    return math.dist((x[:d] + h * x[d:2 * d]).tolist(), z_lin.tolist())  # per sample: no numpy norm's overhead
+    d, x = est.d, est.x.tolist()  # per sample: Python floats, no numpy arithmetic's overhead (same IEEE operations)
+    return math.dist([x[i] + h * x[d + i] for i in range(d)], z_lin.tolist())
 
 
 def adopt(est: StateEstimator, lin: Linearisation, h: float) -> Linearisation:

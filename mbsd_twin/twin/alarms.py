@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from .batchpath import change_statistics, change_values
 from .config.sections import AlarmConfig, CoreConfig
 
 
@@ -102,7 +103,7 @@ class ChangeAlarms:
 
     CLEAR_AFTER = 2.0
 
-    def __init__(self, cfg: CoreConfig, rate: float, tracker: Any) -> None:
+    def __init__(self, cfg: CoreConfig, rate: float, tracker: Any, fast: bool = True) -> None:
         from ..estimation.change import ChangeDetector
         from .drift import DriftTest, RateWindow
 
@@ -126,6 +127,7 @@ class ChangeAlarms:
         self.crossed: list[str] = []  # statistics that crossed their threshold at the last update
         self.settle = cfg.divergence_window  # s after a (re)start before the tests are armed
         self.armed_at: float | None = None
+        self.fast = fast  # :mod:`.batchpath` (False: the reference path)
 
     def _armed(self, t: float) -> bool:
         if self.armed_at is None:
@@ -162,11 +164,7 @@ class ChangeAlarms:
         if not self._armed(t):
             self.crossed = []
             return []
-        values = {self.channel[m]: (float(nu / sd), float(nu)) for m, nu, sd in zip(inn.names, inn.nu, inn.sd,
-                                                                                   strict=True)}
-        for j, name in enumerate(self.aug):
-            dx, sd = inn.dx[self.offset + j], inn.dx_sd[self.offset + j]
-            values[name] = (float(dx / sd) if sd > 0 else 0.0, float(dx))
+        values = (change_values(self, inn) if self.fast else None) or self._values(inn)
         out = []
         self.crossed = []
         for a in self.detector.update(t, values):
@@ -186,6 +184,15 @@ class ChangeAlarms:
                 "window": a["window"]})
         self.drifted = []
         return out
+
+    def _values(self, inn: Any) -> dict[str, tuple[float, float]]:
+        """Each statistic's (normalised, raw) value of the update ``inn`` (the reference path)."""
+        values = {self.channel[m]: (float(nu / sd), float(nu)) for m, nu, sd in zip(inn.names, inn.nu, inn.sd,
+                                                                                   strict=True)}
+        for j, name in enumerate(self.aug):
+            dx, sd = inn.dx[self.offset + j], inn.dx_sd[self.offset + j]
+            values[name] = (float(dx / sd) if sd > 0 else 0.0, float(dx))
+        return values
 
     def diverged(self, t: float, inn: Any) -> list[dict[str, Any]]:
         """The divergence test fired at ``t``: while the tests are armed that is a detection in its
@@ -242,6 +249,8 @@ class ChangeAlarms:
     def statistics(self) -> dict[str, float]:
         """``cusum.<statistic>``: each CUSUM's current sum, ``drift.<unknown>``: each drift test's (σ
         units; each alarms above its threshold)."""
+        if self.fast:
+            return change_statistics(self)
         return {f"cusum.{n}": v for n, v in self.detector.statistics().items()} | \
             {f"drift.{n}": d.value() for n, d in self.drift.items()}
 

@@ -32,6 +32,7 @@ from ..model.model import Mechanism
 from ..simulation.work import WorkLimitExceeded, work_limit
 from ..solvers.dynamics import SolverFailure
 from .alarms import Alarms, ChangeAlarms
+from .batchpath import BatchView, batch_view
 from .config.sections import CoreConfig
 from .diagnosis import Diagnosis
 from .gaps import GapGuard
@@ -50,11 +51,14 @@ LONG_SETTLE = ("start", "divergence", "solver_failure", "set_param", "recovery")
 
 
 class TwinCore:
-    def __init__(self, cfg: CoreConfig, mech: Mechanism, record: Recorder | None = None) -> None:
+    def __init__(self, cfg: CoreConfig, mech: Mechanism, record: Recorder | None = None,
+                 reference: bool = False) -> None:
         self.cfg, self.topics, self.record = cfg, Topics(cfg.base), record
         self.mech = mech
+        self.reference = reference  # the per-sample Python path :mod:`.batchpath` is tested against
+        self.view: BatchView | None = None
         check_names(cfg, mech)  # every [core] name the mechanism lacks, in one ConfigError
-        self.tracker = make_tracker(cfg, mech)
+        self.tracker = make_tracker(cfg, mech, not reference)
         self.good_params: dict[str, float] = {}  # set_param values applied and run successfully
         self.read = plausible_limits(cfg, mech)  # channel → plausible |value| (guard.out_of_range)
         self.last_problem = ""  # the last rejected batch's or recovered failure's problem text
@@ -123,9 +127,13 @@ class TwinCore:
         return outs
 
     def _sample(self, batch: SensorBatch, k: int) -> dict[str, float]:
+        if not self.reference:
+            return batch_view(self, batch.ch).meas[k]
         return {c: v[k] for c, v in batch.ch.items()}
 
     def _inputs_at(self, batch: SensorBatch, k: int) -> dict[str, float]:
+        if not self.reference:
+            return batch_view(self, batch.ch).inputs[k]
         return {port: batch.ch[c][k] for c, port in self.cfg.inputs.items()}
 
     def _start(self, batch: SensorBatch, k: int, reason: str) -> None:
@@ -150,7 +158,7 @@ class TwinCore:
 
     def _run(self, batch: SensorBatch, hold: int) -> list[Out]:
         if self.changes is None:
-            self.changes = ChangeAlarms(self.cfg, 1.0 / batch.dt, self.tracker)
+            self.changes = ChangeAlarms(self.cfg, 1.0 / batch.dt, self.tracker, not self.reference)
         self.batch_resyncs, self.batch_resync_events = 0, []
         batch, cur = self._begin(batch)
         if cur < 0 and self.gaps.pending:  # the batch after a gap predicted through: every sample corrected,
@@ -272,7 +280,6 @@ class TwinCore:
         self.tracker.shift_time(shift)
         self.gaps.history.shift(shift)
 
-
     def _advance(self, batch: SensorBatch, cur: int, b: int, at: dict[str, float], meas: dict[str, float]
                  ) -> tuple[Row, Any]:
         """One prediction and correction from sample ``cur`` to ``b`` (across a gap with the
@@ -358,7 +365,7 @@ class TwinCore:
                 return
             except Exception as again:
                 self.last_problem += f"; restoring the checkpoint failed too: {problem_text(again)}"
-        self.tracker = make_tracker(self.cfg, self.mech)
+        self.tracker = make_tracker(self.cfg, self.mech, not self.reference)
         for name, value in self.good_params.items():
             self.tracker.set_param(name, value)
         self.nis.clear()

@@ -25,6 +25,7 @@ from ..model.model import Mechanism
 from ..simulation.ports import TUNABLE, apply_parameters
 from ..simulation.simulator import Simulator
 from ..solvers.dynamics import SolverOptions
+from .batchpath import RowMaker
 from .config.sections import AugmentConfig, CoreConfig
 from .model import tuned, wrap_angle
 
@@ -63,8 +64,9 @@ class Picker:
 class EkfTracker:
     """The twin as a state estimator (:class:`~mbsd_twin.estimation.ekf.StateEstimator`)."""
 
-    def __init__(self, cfg: CoreConfig, mech: Mechanism) -> None:
+    def __init__(self, cfg: CoreConfig, mech: Mechanism, fast: bool = True) -> None:
         self.cfg, self.base = cfg, mech
+        self.fast_row = RowMaker(self) if fast else None  # :mod:`.batchpath` (None: the reference path)
         self.params: dict[str, float] = {}
         self.options = solver_options(cfg)
         self.coords = cfg.coordinates or (cfg.compare[cfg.resync_angle],)
@@ -154,6 +156,12 @@ class EkfTracker:
     def row(self, at: dict[str, float], meas: dict[str, float], inn: Innovation | None) -> Row:
         """The outputs at the current estimate; residuals: the innovations (right after a start,
         without one: measured − estimate)."""
+        if self.fast_row is not None and inn is not None:
+            return self.fast_row(at, meas, inn)
+        return self.reference_row(at, meas, inn)
+
+    def reference_row(self, at: dict[str, float], meas: dict[str, float], inn: Innovation | None) -> Row:
+        """:meth:`row` on the per-sample reference path (also the fast path's after a start)."""
         c = self.cfg
         o = self.picker(self.est.sim)
         state = {ch: o[p] for ch, p in c.compare.items()} | {p: o[p] for p in c.state_extra}
@@ -241,8 +249,9 @@ def _copied(d: dict[str, Any]) -> dict[str, Any]:
             for k, v in d.items()}
 
 
-def make_tracker(cfg: CoreConfig, mech: Mechanism) -> EkfTracker | OpenLoopTracker:
-    return EkfTracker(cfg, mech) if cfg.estimator == "ekf" else OpenLoopTracker(cfg, mech)
+def make_tracker(cfg: CoreConfig, mech: Mechanism, fast: bool = True) -> EkfTracker | OpenLoopTracker:
+    """The configured tracker (``fast``: its rows by :mod:`.batchpath`, else the reference path)."""
+    return EkfTracker(cfg, mech, fast) if cfg.estimator == "ekf" else OpenLoopTracker(cfg, mech)
 
 
 def nis_bound(dof: int, level: float) -> float:
