@@ -41,26 +41,34 @@ def _factor_rows(Sb: np.ndarray, bw: int, first: int, last: int) -> bool:
 
 @njit(cache=True, inline="always")
 def _factor3(Sb: np.ndarray) -> bool:
-    """:func:`_factor_rows` over every row for ``bw == 3``, unrolled past the third row."""
+    """:func:`_factor_rows` over every row for ``bw == 3``, unrolled past the third row: the last
+    three rows' 1/D and the L entries the next row reads are carried in registers."""
     m = Sb.shape[0]
     if not _factor_rows(Sb, 3, 0, min(m, 3)):
         return False
+    if m <= 3:
+        return True
+    a, b, c = Sb[1, 1], Sb[2, 2], Sb[2, 1]  # L[i−2, i−3], L[i−1, i−3], L[i−1, i−2] for i = 3
+    e3, e2, e1 = Sb[0, 0], Sb[1, 0], Sb[2, 0]  # 1/D of rows i−3, i−2, i−1
     for i in range(3, m):
         u3 = Sb[i, 3]
-        u2 = Sb[i, 2] - u3 * Sb[i - 2, 1]
-        u1 = Sb[i, 1] - u3 * Sb[i - 1, 2]
-        u1 -= u2 * Sb[i - 1, 1]
+        u2 = Sb[i, 2] - u3 * a
+        u1 = Sb[i, 1] - u3 * b
+        u1 -= u2 * c
         d = Sb[i, 0]
-        l3 = u3 * Sb[i - 3, 0]
+        l3 = u3 * e3
         d -= u3 * l3
-        l2 = u2 * Sb[i - 2, 0]
+        l2 = u2 * e2
         d -= u2 * l2
-        l1 = u1 * Sb[i - 1, 0]
+        l1 = u1 * e1
         d -= u1 * l1
         Sb[i, 3], Sb[i, 2], Sb[i, 1] = l3, l2, l1
         if not d > TINY:
             return False
-        Sb[i, 0] = 1.0 / d
+        inv = 1.0 / d
+        Sb[i, 0] = inv
+        a, b, c = c, l2, l1
+        e3, e2, e1 = e2, e1, inv
     return True
 
 
@@ -98,18 +106,19 @@ def _backward_rows(Sb: np.ndarray, rhs: np.ndarray, bw: int, first: int, last: i
 
 @njit(cache=True, inline="always")
 def _substitute3(Sb: np.ndarray, rhs: np.ndarray) -> None:
-    """:func:`band_substitute` for ``bw == 3`` with at least four rows, the loops unrolled."""
+    """:func:`band_substitute` for ``bw == 3`` with at least four rows, the loops unrolled (the
+    division by D in the forward loop, the unscaled values carried on)."""
     m = Sb.shape[0]
     _forward_rows(Sb, rhs, 3, 0, 3)
     r3, r2, r1 = rhs[0], rhs[1], rhs[2]
+    for i in range(3):
+        rhs[i] *= Sb[i, 0]
     for i in range(3, m):
         s = rhs[i] - Sb[i, 3] * r3
         s -= Sb[i, 2] * r2
         s -= Sb[i, 1] * r1
-        rhs[i] = s
+        rhs[i] = s * Sb[i, 0]
         r3, r2, r1 = r2, r1, s
-    for i in range(m):
-        rhs[i] *= Sb[i, 0]
     _backward_rows(Sb, rhs, 3, m - 3, m)
     r1, r2, r3 = rhs[m - 3], rhs[m - 2], rhs[m - 1]
     for i in range(m - 4, -1, -1):

@@ -45,14 +45,17 @@ def _schur(Jv, Minv, sd, Sb, X, unit=False):  # noqa: ANN001
         for k in range(3):
             X[e, k] = Jv[r, slot[e, k]] if slot[e, k] >= 0 else 0.0
     for b in range(ptr.shape[0] - 1):
+        # the body's M⁻¹ in registers: a store into Sb (the same scratch buffer) would reload it
+        mi = (0.0,) * 9 if unit else (Minv[b, 0, 0], Minv[b, 0, 1], Minv[b, 0, 2], Minv[b, 1, 0], Minv[b, 1, 1],
+                                      Minv[b, 1, 2], Minv[b, 2, 0], Minv[b, 2, 1], Minv[b, 2, 2])
         for e1 in range(ptr[b], ptr[b + 1]):  # a body's entries are in band order (compiled_model)
             p1, x0, x1, x2 = pos[e1], X[e1, 0], X[e1, 1], X[e1, 2]
             if unit:
                 u0, u1, u2 = x0, x1, x2
             else:
-                u0 = Minv[b, 0, 0] * x0 + Minv[b, 0, 1] * x1 + Minv[b, 0, 2] * x2
-                u1 = Minv[b, 1, 0] * x0 + Minv[b, 1, 1] * x1 + Minv[b, 1, 2] * x2
-                u2 = Minv[b, 2, 0] * x0 + Minv[b, 2, 1] * x1 + Minv[b, 2, 2] * x2
+                u0 = mi[0] * x0 + mi[1] * x1 + mi[2] * x2
+                u1 = mi[3] * x0 + mi[4] * x1 + mi[5] * x2
+                u2 = mi[6] * x0 + mi[7] * x1 + mi[8] * x2
             for e2 in range(ptr[b], e1 + 1):
                 Sb[p1, p1 - pos[e2]] += X[e2, 0] * u0 + X[e2, 1] * u1 + X[e2, 2] * u2
 
