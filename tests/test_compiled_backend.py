@@ -215,13 +215,13 @@ def test_shaped_views_equal_numpy_reshapes_and_write_through() -> None:
     assert i[7 + 9] == -1 and k[4, 1] == -1            # a view: the write reached the buffer
 
 
-@pytest.mark.parametrize(("m", "bw"), [(1, 0), (8, 3), (13, 5)])
+@pytest.mark.parametrize(("m", "bw"), [(1, 0), (3, 3), (8, 3), (40, 3), (13, 5)])
 def test_banded_factorisation_solves_like_numpy(m: int, bw: int) -> None:
-    """nb_solve.band_solve (L·D·Lᵀ of the banded lower storage) against numpy's dense solve, and
-    a matrix that is not positive definite is refused."""
+    """nb_band.band_solve (L·D·Lᵀ of the banded lower storage; unrolled for bw = 3) against
+    numpy's dense solve, and a matrix that is not positive definite is refused."""
     from numba import njit
 
-    from mbsd_twin.compiled.nb_solve import band_solve
+    from mbsd_twin.compiled.nb_band import band_solve
 
     @njit(cache=False)
     def solve(Sb, rhs, bw):  # noqa: ANN001, ANN202

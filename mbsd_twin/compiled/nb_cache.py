@@ -30,7 +30,7 @@ import numba
 
 MODULES = ("nb_kernels.py", "nb_curves.py", "nb_joints.py", "nb_solve.py", "nb_dop853.py", "nb_flat.py",
            "nb_stepper.py", "nb_config.py", "nb_contact.py", "nb_loads.py", "contact_search.py", "nb_entries.py",
-           "nb_indirect.py")
+           "nb_indirect.py", "nb_band.py")
 STAMP = "mbsd_twin_nb.stamp"
 ASIDE_ENV = "MBSD_TWIN_COMPILE_ASIDE"  # "0": never compile in a second process
 NOTICE_AFTER = 2.0  # s: loading from the cache takes about a second; longer means compiling

@@ -20,7 +20,7 @@ from scipy.integrate._ivp import dop853_coefficients as _tab
 
 from .nb_indirect import call_rhs
 from .nb_kernels import borrow, unstash
-from .nb_solve import accelerate
+from .nb_solve import accelerate, constraint_power
 
 TAB_A = np.ascontiguousarray(_tab.A[:_tab.N_STAGES, :_tab.N_STAGES])
 TAB_B = np.ascontiguousarray(_tab.B)
@@ -46,14 +46,7 @@ def _rhs(t, y, dy, ctx):  # noqa: ANN001
     for i in range(n):
         dy[i], dy[n + i] = v[i], a[i]
     dy[2 * n], dy[2 * n + 1] = di, pin
-    pc = 0.0
-    for r in range(lam.shape[0]):
-        cqv = 0.0
-        for k in range(Jc.shape[1]):
-            if Jc[r, k] >= 0:
-                cqv += Jv[r, k] * v[Jc[r, k]]
-        pc -= lam[r] * cqv
-    dy[2 * n + 2] = pc
+    dy[2 * n + 2] = constraint_power(Jv, Jc, lam, v)
     finite = ok
     for k in range(dy.shape[0]):
         if not math.isfinite(dy[k]):

@@ -4,7 +4,8 @@ The saddle-point system [[M, Aᵀ], [A, 0]]·[a; λ] = [Q; γ] is solved through
 with M block diagonal and positive definite (every body has m > 0 and I > 0), a = M⁻¹(Q − Aᵀλ)
 and S·λ = A·M⁻¹·Q − γ with S = A·M⁻¹·Aᵀ symmetric positive definite. The active constraint rows
 are ordered by reverse Cuthill–McKee at compile time, so S is banded (half-bandwidth ``bw``) and
-its L·D·Lᵀ (Cholesky) factorisation costs O(m·bw²): linear in the number of bodies for chains and trees.
+its L·D·Lᵀ (Cholesky) factorisation (``nb_band``) costs O(m·bw²): linear in the number of bodies
+for chains and trees.
 
 ``sd`` (solve data): perm (active rows in band order), body_ptr/body_pos/body_slot (for each body,
 the band positions of the rows touching it and the Jacobian slots of its x, y, θ), bw.
@@ -22,6 +23,8 @@ import math
 import numpy as np
 from numba import njit
 
+from .compiled_model import WIDTH
+from .nb_band import band_factor, band_solve, band_substitute
 from .nb_contact import contact_outputs
 from .nb_joints import cam_expand, cam_reduce, constraint_rows
 from .nb_kernels import body_blocks, borrow, stash, trig, unstash
@@ -42,96 +45,83 @@ def _schur(Jv, Minv, sd, Sb, X, unit=False):  # noqa: ANN001
         for k in range(3):
             X[e, k] = Jv[r, slot[e, k]] if slot[e, k] >= 0 else 0.0
     for b in range(ptr.shape[0] - 1):
+        # the body's M⁻¹ in registers: a store into Sb (the same scratch buffer) would reload it
+        mi = (0.0,) * 9 if unit else (Minv[b, 0, 0], Minv[b, 0, 1], Minv[b, 0, 2], Minv[b, 1, 0], Minv[b, 1, 1],
+                                      Minv[b, 1, 2], Minv[b, 2, 0], Minv[b, 2, 1], Minv[b, 2, 2])
         for e1 in range(ptr[b], ptr[b + 1]):  # a body's entries are in band order (compiled_model)
             p1, x0, x1, x2 = pos[e1], X[e1, 0], X[e1, 1], X[e1, 2]
             if unit:
                 u0, u1, u2 = x0, x1, x2
             else:
-                u0 = Minv[b, 0, 0] * x0 + Minv[b, 0, 1] * x1 + Minv[b, 0, 2] * x2
-                u1 = Minv[b, 1, 0] * x0 + Minv[b, 1, 1] * x1 + Minv[b, 1, 2] * x2
-                u2 = Minv[b, 2, 0] * x0 + Minv[b, 2, 1] * x1 + Minv[b, 2, 2] * x2
+                u0 = mi[0] * x0 + mi[1] * x1 + mi[2] * x2
+                u1 = mi[3] * x0 + mi[4] * x1 + mi[5] * x2
+                u2 = mi[6] * x0 + mi[7] * x1 + mi[8] * x2
             for e2 in range(ptr[b], e1 + 1):
                 Sb[p1, p1 - pos[e2]] += X[e2, 0] * u0 + X[e2, 1] * u1 + X[e2, 2] * u2
 
 
 @njit(cache=True, inline="always")
-def band_factor(Sb: np.ndarray, bw: int) -> bool:
-    """In-place banded factorisation S = L·D·Lᵀ (L unit lower triangular) of Sb: L below the
-    diagonal, 1/D[i] on it. Without Cholesky's square roots and with reciprocals stored, each row
-    costs one division on the chain of dependent operations that bounds this small
-    factorisation. False if S is not positive definite (singular configuration or redundant
-    rows)."""
-    m = Sb.shape[0]
-    for i in range(m):
-        lo = max(0, i - bw)
-        for j in range(lo, i):  # u[j] = (L·D)[i, j] into Sb[i, i − j]
-            s = Sb[i, i - j]
-            for k in range(lo, j):
-                s -= Sb[i, i - k] * Sb[j, j - k]
-            Sb[i, i - j] = s
-        d = Sb[i, 0]
-        for k in range(lo, i):  # L[i, k] = u[k] / D[k]; D[i] = S[i, i] − Σ u[k]·L[i, k]
-            u = Sb[i, i - k]
-            lk = u * Sb[k, 0]
-            d -= u * lk
-            Sb[i, i - k] = lk
-        if not d > 1e-300:
-            return False
-        Sb[i, 0] = 1.0 / d
-    return True
+def _row_times(Jv, Jc, r, x, width):  # noqa: ANN001
+    """(Cq·x)[r]: row r's slots in order, ground columns (−1) skipped."""
+    acc = 0.0
+    for k in range(width):
+        if Jc[r, k] >= 0:
+            acc += Jv[r, k] * x[Jc[r, k]]
+    return acc
 
 
 @njit(cache=True, inline="always")
-def band_substitute(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> None:
-    """rhs ← S⁻¹·rhs with the factor :func:`band_factor` left in Sb."""
-    m = Sb.shape[0]
-    for i in range(m):
-        s = rhs[i]
-        for k in range(max(0, i - bw), i):
-            s -= Sb[i, i - k] * rhs[k]
-        rhs[i] = s
-    for i in range(m):
-        rhs[i] *= Sb[i, 0]
-    for i in range(m - 1, -1, -1):
-        s = rhs[i]
-        for k in range(i + 1, min(m, i + bw + 1)):
-            s -= Sb[k, k - i] * rhs[k]
-        rhs[i] = s
-
-
-@njit(cache=True, inline="always")
-def band_solve(Sb: np.ndarray, rhs: np.ndarray, bw: int) -> bool:
-    """In-place banded L·D·Lᵀ factorisation of Sb and solve; ``rhs`` becomes the solution. False if
-    S is not positive definite."""
-    if not band_factor(Sb, bw):
-        return False
-    band_substitute(Sb, rhs, bw)
-    return True
+def _a_times_w(Jv, Jc, perm, x, out, width):  # noqa: ANN001
+    for p in range(perm.shape[0]):
+        out[p] = _row_times(Jv, Jc, perm[p], x, width)
 
 
 @njit(cache=True, inline="always")
 def _a_times(Jv, Jc, perm, x, out):  # noqa: ANN001
-    """out[p] = (A·x)[p] over the active rows in band order (ground columns are −1)."""
+    """out[p] = (A·x)[p] over the active rows in band order. The Jacobian's usual width (no cam)
+    is passed as a constant, so that the compiler unrolls the loop over a row's slots (a third
+    faster on a 1,000-link chain; the same sums)."""
+    if Jc.shape[1] == WIDTH:
+        _a_times_w(Jv, Jc, perm, x, out, WIDTH)
+    else:
+        _a_times_w(Jv, Jc, perm, x, out, Jc.shape[1])
+
+
+@njit(cache=True, inline="always")
+def _scatter_w(Jv, Jc, perm, lam, tmp, width):  # noqa: ANN001
     for p in range(perm.shape[0]):
         r = perm[p]
-        acc = 0.0
-        for k in range(Jc.shape[1]):
+        for k in range(width):
             if Jc[r, k] >= 0:
-                acc += Jv[r, k] * x[Jc[r, k]]
-        out[p] = acc
+                tmp[Jc[r, k]] += Jv[r, k] * lam[p]
 
 
 @njit(cache=True, inline="always")
 def _sub_at_times(Jv, Jc, perm, lam, x, tmp):  # noqa: ANN001
-    """x −= Aᵀ·λ (Aᵀ·λ accumulated in tmp first)."""
+    """x −= Aᵀ·λ (Aᵀ·λ accumulated in tmp first; the usual width a constant, see :func:`_a_times`)."""
     tmp[:] = 0.0
-    for p in range(perm.shape[0]):
-        r = perm[p]
-        for k in range(Jc.shape[1]):
-            if Jc[r, k] >= 0:
-                tmp[Jc[r, k]] += Jv[r, k] * lam[p]
+    if Jc.shape[1] == WIDTH:
+        _scatter_w(Jv, Jc, perm, lam, tmp, WIDTH)
+    else:
+        _scatter_w(Jv, Jc, perm, lam, tmp, Jc.shape[1])
     for i in range(tmp.shape[0]):
         x[i] -= tmp[i]
+
+
+@njit(cache=True, inline="always")
+def _power_w(Jv, Jc, lam, v, width):  # noqa: ANN001
+    pc = 0.0
+    for r in range(lam.shape[0]):
+        pc -= lam[r] * _row_times(Jv, Jc, r, v, width)
+    return pc
+
+
+@njit(cache=True, inline="always")
+def constraint_power(Jv, Jc, lam, v):  # noqa: ANN001
+    """−λᵀ·Cq·v over every row, row by row (the usual width a constant, see :func:`_a_times`)."""
+    if Jc.shape[1] == WIDTH:
+        return _power_w(Jv, Jc, lam, v, WIDTH)
+    return _power_w(Jv, Jc, lam, v, Jc.shape[1])
 
 
 @njit(cache=True, inline="always")

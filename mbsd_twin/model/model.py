@@ -12,6 +12,8 @@ vectorised system the analyses run on.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -182,6 +184,39 @@ class Load:
     contact: Any = None
 
 
+_POSITIONS: OrderedDict[int, tuple[tuple[Any, ...], dict[str, int] | None]] = OrderedDict()
+_POSITIONS_KEPT = 64  # tuples remembered, the least recently used forgotten first
+_POSITIONS_LOCK = threading.Lock()
+
+
+def positions(items: tuple[Any, ...]) -> dict[str, int] | None:
+    """name → index of a mechanism section's ``items`` (bodies, joints, …), or None when a name
+    repeats; remembered for this very tuple (held, so that its id stays its own), so that looking
+    items up one parameter at a time is not linear in their number each time."""
+    with _POSITIONS_LOCK:
+        hit = _POSITIONS.get(id(items))
+        if hit is not None and hit[0] is items:
+            _POSITIONS.move_to_end(id(items))
+            return hit[1]
+    try:
+        index = {it.name: i for i, it in enumerate(items)}
+    except TypeError:  # a name that is no string (the validation reports it)
+        index = {}
+    found = index if len(index) == len(items) else None
+    remember_positions(items, found)
+    return found
+
+
+def remember_positions(items: tuple[Any, ...], index: dict[str, int] | None) -> None:
+    """Record ``index`` as the :func:`positions` of ``items`` (a copy of a tuple whose names and
+    order are unchanged shares its index)."""
+    with _POSITIONS_LOCK:
+        _POSITIONS[id(items)] = (items, index)
+        _POSITIONS.move_to_end(id(items))
+        while len(_POSITIONS) > _POSITIONS_KEPT:
+            _POSITIONS.popitem(last=False)
+
+
 @dataclass(frozen=True)
 class Mechanism:
     """A planar mechanism. ``gravity`` is the world gravity vector [m/s²]; ``source`` names the file
@@ -198,16 +233,10 @@ class Mechanism:
     extra: dict[str, object] = field(default_factory=dict, compare=False)
 
     def body(self, name: str) -> Body:
-        for b in self.bodies:
-            if b.name == name:
-                return b
-        raise KeyError(f"no body named {name!r} in mechanism {self.name!r}")
+        return _named(self.bodies, name, f"no body named {name!r} in mechanism {self.name!r}")
 
     def joint(self, name: str) -> Joint:
-        for j in self.joints:
-            if j.name == name:
-                return j
-        raise KeyError(f"no joint named {name!r} in mechanism {self.name!r}")
+        return _named(self.joints, name, f"no joint named {name!r} in mechanism {self.name!r}")
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -217,3 +246,16 @@ class Mechanism:
             if ld.input:
                 seen.setdefault(ld.input, None)
         return tuple(seen)
+
+
+def _named(items: tuple[Any, ...], name: str, missing: str) -> Any:
+    """The first item called ``name`` (KeyError ``missing`` when there is none)."""
+    index = positions(items)
+    if index is not None:
+        if name in index:
+            return items[index[name]]
+    else:
+        for it in items:
+            if it.name == name:
+                return it
+    raise KeyError(missing)

@@ -7,8 +7,10 @@ returns every problem found (never stops at the first); locations look like
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import Problem
 from .model import (
@@ -24,6 +26,7 @@ from .model import (
     Load,
     Mechanism,
     Polyline,
+    positions,
 )
 from .profiles import Constant, ConstantSpeed, FunctionProfile, Harmonic, Polynomial, Profile, Table
 from .surface_io import surface_problems
@@ -100,7 +103,20 @@ class _Checker:
     def __init__(self, mech: Mechanism) -> None:
         self.mech = mech
         self.problems: list[Problem] = []
-        self.body_names = [b.name for b in mech.bodies if isinstance(b.name, str)]
+
+    @functools.cached_property
+    def body_names(self) -> list[str]:
+        return [b.name for b in self.mech.bodies if isinstance(b.name, str)]
+
+    def _is_body(self, name: object) -> bool:
+        """Whether ``name`` is the ground's or a body's name (a string): by the bodies' index
+        (``model.positions``) without a pass over them."""
+        if name == GROUND:
+            return True
+        index = positions(self.mech.bodies)
+        if index is None:
+            return name in self.body_names
+        return isinstance(name, str) and name in index
 
     def add(self, loc: str, message: str | None) -> None:
         if message is not None:
@@ -142,11 +158,11 @@ class _Checker:
         if not isinstance(bodies, tuple | list) or len(bodies) != count:
             self.add(loc, f"{what} needs exactly {count} bod{'y' if count == 1 else 'ies'}, got {bodies!r}")
             return
-        valid = list(dict.fromkeys([GROUND, *self.body_names]))
         for name in bodies:
             if name == GROUND and not allow_ground:
                 self.add(loc, f"{what} cannot act on {GROUND!r}: it has no coordinates")
-            elif name not in valid:
+            elif not self._is_body(name):
+                valid = list(dict.fromkeys([GROUND, *self.body_names]))
                 hint = suggest(name, valid) if isinstance(name, str) else ""
                 self.add(loc, f"unknown body {name!r} (bodies: {', '.join(valid)}){hint}")
         if distinct and count == 2 and bodies[0] == bodies[1]:
@@ -352,13 +368,19 @@ def item_problems(mech: Mechanism, name: str) -> list[Problem]:
     ``name`` on its own (its fields and references; not the cross-item checks such as duplicate
     names): enough to re-check an item after one of its numbers changed."""
     c = _Checker(mech)
-    for i, b in enumerate(mech.bodies):
-        if b.name == name:
-            c.body(i, b)
-    for i, j in enumerate(mech.joints):
-        if j.name == name:
-            c.joint(i, j)
-    for i, ld in enumerate(mech.loads):
-        if ld.name == name:
-            c.load(i, ld)
+    for i in _where(mech.bodies, name):
+        c.body(i, mech.bodies[i])
+    for i in _where(mech.joints, name):
+        c.joint(i, mech.joints[i])
+    for i in _where(mech.loads, name):
+        c.load(i, mech.loads[i])
     return c.problems
+
+
+def _where(items: tuple[Any, ...], name: str) -> list[int]:
+    """The places of the items called ``name``: by the section's index (``model.positions``), by a
+    pass over the items where a name repeats."""
+    index = positions(items)
+    if index is None:
+        return [i for i, it in enumerate(items) if it.name == name]
+    return [index[name]] if name in index else []

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MechanismError, PortError
-from ..model.model import Body, Joint, Load, Mechanism
+from ..model.model import Body, Joint, Load, Mechanism, positions, remember_positions
 from ..model.validation import validate_mechanism
 from ..physics.output_spec import OutputSpec
 from ..physics.outputs import kinematic_specs, reaction_specs
@@ -81,7 +81,18 @@ _Setter = Callable[[Mechanism, float], Mechanism]
 
 
 def _replace_item(mech: Mechanism, attr: str, name: str, **changes: object) -> Mechanism:
-    items = tuple(dataclasses.replace(it, **changes) if it.name == name else it for it in getattr(mech, attr))
+    """``mech`` with the ``changes`` made to its item ``name`` of section ``attr``: the one item
+    found by its index (a copy of the tuple around it, which shares the index), else every item of
+    that name."""
+    old = getattr(mech, attr)
+    index = positions(old)
+    if index is None or name not in index:
+        items = tuple(dataclasses.replace(it, **changes) if it.name == name else it for it in old)
+    else:
+        i = index[name]
+        items = (*old[:i], dataclasses.replace(old[i], **changes), *old[i + 1:])
+        if "name" not in changes:
+            remember_positions(items, index)
     fields: dict[str, Any] = {attr: items}
     return dataclasses.replace(mech, **fields)
 
