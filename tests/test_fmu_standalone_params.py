@@ -29,6 +29,7 @@ from mbsd_twin.errors import MbsdError  # noqa: E402
 from mbsd_twin.fmi.native import run_native  # noqa: E402
 from mbsd_twin.fmi.standalone import build_standalone, parameters  # noqa: E402
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism  # noqa: E402
+from mbsd_twin.simulation.simulator import Simulator  # noqa: E402
 
 STEP, TORQUE = 1e-3, 2.0
 # by class: start values, gravity, geometry (an assembly again), live, all together
@@ -250,3 +251,55 @@ def test_values_the_simulator_cannot_assemble_are_an_error_naming_them(fmus: dic
     printed = capfd.readouterr().out
     assert name in printed and why in printed, printed
     s.freeInstance()
+
+
+def _probed(sim: Simulator) -> list[str]:
+    """The parameters the standalone build probes for plain entries (a friction of a joint built
+    without one is the second layout's: PAR_LAYOUT, not probed)."""
+    from mbsd_twin.simulation.live_parameters import live_slot
+
+    return [n for n in sim._table if n not in parameters.TUNABLE and n not in sim._starts.index
+            and live_slot(sim.system, n) is None and not n.endswith(".viscous_friction")]
+
+
+@pytest.mark.parametrize("path", sorted(str(p) for p in (REPO / "examples" / "mechanisms").glob("*.toml")))
+def test_probing_in_groups_gives_the_one_by_one_answers(path: str) -> None:
+    """Plain entries found by groups of parameters in one rebuild (fmi/standalone/probe.py) are the
+    answers of probing each parameter alone, on every shipped mechanism."""
+    from mbsd_twin.fmi.standalone.probe import plain_entries_of
+
+    try:
+        sim = Simulator(load_mechanism(path))
+    except MbsdError as exc:  # a mechanism the Simulator cannot build alone (a callable's module)
+        pytest.skip(f"{path}: {exc}")
+    names = _probed(sim) + [n for n in sim._table if n.endswith(".viscous_friction")]
+    one = {n: parameters.plain_entries(sim, n) for n in names}
+    assert plain_entries_of(sim, names, parameters.plain_entries, parameters._PROBE,
+                            parameters._reference_entries(sim)) == one
+
+
+def test_probing_a_chain_in_groups() -> None:
+    """A 40-link chain: the 162 probed parameters' answers by groups equal the one-by-one answers
+    (each a joint point's two plain entries), found in a handful of rebuilds."""
+    import large_mechanisms
+
+    from mbsd_twin.fmi.standalone import probe
+
+    sim = Simulator(large_mechanisms.chain(40))
+    names = _probed(sim)
+    one = {n: parameters.plain_entries(sim, n) for n in names}
+    builds = []
+    real = probe.Simulator
+
+    def counted(*args: object, **kw: object) -> Simulator:
+        builds.append(1)
+        return real(*args, **kw)  # type: ignore[arg-type]
+    probe.Simulator = counted  # type: ignore[assignment,misc]
+    try:
+        grouped = probe.plain_entries_of(sim, names, parameters.plain_entries, parameters._PROBE,
+                                         parameters._reference_entries(sim))
+    finally:
+        probe.Simulator = real  # type: ignore[misc]
+    assert grouped == one and len(names) == 162
+    assert all(v is not None and len(v[0]) >= 1 for v in one.values())
+    assert len(builds) <= 3, len(builds)

@@ -23,7 +23,7 @@ Simulator that the other flavours build with it (``Simulator.set_parameter``):
   mechanisms).
 
 Plain entries are found by probing: the model is rebuilt with a changed value and the packed
-buffers compared (one Simulator build per such parameter and layout).
+buffers compared — many parameters in one rebuild where it tells them apart (:mod:`.probe`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import numpy as np
 from ...errors import MbsdError
 from ...model.validation import item_problems
 from ...simulation.simulator import Simulator
+from .probe import plain_entries_of
 
 PAR_FIXED, PAR_RTOL, PAR_MAX_STEP, PAR_LIVE, PAR_FB, PAR_START, PAR_LAYOUT = range(7)  # c/sa_engine.h
 TUNABLE = {"solver.rtol": PAR_RTOL, "solver.max_step": PAR_MAX_STEP}
@@ -155,7 +156,9 @@ def applied(sim: Simulator, names: Sequence[str], layout: bool = False) -> dict[
     friction that needs the second layout is ``PAR_LAYOUT``)."""
     from ...simulation.live_parameters import live_slot
 
+
     out: dict[str, Applied] = {}
+    probed: list[str] = []
     for name in names:
         if name in TUNABLE:
             out[name] = Applied(TUNABLE[name])
@@ -168,9 +171,11 @@ def applied(sim: Simulator, names: Sequence[str], layout: bool = False) -> dict[
             out[name] = Applied(PAR_LIVE, index, (index,), False, *_bound(sim, name))
         elif name.endswith(".viscous_friction") and layout:
             out[name] = Applied(PAR_LAYOUT, -1, (), False, *_bound(sim, name))
-        elif (plain := plain_entries(sim, name)) is not None:
+        else:
+            probed.append(name)
+            out[name] = Applied(PAR_FIXED)  # its place in the order; the probe below may say otherwise
+    for name, plain in plain_entries_of(sim, probed, plain_entries, _PROBE, _reference_entries(sim)).items():
+        if plain is not None:
             entries, moved = plain
             out[name] = Applied(PAR_FB, -1, entries, moved and not name.startswith("gravity."), *_bound(sim, name))
-        else:
-            out[name] = Applied(PAR_FIXED)
     return out
