@@ -87,6 +87,7 @@ def test_entry_point_signatures_are_the_steppers() -> None:
     assert outputs_signature() == tuple(numba.typeof(a) for a in args)
 
 
+@pytest.mark.slow  # it compiles the engine from an empty cache: 79 s of both cores in make test's CI run
 def test_cold_start_compiles_advance_in_a_second_process(tmp_path: Path) -> None:
     """With an empty cache, the first Simulator loads the projection's entry, advance, bind and
     outputs from the cache the second process filled (cache hits, no compile of their own),
