@@ -48,6 +48,7 @@ class FleetSettings:
     watch_interval: float = 1.0  # s between looks at the fleet file's mtime
     restart_delay: float = 1.0  # s (local) before a dead twin's process is started again
     max_restarts: int = -1  # restarts per asset (local and Ray actors); -1: no limit
+    twins_per_process: int = 1  # local: assets sharing one process (docs/fleet.md); 1: a process per asset
     max_task_retries: int = -1  # Ray: retries of an actor call across restarts; -1: no limit
     ray_num_cpus: float = 0.5  # Ray: CPUs reserved per twin actor
     ray_strategy: str = "SPREAD"  # Ray: actor placement, SPREAD or DEFAULT
@@ -145,6 +146,8 @@ def _settings(table: Any, path: str, problems: list[str]) -> FleetSettings:
     for name in ("checkpoint_interval", "watch_interval", "restart_delay", "status_interval"):
         if not getattr(s, name) > 0:
             problems.append(f"[fleet] {name}: must be > 0, got {getattr(s, name)!r}")
+    if s.twins_per_process < 1:
+        problems.append(f"[fleet] twins_per_process: must be >= 1, got {s.twins_per_process!r}")
     if s.status_topic and ("+" in s.status_topic or "#" in s.status_topic):
         problems.append(f"[fleet] status_topic: no wildcards (+, #) in a topic to publish on, got {s.status_topic!r}")
     if not ENV_NAME.match(s.password_env):

@@ -132,9 +132,11 @@ class Member:
                 "connected": self.svc.connected.is_set(), "checkpoints": self.svc.counts["checkpoints"],
                 "checkpoint_failed": self.svc.counts["checkpoint_failed"], **self.resumed}
 
-    def stop(self) -> None:
+    def stop(self, save: bool = True) -> None:
+        """``save``: a last checkpoint (not after a failure: the core may be mid-batch; the twin then
+        resumes from its last periodic one, as after a process death)."""
         self.svc.stop()  # the worker has stopped: the core is quiet
-        if not self.svc.superseded and self.fence.generation is not None:  # else: not this instance's to write
+        if save and not self.svc.superseded and self.fence.generation is not None:  # else: not ours to write
             self.checkpointer.generation = self.fence.generation
             self.checkpointer.save()
         self.store.close()

@@ -4,8 +4,9 @@
 before anything is applied — a bad edit is logged with every problem and ignored — then only the
 assets added, removed or changed are started or stopped (the others keep running untouched).
 Backends: :class:`LocalBackend` (one process per asset on this machine, restarted after
-``restart_delay`` when it dies) and :class:`~.ray_backend.RayBackend` (a Ray actor per asset, restarted
-by Ray). A restarted twin resumes from its last checkpoint (:mod:`.member`).
+``restart_delay`` when it dies; or ``twins_per_process`` assets per process, :mod:`.shared`) and
+:class:`~.ray_backend.RayBackend` (a Ray actor per asset, restarted by Ray). A restarted twin
+resumes from its last checkpoint (:mod:`.member`).
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ import logging
 import multiprocessing as mp
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..storage.checkpoint.store import CheckpointStore
 from ..twin.protocol import Topics
 from .config import AssetSpec, FleetConfig, FleetError, FleetSettings, load_fleet
 from .member import run_process
+from .restarts import Restarts
+from .shared.pool import Pool, end_process
 from .status import FleetStatus
 
 log = logging.getLogger("mbsd_twin.fleet")
@@ -43,20 +46,13 @@ class _Child:
     spec: AssetSpec
     settings: FleetSettings
     proc: Any
-    restarts: int = 0
-    started_at: float = field(default_factory=time.monotonic)
-    quick_deaths: int = 0  # deaths in a row within QUICK s of a start (a crash loop backs off)
-    died_at: float | None = None
-    given_up: bool = False
-
-
-QUICK = 10.0  # s: a twin dying sooner after its start is in a crash loop (e.g. its mechanism file vanished)
+    r: Restarts
 
 
 class LocalBackend:
     """One process per asset (``fork`` where available: the engine's modules are already imported);
-    a dead one is started again after ``restart_delay``, doubled for every death in a row within
-    ``QUICK`` s of its start (at most 32 times: a crash loop does not spin)."""
+    a dead one is started again as :class:`~.restarts.Restarts` says. With ``[fleet]
+    twins_per_process`` > 1 the assets share processes instead (:class:`~.shared.pool.Pool`)."""
 
     name = "local"
 
@@ -64,6 +60,7 @@ class LocalBackend:
         methods = mp.get_all_start_methods()
         self.ctx: Any = mp.get_context("fork" if "fork" in methods else "spawn")
         self.children: dict[str, _Child] = {}
+        self.pool = Pool(self.ctx)
 
     def _spawn(self, spec: AssetSpec, settings: FleetSettings) -> Any:
         p = self.ctx.Process(target=run_process, args=(spec, settings), name=f"twin-{spec.id}")
@@ -71,53 +68,53 @@ class LocalBackend:
         return p
 
     def start(self, spec: AssetSpec, settings: FleetSettings) -> None:
-        self.children[spec.id] = _Child(spec, settings, self._spawn(spec, settings))
+        if settings.twins_per_process > 1:
+            self.pool.start(spec, settings)
+            return
+        r = Restarts(settings.restart_delay, settings.max_restarts)
+        self.children[spec.id] = _Child(spec, settings, self._spawn(spec, settings), r)
 
     def stop(self, asset: str) -> None:
-        c = self.children.pop(asset, None)
-        if c is None:
+        if asset in self.pool:
+            self.pool.stop(asset)
             return
-        t0 = time.monotonic()
-        c.proc.terminate()  # SIGTERM: graceful (offline birth, last checkpoint)
-        c.proc.join(10.0)
-        if c.proc.is_alive():
-            log.error("twin %s (pid %s) did not stop within 10 s of SIGTERM: killed", asset, c.proc.pid)
-            c.proc.kill()
-            c.proc.join(2.0)
-        log.info("twin %s stopped (exit code %s, %.1f s)", asset, c.proc.exitcode, time.monotonic() - t0)
+        c = self.children.pop(asset, None)
+        if c is not None:
+            end_process(c.proc, f"twin {asset}")
 
     def check(self) -> None:
         now = time.monotonic()
+        self.pool.check(now)
         for aid, c in self.children.items():
-            if c.proc.is_alive() or c.given_up:
+            if c.proc.is_alive() or c.r.given_up:
                 continue
-            if c.died_at is None:
-                c.died_at = now
-                c.quick_deaths = c.quick_deaths + 1 if now - c.started_at < QUICK else 0
+            if c.r.died(now):
                 log.error("twin %s (pid %s) died with exit code %s", aid, c.proc.pid, c.proc.exitcode)
-            if 0 <= c.settings.max_restarts <= c.restarts:
-                c.given_up = True
-                log.error("twin %s: not restarted again (max_restarts = %d reached)", aid, c.settings.max_restarts)
-            elif now - c.died_at >= c.settings.restart_delay * 2 ** min(max(c.quick_deaths - 1, 0), 5):
+            if c.r.due(now):
                 c.proc = self._spawn(c.spec, c.settings)
-                c.restarts += 1
-                c.died_at, c.started_at = None, now
-                log.warning("twin %s restarted (pid %s, restart %d)", aid, c.proc.pid, c.restarts)
+                c.r.restarted(now)
+                log.warning("twin %s restarted (pid %s, restart %d)", aid, c.proc.pid, c.r.restarts)
+            elif c.r.given_up:
+                log.error("twin %s: not restarted again (max_restarts = %d reached)", aid, c.settings.max_restarts)
 
     def dead(self) -> dict[str, bool]:
-        """The assets whose process is not alive: True when it will not be restarted again."""
-        return {aid: c.given_up for aid, c in self.children.items() if not c.proc.is_alive()}
+        """The assets whose twin is not running: True when it will not be restarted again."""
+        return {**{aid: c.r.given_up for aid, c in self.children.items() if not c.proc.is_alive()},
+                **self.pool.dead()}
 
     def pid(self, asset: str) -> int | None:
         """The pid of the asset's process while it is alive (what its lease must name)."""
+        if asset in self.pool:
+            return self.pool.pid(asset)
         c = self.children.get(asset)
         return c.proc.pid if c is not None and c.proc.is_alive() else None
 
     def status(self) -> dict[str, Any]:
-        return {aid: {"pid": c.proc.pid, "alive": c.proc.is_alive(), "restarts": c.restarts}
-                for aid, c in self.children.items()}
+        return {**{aid: {"pid": c.proc.pid, "alive": c.proc.is_alive(), "restarts": c.r.restarts}
+                   for aid, c in self.children.items()}, **self.pool.status()}
 
     def close(self) -> None:
+        self.pool.close()
         for aid in list(self.children):
             self.stop(aid)
 
