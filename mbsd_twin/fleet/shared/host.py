@@ -134,7 +134,7 @@ class Host:
 def run_group(name: str, specs: list[AssetSpec], settings: FleetSettings, conn: Any) -> None:
     """The entry point of a shared fleet process: its twins until SIGTERM/SIGINT, the fleet's
     requests from ``conn`` (a pipe end) in between."""
-    logging.basicConfig(level=logging.INFO,
+    logging.basicConfig(level=logging.INFO, force=True,  # forked: not the fleet's format
                         format=f"%(asctime)s %(levelname)s [{name} %(threadName)s] %(name)s: %(message)s")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
