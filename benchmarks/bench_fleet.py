@@ -7,7 +7,10 @@ p99), the share of batches with a state output, and the hold levels the twins de
 their health: the largest ``hold`` seen and the ``degrade`` counter).
 
 ``--mode threads`` runs every twin as a thread group of ONE host process instead (the asyncio /
-one-process alternative: the twins share one GIL) for comparison.
+one-process alternative: the twins share one GIL) for comparison. ``--mode shared`` runs the fleet
+with ``[fleet] twins_per_process = --per-process`` (issue #31 item 2; default: every twin in one
+process) and adds the column "RSS MB/extra": the fleet tree's resident memory above that of the
+first count's run, per twin added ((RSS(n) - RSS(n0)) / (n - n0); run with ``--counts 1,...``).
 
 Cost per twin (issue #31 item 4), from ``/proc`` of the fleet's process tree (the fleet process and
 every descendant): CPU seconds (utime + stime) over the measured window per twin per second of rig
@@ -15,7 +18,7 @@ time (1.0 = one core per twin), and resident memory (VmRSS) per twin at the end 
 ``--load K`` runs K busy processes beside the fleet (another job on the machine) for the whole run.
 
     .venv/bin/python benchmarks/bench_fleet.py [--counts 1,5,10,20,40] [--duration 15] [--warmup 8] \
-        [--mode threads] [--load 1]
+        [--mode threads|shared] [--per-process K] [--load 1]
 """
 
 from __future__ import annotations
@@ -106,9 +109,9 @@ def rss_mb(pids: list[int]) -> float:
     return total / 1024
 
 
-def fleet_file(tmp: Path, url: str, assets: list[str]) -> Path:
+def fleet_file(tmp: Path, url: str, assets: list[str], per_process: int = 1) -> Path:
     p = tmp / "fleet.toml"
-    p.write_text(f'[fleet]\nbroker = "{url}"\ncheckpoint_interval = 5.0\n'
+    p.write_text(f'[fleet]\nbroker = "{url}"\ncheckpoint_interval = 5.0\ntwins_per_process = {per_process}\n'
                  + "".join(f'\n[[asset]]\nid = "{a}"\n' for a in assets))
     return p
 
@@ -129,14 +132,14 @@ def host_threads(path: str) -> None:
         m.stop()
 
 
-def run(n: int, mode: str, duration: float, warmup: float, mech: Any, msgs: list[dict[str, Any]]
-        ) -> dict[str, Any]:
+def run(n: int, mode: str, duration: float, warmup: float, mech: Any, msgs: list[dict[str, Any]],
+        per_process: int = 1) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="bench_fleet_"))
     broker, url = start_broker(tmp)
     assets = [f"r{i:02d}" for i in range(n)]
-    path = fleet_file(tmp, url, assets)
+    path = fleet_file(tmp, url, assets, per_process if mode == "shared" else 1)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_NUM_THREADS": "1"}
-    cmd = ([sys.executable, "-m", "mbsd_twin.cli", "fleet", "serve", str(path)] if mode == "processes"
+    cmd = ([sys.executable, "-m", "mbsd_twin.cli", "fleet", "serve", str(path)] if mode != "threads"
            else [sys.executable, __file__, "--host", str(path)])
     fleet = subprocess.Popen(cmd, env=env, stdout=open(tmp / "fleet.log", "wb"), stderr=subprocess.STDOUT)  # noqa: SIM115
     obs = Observer(url)
@@ -174,7 +177,7 @@ def run(n: int, mode: str, duration: float, warmup: float, mech: Any, msgs: list
     return {"n": n, "p50": float(np.percentile(lat, 50)) if lat else float("nan"),
             "p99": float(np.percentile(lat, 99)) if lat else float("nan"), "worst_p99": worst,
             "delivered": got / max(1, sent), "holds": holds, "degrades": sum(obs.degrades.values()),
-            "cpu_per_twin": (c1 - c0) / (n * (w1 - w0)), "rss_mb_per_twin": rss / n}
+            "cpu_per_twin": (c1 - c0) / (n * (w1 - w0)), "rss_mb_per_twin": rss / n, "rss_mb": rss}
 
 
 def main() -> None:
@@ -182,7 +185,9 @@ def main() -> None:
     ap.add_argument("--counts", default="1,5,10,20,40")
     ap.add_argument("--duration", type=float, default=15.0, help="measured seconds per count")
     ap.add_argument("--warmup", type=float, default=8.0, help="seconds of streaming before measuring")
-    ap.add_argument("--mode", choices=("processes", "threads"), default="processes")
+    ap.add_argument("--mode", choices=("processes", "threads", "shared"), default="processes")
+    ap.add_argument("--per-process", type=int, default=0,
+                    help="--mode shared: twins_per_process (0: all of the largest count in one process)")
     ap.add_argument("--load", type=int, default=0, help="busy processes beside the fleet (another job)")
     ap.add_argument("--host", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -195,18 +200,25 @@ def main() -> None:
     # was the p99 of one twin on an idle machine)
     msgs = stream(mech, RigConfig(rate=1000.0, batch=20), args.warmup + args.duration + 10.0)
     cores = os.cpu_count() or 1
-    print(f"fleet of slider-crank twins at 1 kHz (batches of 20), {args.mode}, {cores} cores, "
+    shared = f" ({args.per_process or max(int(x) for x in args.counts.split(','))} per process)" \
+        if args.mode == "shared" else ""
+    print(f"fleet of slider-crank twins at 1 kHz (batches of 20), {args.mode}{shared}, {cores} cores, "
           f"{args.load} busy process(es) beside; {args.duration:g} s measured after {args.warmup:g} s; "
           f"load {os.getloadavg()[0]:.1f}")
     print(f"{'assets':>6} {'p50 ms':>8} {'p99 ms':>8} {'worst p99':>10} {'delivered':>10} {'holds seen':>12} "
-          f"{'degrades':>9} {'CPU/twin':>9} {'RSS MB/twin':>12}")
+          f"{'degrades':>9} {'CPU/twin':>9} {'RSS MB/twin':>12} {'RSS MB/extra':>13}")
+    counts = [int(x) for x in args.counts.split(",")]
+    per_process = args.per_process or max(counts)
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+    first: dict[str, Any] = {}
     try:
-        for n in [int(x) for x in args.counts.split(",")]:
-            r = run(n, args.mode, args.duration, args.warmup, mech, msgs)
+        for n in counts:
+            r = run(n, args.mode, args.duration, args.warmup, mech, msgs, per_process)
+            first = first or r
+            extra = (r["rss_mb"] - first["rss_mb"]) / (n - first["n"]) if n != first["n"] else float("nan")
             print(f"{r['n']:>6} {r['p50']:>8.1f} {r['p99']:>8.1f} {r['worst_p99']:>10.1f} {r['delivered']:>10.1%} "
                   f"{','.join(map(str, r['holds'])):>12} {r['degrades']:>9} {r['cpu_per_twin']:>9.3f} "
-                  f"{r['rss_mb_per_twin']:>12.0f}", flush=True)
+                  f"{r['rss_mb_per_twin']:>12.0f} {extra:>13.1f}", flush=True)
     finally:
         for b in busy:
             b.kill()
