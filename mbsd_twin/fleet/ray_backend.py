@@ -49,8 +49,13 @@ class RayBackend:
         if not ray.is_initialized():
             ray.init(address=address, namespace=namespace, log_to_driver=True)
         self.actors: dict[str, Any] = {}
+        self.warned = False
 
     def start(self, spec: AssetSpec, settings: FleetSettings) -> None:
+        if settings.twins_per_process > 1 and not self.warned:  # an actor per asset (docs/fleet.md)
+            self.warned = True
+            log.warning("[fleet] twins_per_process = %d applies to the local backend only: on Ray each asset is "
+                        "an actor of its own (ray_num_cpus sets its share)", settings.twins_per_process)
         cls = self.ray.remote(TwinActor)
         self.actors[spec.id] = cls.options(
             name=f"mbsd-twin-{spec.id}", max_restarts=settings.max_restarts,
