@@ -9,6 +9,7 @@ from their own checkpoints. The in-process host's restart rules are tested on st
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import signal
 import threading
@@ -18,12 +19,12 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 from conftest import Broker
-from test_fleet import Observer, fleet_text, serve, stop, wait_for, write
+from test_fleet import FleetWatch, Observer, fleet_text, serve, stop, wait_for, write
 
 from mbsd_twin.fleet.config import AssetSpec, FleetSettings, load_fleet
 from mbsd_twin.fleet.feed import FleetFeeder
 from mbsd_twin.fleet.restarts import Restarts
-from mbsd_twin.fleet.shared.host import Host
+from mbsd_twin.fleet.shared.host import Host, run_group
 from mbsd_twin.model.loader import bundled_slider_crank, load_mechanism
 from mbsd_twin.rig.client import connect
 from mbsd_twin.storage.checkpoint.store import CheckpointStore
@@ -66,6 +67,7 @@ def test_assets_sharing_a_process_are_isolated(tmp_path: Path, broker: Broker) -
     feeder = FleetFeeder(load_mechanism(bundled_slider_crank()), broker.url, assets, rate=200.0, batch=10,
                          duration=10.0).start()
     obs, states, rogue = Observer(broker.url), StateTimes(broker.url), connect(broker.url, "shared-rogue")
+    fw = FleetWatch(broker.url)
     proc = serve(fleet, tmp_path / "fleet.log")
     store = CheckpointStore(str(tmp_path / "fleet-checkpoints.sqlite"))
     try:
@@ -87,6 +89,10 @@ def test_assets_sharing_a_process_are_isolated(tmp_path: Path, broker: Broker) -
         back = wait_for("a2 back", lambda: len(obs.births("a2")) > 1 and obs.births("a2")[-1], 20)
         assert back["pid"] == pid and back["generation"] == gen + 1 and back["restarted_from_checkpoint"]
         assert store.holder("a2").instance == back["instance"]  # type: ignore[union-attr]
+        wait_for("the fleet status: a2 running again after 1 restart", lambda: fw.find(
+            lambda m: fw.asset(m, "a2").get("restarts") == 1 and fw.asset(m, "a2").get("state") == "running"
+            and fw.asset(m, "a2").get("instance") == back["instance"] and fw.asset(m, "a2").get("pid") == pid), 10)
+        assert not fw.find(lambda m: fw.asset(m, "a1").get("state") not in (None, "starting", "running"))
 
         write(fleet, shared_text(broker.url, assets, a2_health=0.4))  # a2 changed: restarted alone
         wait_for("a2 reloaded", lambda: len(obs.births("a2")) > 2, 30)
@@ -116,7 +122,7 @@ def test_assets_sharing_a_process_are_isolated(tmp_path: Path, broker: Broker) -
     finally:
         stop(proc)
         feeder.stop()
-        for c in (obs, states):
+        for c in (obs, states, fw):
             c.close()
         rogue.loop_stop()
         store.close()
@@ -126,6 +132,68 @@ def test_assets_sharing_a_process_are_isolated(tmp_path: Path, broker: Broker) -
     for a in assets:  # each asset its own checkpoint under its own lease
         assert store.load(a) is not None and store.holder(a) is not None
     store.close()
+
+
+def _group_with_a_dying_worker(specs: list[AssetSpec], settings: FleetSettings, conn: Any) -> None:
+    """``run_group`` (a shared fleet process) where g2's first twin's worker thread dies after 30
+    batches (an exception its guards do not catch, as in tests/test_twin_worker_guard.py)."""
+    from mbsd_twin.fleet import member as fleet_member
+
+    real, first = fleet_member.Member.start, [True]
+
+    def start(self: Any) -> None:
+        if self.spec.id == "g2" and first:
+            first.clear()
+            def tick(now: float) -> None:
+                if self.svc.core.stats["batches"] >= 30:
+                    raise SystemExit(3)
+            self.svc.ticks.append(tick)
+        real(self)
+    fleet_member.Member.start = start  # type: ignore[method-assign]
+    run_group("twins-t", specs, settings, conn)
+
+
+def test_a_dead_worker_restarts_only_its_twin(tmp_path: Path, broker: Broker) -> None:
+    settings = FleetSettings(broker=broker.url, store=str(tmp_path / "cp.sqlite"), checkpoint_interval=0.5,
+                             restart_delay=0.2, twins_per_process=2)
+    specs = [AssetSpec(a, overrides={"service": {"health_interval": 0.5}}) for a in ("g1", "g2")]
+    feeder = FleetFeeder(load_mechanism(bundled_slider_crank()), broker.url, ["g1", "g2"], rate=200.0, batch=10,
+                         duration=10.0).start()
+    obs, states = Observer(broker.url), StateTimes(broker.url)
+    ctx = mp.get_context("fork")
+    mine, theirs = ctx.Pipe()
+    child = ctx.Process(target=_group_with_a_dying_worker, args=(specs, settings, theirs))
+    child.start()
+    reports: list[Any] = []
+    try:
+        for a in ("g1", "g2"):
+            wait_for(f"{a} birth", lambda a=a: obs.births(a), 120)
+        g1 = obs.births("g1")[-1]
+        t0 = time.monotonic()
+        back = wait_for("g2 back", lambda: len(obs.births("g2")) > 1 and obs.births("g2")[-1], 60)
+        with obs.lock:
+            seen = [x["state"] for x in obs.status["g2"]]
+        assert seen == ["online", "offline", "online"], seen  # the dead twin's offline, then its successor
+        assert back["pid"] == g1["pid"] == child.pid and back["restarted_from_checkpoint"]["rig_time"] > 0
+        n = obs.states.get("g2", 0)
+        wait_for("g2 outputs again", lambda: obs.states.get("g2", 0) > n + 10, 10)
+        assert obs.births("g1") == [g1] and states.max_gap("g1", t0, time.monotonic()) < 2.0
+        while mine.poll(0.5):
+            reports.append(mine.recv())
+        child.terminate()
+        child.join(20)
+        assert child.exitcode == 0
+        for a in ("g1", "g2"):  # their graceful stop at SIGTERM
+            wait_for(f"{a} offline", lambda a=a: obs.last_status(a).get("state") == "offline", 5)
+    finally:
+        if child.is_alive():
+            child.kill()
+            child.join(5)
+        feeder.stop()
+        obs.close()
+        states.close()
+    assert ("dead", "g2", False) in reports and reports[-1] == ("alive", "g2")
+    assert [r for r in reports if r[1] == "g1"] == [("alive", "g1")]
 
 
 class FakeSvc:
