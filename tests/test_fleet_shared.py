@@ -199,6 +199,7 @@ def test_a_dead_worker_restarts_only_its_twin(tmp_path: Path, broker: Broker) ->
 class FakeSvc:
     def __init__(self) -> None:
         self.worker = threading.Thread(target=lambda: None)
+        self.instance = "fake"
 
 
 class FakeMember:

@@ -4,8 +4,12 @@ most 32 times: a crash loop does not spin), never again after ``max_restarts`` r
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+log = logging.getLogger("mbsd_twin.fleet")
 
 QUICK = 10.0  # s: a twin dying sooner after its start is in a crash loop (e.g. its mechanism file vanished)
 
@@ -43,3 +47,19 @@ class Restarts:
     def restarted(self, now: float) -> None:
         self.restarts += 1
         self.died_at, self.started_at = None, now
+
+
+def revive(r: Restarts, now: float, what: str, why: str, start: Callable[[], str]) -> None:
+    """One look at a dead ``what`` (a twin's process, a shared process, a twin in one): its death
+    logged once (``why``), started again when due (``start()``: how, for the log), or given up once
+    ``max_restarts`` is reached (logged once)."""
+    if r.given_up:
+        return
+    if r.died(now):
+        log.error("%s died: %s", what, why)
+    if r.due(now):
+        r.restarted(now)  # before the start: a start that fails is a death of its own
+        how = start()
+        log.warning("%s restarted (%s, restart %d)", what, how, r.restarts)
+    elif r.given_up:
+        log.error("%s: not restarted again (max_restarts = %d reached)", what, r.max_restarts)

@@ -16,13 +16,14 @@ import multiprocessing as mp
 import os
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from ..storage.checkpoint.store import CheckpointStore
 from ..twin.protocol import Topics
 from .config import AssetSpec, FleetConfig, FleetError, FleetSettings, load_fleet
 from .member import run_process
-from .restarts import Restarts
+from .restarts import Restarts, revive
 from .shared.pool import Pool, end_process
 from .status import FleetStatus
 
@@ -86,16 +87,13 @@ class LocalBackend:
         now = time.monotonic()
         self.pool.check(now)
         for aid, c in self.children.items():
-            if c.proc.is_alive() or c.r.given_up:
-                continue
-            if c.r.died(now):
-                log.error("twin %s (pid %s) died with exit code %s", aid, c.proc.pid, c.proc.exitcode)
-            if c.r.due(now):
-                c.proc = self._spawn(c.spec, c.settings)
-                c.r.restarted(now)
-                log.warning("twin %s restarted (pid %s, restart %d)", aid, c.proc.pid, c.r.restarts)
-            elif c.r.given_up:
-                log.error("twin %s: not restarted again (max_restarts = %d reached)", aid, c.settings.max_restarts)
+            if not c.proc.is_alive():
+                revive(c.r, now, f"twin {aid}", f"pid {c.proc.pid}, exit code {c.proc.exitcode}",
+                       partial(self._respawn, c))
+
+    def _respawn(self, c: _Child) -> str:
+        c.proc = self._spawn(c.spec, c.settings)
+        return f"pid {c.proc.pid}"
 
     def dead(self) -> dict[str, bool]:
         """The assets whose twin is not running: True when it will not be restarted again."""

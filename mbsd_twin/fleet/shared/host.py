@@ -23,11 +23,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ..config import AssetSpec, FleetSettings
 from ..member import Member
-from ..restarts import Restarts
+from ..restarts import Restarts, revive
 
 log = logging.getLogger("mbsd_twin.fleet")
 
@@ -59,14 +60,15 @@ class Host:
         self.slots[spec.id] = slot
         self._start(slot, time.monotonic())
 
-    def _start(self, slot: _Slot, now: float) -> None:
+    def _start(self, slot: _Slot, now: float) -> str:
+        """Build and start the slot's twin: how it went, for the log (a failure is its death)."""
         try:
             m = self.make(slot.spec, slot.settings)
         except Exception:  # e.g. its mechanism file vanished: a death of this twin alone
             log.exception("%s: the twin could not be built", slot.spec.id)
             slot.r.died(now)
             self._report(slot, "dead")
-            return
+            return "could not be built"
         m.on_exit = lambda code: self._exited(slot, m, code)
         m.svc.worker.name = f"twin-worker-{slot.spec.id}"  # the process's log lines say whose
         slot.member = m
@@ -77,8 +79,9 @@ class Host:
             self._halt(slot, save=False)
             slot.r.died(now)
             self._report(slot, "dead")
-            return
+            return "could not be started"
         self._report(slot, "alive")
+        return f"instance {m.svc.instance}"
 
     def _exited(self, slot: _Slot, m: Member, code: int) -> None:
         """A member's ``on_exit`` (its own threads): the main thread stops and restarts it."""
@@ -110,15 +113,10 @@ class Host:
                 self._halt(slot, save=False)
                 slot.r.died(now)
                 self._report(slot, "dead")
-            if slot.member is not None:
-                continue
-            if slot.r.due(now):
-                slot.r.restarted(now)
-                log.warning("%s: twin restarted in this process (restart %d)", aid, slot.r.restarts)
-                self._start(slot, now)
-            elif slot.r.given_up and slot.reported != "failed":
-                log.error("%s: not restarted again (max_restarts = %d reached)", aid, slot.settings.max_restarts)
-                self._report(slot, "failed")
+            if slot.member is None:
+                revive(slot.r, now, f"twin {aid} (in this process)", "not running", partial(self._start, slot, now))
+                if slot.r.given_up:
+                    self._report(slot, "failed")
 
     def remove(self, asset: str) -> None:
         """Stop the asset's twin gracefully (``offline`` status, a last checkpoint)."""

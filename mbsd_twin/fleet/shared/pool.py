@@ -9,10 +9,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..config import AssetSpec, FleetSettings
-from ..restarts import Restarts
+from ..restarts import Restarts, revive
 from .host import run_group
 
 log = logging.getLogger("mbsd_twin.fleet")
@@ -55,7 +56,7 @@ class Pool:
     def __contains__(self, asset: str) -> bool:
         return self._of(asset) is not None
 
-    def _spawn(self, g: _Group) -> None:
+    def _spawn(self, g: _Group) -> str:
         if g.conn is not None:
             g.conn.close()
         g.conn, child = self.ctx.Pipe()
@@ -64,6 +65,7 @@ class Pool:
         g.proc.start()
         child.close()
         g.dead = {}
+        return f"pid {g.proc.pid}, twins {', '.join(g.specs)}"
 
     def start(self, spec: AssetSpec, settings: FleetSettings) -> None:
         g = next((g for g in self.groups if g.settings == settings and not g.r.given_up
@@ -130,19 +132,10 @@ class Pool:
         for g in self.groups:
             while g.proc.is_alive() and self._receive(g, 0.0) is not None:
                 pass
-            if g.proc.is_alive() or g.r.given_up:
-                continue
-            if g.r.died(now):
-                log.error("shared process %s (pid %s, twins %s) died with exit code %s", g.name, g.proc.pid,
-                          ", ".join(g.specs), g.proc.exitcode)
-            if g.r.due(now):
-                self._spawn(g)
-                g.r.restarted(now)
-                log.warning("shared process %s restarted (pid %s, restart %d) with twins %s", g.name, g.proc.pid,
-                            g.r.restarts, ", ".join(g.specs))
-            elif g.r.given_up:
-                log.error("shared process %s: not restarted again (max_restarts = %d reached)", g.name,
-                          g.settings.max_restarts)
+            if not g.proc.is_alive():
+                revive(g.r, now, f"shared process {g.name}",
+                       f"pid {g.proc.pid}, exit code {g.proc.exitcode}, twins {', '.join(g.specs)}",
+                       partial(self._spawn, g))
 
     def dead(self) -> dict[str, bool]:
         out: dict[str, bool] = {}
