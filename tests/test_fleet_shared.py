@@ -134,6 +134,37 @@ def test_assets_sharing_a_process_are_isolated(tmp_path: Path, broker: Broker) -
     store.close()
 
 
+def test_twins_per_process_changed_while_running(tmp_path: Path, broker: Broker) -> None:
+    """An edit of twins_per_process restarts every twin (gracefully) in the new layout, each from
+    its own last checkpoint."""
+    fleet = tmp_path / "fleet.toml"
+    write(fleet, fleet_text(broker.url, ["a1", "a2"]))
+    feeder = FleetFeeder(load_mechanism(bundled_slider_crank()), broker.url, ["a1", "a2"], rate=200.0, batch=10,
+                         duration=10.0).start()
+    obs = Observer(broker.url)
+    proc = serve(fleet, tmp_path / "fleet.log")
+    try:
+        for a in ("a1", "a2"):
+            wait_for(f"{a} birth and state", lambda a=a: obs.births(a) and obs.states.get(a, 0) > 5, 120)
+        assert obs.births("a1")[-1]["pid"] != obs.births("a2")[-1]["pid"]  # a process each
+        write(fleet, fleet_text(broker.url, ["a1", "a2"], "twins_per_process = 2"))
+        again = {a: wait_for(f"{a} again", lambda a=a: len(obs.births(a)) > 1 and obs.births(a)[-1], 30)
+                 for a in ("a1", "a2")}
+        assert again["a1"]["pid"] == again["a2"]["pid"]  # one process for both
+        for a in ("a1", "a2"):
+            with obs.lock:
+                seen = [x["state"] for x in obs.status[a]]
+            assert seen == ["online", "offline", "online"], (a, seen)
+            assert again[a]["restarted_from_checkpoint"]["gap_s"] < 5.0  # its last checkpoint at the stop
+        n = obs.states.get("a1", 0)
+        wait_for("a1 outputs", lambda: obs.states.get("a1", 0) > n + 5, 10)
+    finally:
+        stop(proc)
+        feeder.stop()
+        obs.close()
+    assert proc.returncode == 0, (tmp_path / "fleet.log").read_text()[-3000:]
+
+
 def _group_with_a_dying_worker(specs: list[AssetSpec], settings: FleetSettings, conn: Any) -> None:
     """``run_group`` (a shared fleet process) where g2's first twin's worker thread dies after 30
     batches (an exception its guards do not catch, as in tests/test_twin_worker_guard.py)."""

@@ -18,7 +18,7 @@ from .host import run_group
 
 log = logging.getLogger("mbsd_twin.fleet")
 
-STOP_WAIT = 15.0  # s for a shared process to stop one of its twins (history flush, last checkpoint)
+STOP_WAIT = 15.0  # s the fleet waits for a shared process to stop one of its twins (history flush, checkpoint)
 
 
 def end_process(proc: Any, what: str) -> None:
@@ -101,9 +101,10 @@ class Pool:
             if self._receive(g, 0.1) == ("removed", asset):
                 log.info("twin %s stopped in the shared process %s", asset, g.name)
                 return
-        log.error("twin %s did not stop within %.0f s in the shared process %s: the process is ended and "
-                  "started again with its other twins", asset, STOP_WAIT, g.name)
-        end_process(g.proc, f"shared process {g.name}")
+        # busy (e.g. building another twin): the request stays queued, and the pipe keeps the order —
+        # a changed asset's new twin is added after its old one is removed
+        log.warning("twin %s not stopped yet after %.0f s in the shared process %s: it stops when the process "
+                    "gets to it", asset, STOP_WAIT, g.name)
 
     def _send(self, g: _Group, msg: tuple[Any, ...]) -> bool:
         try:
