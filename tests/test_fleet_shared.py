@@ -19,7 +19,7 @@ from typing import Any
 
 import paho.mqtt.client as mqtt
 from conftest import Broker
-from test_fleet import FleetWatch, Observer, fleet_text, serve, stop, wait_for, write
+from test_fleet import FleetWatch, Observer, fleet_text, ray_cluster, serve, stop, wait_for, write  # noqa: F401
 
 from mbsd_twin.fleet.config import AssetSpec, FleetSettings, load_fleet
 from mbsd_twin.fleet.feed import FleetFeeder
@@ -225,6 +225,45 @@ def test_a_dead_worker_restarts_only_its_twin(tmp_path: Path, broker: Broker) ->
         states.close()
     assert ("dead", "g2", False) in reports and reports[-1] == ("alive", "g2")
     assert [r for r in reports if r[1] == "g1"] == [("alive", "g1")]
+
+
+def test_ray_group_actors(tmp_path: Path, broker: Broker, ray_cluster: dict[str, Any]) -> None:  # noqa: F811
+    """On Ray: two assets in one group actor, a third in a second one; one removed, the others
+    untouched; the group actor's process killed: Ray restarts it empty and the fleet sends it its
+    (remaining) asset, resumed from its checkpoint — the removed one stays removed."""
+    fleet = tmp_path / "fleet.toml"
+    extra = 'twins_per_process = 2\nray_num_cpus = 0.5\nray_strategy = "DEFAULT"'
+    write(fleet, fleet_text(broker.url, ["a1", "a2"], extra))
+    feeder = FleetFeeder(load_mechanism(bundled_slider_crank()), broker.url, ["a1", "a2", "a3"], rate=200.0,
+                         batch=10, duration=10.0).start()
+    obs = Observer(broker.url)
+    proc = serve(fleet, tmp_path / "fleet.log", "--ray", ray_cluster["address"])
+    try:
+        for a in ("a1", "a2"):
+            wait_for(f"{a} birth and state", lambda a=a: obs.births(a) and obs.states.get(a, 0) > 5, 180)
+        a1, a2 = obs.births("a1")[-1], obs.births("a2")[-1]
+        assert a1["pid"] == a2["pid"] and a1["node_id"] == a2["node_id"]  # one actor
+        write(fleet, fleet_text(broker.url, ["a1", "a2", "a3"], extra))
+        a3 = wait_for("a3 birth", lambda: obs.births("a3") and obs.births("a3")[-1], 120)
+        assert a3["pid"] != a1["pid"]  # the first group is full: a second actor
+        write(fleet, fleet_text(broker.url, ["a1", "a3"], extra))
+        wait_for("a2 offline", lambda: obs.last_status("a2").get("state") == "offline", 30)
+        assert obs.births("a1") == [a1] and obs.births("a3") == [a3]
+        time.sleep(1.5)  # a checkpoint with batches in it
+        os.kill(a1["pid"], signal.SIGKILL)
+        back = wait_for("a1 back", lambda: len(obs.births("a1")) > 1 and obs.births("a1")[-1], 120)
+        assert back["pid"] != a1["pid"] and back["restarted_from_checkpoint"]["rig_time"] > 0
+        n = obs.states.get("a1", 0)
+        wait_for("a1 outputs again", lambda: obs.states.get("a1", 0) > n + 5, 30)
+        time.sleep(2.0)  # the fleet's next looks at the restarted actor
+        assert obs.births("a3") == [a3] and len(obs.births("a2")) == 1  # a2 not brought back
+        log = (tmp_path / "fleet.log").read_text()
+        assert "lacks twin a1 (restarted by Ray" in log
+    finally:
+        stop(proc)
+        feeder.stop()
+        obs.close()
+    assert proc.returncode == 0, (tmp_path / "fleet.log").read_text()[-3000:]
 
 
 class FakeSvc:

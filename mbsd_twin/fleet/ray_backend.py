@@ -2,15 +2,18 @@
 twin (:class:`~.member.Member`) in the actor's process. Ray restarts an actor whose process
 or node died (``max_restarts``, ``max_task_retries`` from ``[fleet]``), on another node when its
 node is gone; the new actor resumes from the asset's last checkpoint, so the checkpoint store must
-be reachable from every node (PostgreSQL, or a SQLite file on a shared path).
+be reachable from every node (PostgreSQL, or a SQLite file on a shared path). With ``[fleet]
+twins_per_process`` > 1 a group actor holds several assets' twins instead (:mod:`.shared.actors`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from .config import AssetSpec, FleetSettings
+from .shared.actors import RayGroups
 
 log = logging.getLogger("mbsd_twin.fleet")
 
@@ -49,13 +52,12 @@ class RayBackend:
         if not ray.is_initialized():
             ray.init(address=address, namespace=namespace, log_to_driver=True)
         self.actors: dict[str, Any] = {}
-        self.warned = False
+        self.groups = RayGroups(ray)  # twins_per_process > 1: a group actor holds several
 
     def start(self, spec: AssetSpec, settings: FleetSettings) -> None:
-        if settings.twins_per_process > 1 and not self.warned:  # an actor per asset (docs/fleet.md)
-            self.warned = True
-            log.warning("[fleet] twins_per_process = %d applies to the local backend only: on Ray each asset is "
-                        "an actor of its own (ray_num_cpus sets its share)", settings.twins_per_process)
+        if settings.twins_per_process > 1:
+            self.groups.start(spec, settings)
+            return
         cls = self.ray.remote(TwinActor)
         self.actors[spec.id] = cls.options(
             name=f"mbsd-twin-{spec.id}", max_restarts=settings.max_restarts,
@@ -63,6 +65,9 @@ class RayBackend:
             scheduling_strategy=settings.ray_strategy, max_concurrency=2).remote(spec, settings)
 
     def stop(self, asset: str) -> None:
+        if asset in self.groups:
+            self.groups.stop(asset)
+            return
         a = self.actors.pop(asset, None)
         if a is None:
             return
@@ -73,7 +78,8 @@ class RayBackend:
         self.ray.kill(a, no_restart=True)
 
     def check(self) -> None:
-        """Ray restarts actors itself; nothing to do here."""
+        """Ray restarts actors itself; a restarted group actor is sent its assets again."""
+        self.groups.check(time.monotonic())
 
     def dead(self) -> dict[str, bool]:
         """Not asked of Ray (a call per actor would block the fleet's loop): the fleet status learns
@@ -91,8 +97,9 @@ class RayBackend:
                 out[aid] = self.ray.get(a.status.remote(), timeout=timeout)
             except Exception as exc:  # restarting, or its node just died
                 out[aid] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-        return out
+        return {**out, **self.groups.status(timeout)}
 
     def close(self) -> None:
+        self.groups.close()
         for aid in list(self.actors):
             self.stop(aid)
