@@ -36,6 +36,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     watcher = arm(cfg.service.stop_grace)  # SIGTERM works even with the worker stuck holding the GIL
 
     async def run() -> str:
+        from .heap import freeze_startup
         from .starting import StartingStatus, compile_reason, kernels_to_compile
 
         need = kernels_to_compile()  # a first start after an install: 'starting' with the reason meanwhile
@@ -44,6 +45,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):  # before connecting: a signal during start-up stops cleanly;
             signal.signal(sig, lambda *_: svc.stopping.set())  # Python handlers: the watchdog keeps the wakeup fd
         async with svc:
+            freeze_startup()  # a stop on a busy machine without seconds of collecting the start-up's heap
             logging.getLogger("mbsd_twin.twin").info("serving %s on %s (config %s)", cfg.core.base,
                                                      redact(cfg.broker.url), cfg.config_hash())
             await svc.wait()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from ...twin.heap import freeze_startup
 from ..config import AssetSpec, FleetSettings
 from ..member import Member
 from ..restarts import Restarts, revive
@@ -145,6 +146,7 @@ def run_group(name: str, specs: list[AssetSpec], settings: FleetSettings, conn: 
     host = Host(conn.send)
     for spec in specs:
         host.add(spec, settings)
+    freeze_startup()  # once, after the first twins (heap.py); twins added later are collected as usual
     while not stop.is_set():
         try:
             if conn.poll(0.2):
