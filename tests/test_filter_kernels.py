@@ -238,3 +238,17 @@ def test_mean_step_keeps_the_impulse() -> None:
     (t, values), = mean_step(1.0, [(1.25, {"m": 4.0}), (2.0, {"m": 0.0})])
     assert t == 2.0 and values["m"] == pytest.approx(1.0, abs=1e-15)
     assert mean_step(0.0, [(1.0, {"m": 5.0})]) == [(1.0, {"m": 5.0})]
+
+
+def test_a_prediction_step_must_be_a_finite_step_or_zero() -> None:
+    """``prediction_step`` below 0 or not finite is refused by the filter's and the twin's checks."""
+    from mbsd_twin.twin.config.checks import check_core
+    from mbsd_twin.twin.config.sections import CoreConfig
+
+    sim = mt.Simulator(mt.load_mechanism(bundled_slider_crank()))
+    for bad in (-1e-3, float("inf"), float("nan")):
+        assert any("prediction_step" in p for p in replace(CRANK_FILTER, prediction_step=bad).problems(sim))
+        problems: list[str] = []
+        check_core(CoreConfig(prediction_step=bad), problems)
+        assert any("prediction_step" in p for p in problems)
+    assert CRANK_FILTER.problems(sim) == [] and replace(CRANK_FILTER, prediction_step=2e-3).problems(sim) == []
