@@ -252,3 +252,24 @@ def test_a_prediction_step_must_be_a_finite_step_or_zero() -> None:
         check_core(CoreConfig(prediction_step=bad), problems)
         assert any("prediction_step" in p for p in problems)
     assert CRANK_FILTER.problems(sim) == [] and replace(CRANK_FILTER, prediction_step=2e-3).problems(sim) == []
+
+
+@pytest.mark.parametrize("limit", [1, 1.5])
+def test_the_fixed_step_prediction_stops_at_a_work_limit(limit: float) -> None:
+    """A sample's two half-millisecond rows take two fixed steps: in a block allowed one (or 1.5:
+    the row that would pass the cap is not begun) the sample stops with the block's work used up
+    (``WorkLimitExceeded``), the Simulator still at the sample's start; outside a block the same
+    sample runs."""
+    from mbsd_twin.simulation.work import WorkLimitExceeded, work_limit
+
+    est = StateEstimator(mt.Simulator(mt.load_mechanism(bundled_slider_crank())),
+                         replace(CRANK_FILTER, prediction_step=1e-3))
+    est.initialize(0.0, {"crank.theta": 0.1}, {"crank.omega": 5.0}, {"motor_torque": 1.0})
+    est.sample(interval_steps(0.0, 1e-3, {"motor_torque": 1.0}, {"motor_torque": 1.2}), {"motor_torque": 1.2},
+               {"crank.theta": 0.105, "crank.omega": 5.0})
+    steps = interval_steps(1e-3, 2e-3, {"motor_torque": 1.2}, {"motor_torque": 1.4})
+    meas = {"crank.theta": 0.11, "crank.omega": 5.0}
+    with work_limit(limit) as m, pytest.raises(WorkLimitExceeded):
+        est.sample(steps, {"motor_torque": 1.4}, meas)
+    assert m.exceeded and est.sim.time == 1e-3
+    assert est.sample(steps, {"motor_torque": 1.4}, meas) is not None and est.sim.time == 2e-3

@@ -129,6 +129,15 @@ def _held(est: Estimator, steps: Sequence[Step], at_next: Mapping[str, float]) -
     return times, U, u_base
 
 
+def _capped(status: int) -> None:
+    """A fixed-step run that needed more steps than its block had left (FAIL_MAX_STEPS with the
+    block's cap on, :func:`.nb_filter._march`, which begins no row it cannot finish): the block's
+    work is used up (as an error-controlled run that stopped at the cap leaves it)."""
+    m = meter()
+    if status == FAIL_MAX_STEPS and m is not None and m.capped:
+        m.charge(0, int(m.limit - m.used) + 1)
+
+
 def _failed(est: Estimator, status: int) -> None:
     if status < 0:
         raise SolverFailure(f"integration failed at t={est.sim.time:.9g} s: {failure_text(status)}",
@@ -151,9 +160,7 @@ def linearise(est: Estimator, p: Plan, b: Buffers, times: F64, U: F64, u_base: F
     D = np.zeros((len(runs.perts), len(p.i_run)))
     status = nb_filter.linearise(*b, times, U, row, p.i_run, p.qi, p.vi, est.x, kind, where, value, delta, D,
                                  p.h_fixed)
-    m = meter()
-    if status == FAIL_MAX_STEPS and m is not None and m.capped:  # a run needed more than the block had left
-        m.charge(0, int(m.limit - m.used) + 1)
+    _capped(status)
     _failed(est, status)
     return linearisation.assembled(est, h, n_steps, D, runs, delta)
 
@@ -186,6 +193,8 @@ def sample(est: Estimator, p: Plan, steps: Sequence[Step], at_next: Mapping[str,
     est.applied.update(written)
     out = p.out.copy()  # the records below are views of this copy
     est.sim.buffers_done(b, float(out[-2]) if status == nb_filter.OK else None, written)
+    if p.h_fixed > 0.0:
+        _capped(status)
     est.inputs = dict(at_next)
     m, k, n = len(rows), len(est.meas), est.n
     if status >= 0:

@@ -76,7 +76,7 @@ def _predict_fixed(S, u, ob, cb, flags, times, U, h_max):  # noqa: ANN001
     first-order hold (about 30 evaluations and two projections per 1 ms sample). The output state,
     its time and the step count (``S[4]``) advance, the dense output is marked stale, ``flags``
     are left as :func:`nb_stepper.advance_held` leaves them; on failure ``S`` is put back (the
-    inputs stay those of the failing row)."""
+    inputs stay those of the failing row, the steps taken counted)."""
     changed = flags[0] == 1
     for k in range(times.shape[0]):  # advance_held's bookkeeping: did the row change the inputs
         prev = U[k - 1] if k > 0 else u
@@ -85,6 +85,7 @@ def _predict_fixed(S, u, ob, cb, flags, times, U, h_max):  # noqa: ANN001
     status, used = _march(S, u, ob, cb, times, U, h_max, ob[5])
     if status != ns.OK:
         S[:] = S0
+        S[4] += used  # the steps taken count against a work limit also when the run failed
         return status
     S[4] += used
     S[5] = 0.0  # no dense output of the stale record (every caller restarts or re-initialises)
