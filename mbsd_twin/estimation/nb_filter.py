@@ -60,10 +60,11 @@ def _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, 
         status, _ = ns.advance_held(S, times, U, u, ib, fb, wb, ob, cb, flags)
     if status != ns.OK:
         return status, np.zeros(i_run.shape[0]), False
-    owed = h_fixed > 0.0 or not np.array_equal(row, u)  # the restart left out
-    if not np.array_equal(row, u):
+    changed = not np.array_equal(row, u)
+    if changed:
         u[:] = row
         flags[0] = 1
+    owed = changed or h_fixed > 0.0  # the restart left out
     return ns.OK, ns.outputs(S, u, ib, fb, wb, cb, react_idx, effort_rows, e0)[i_run], owed
 
 
@@ -214,8 +215,8 @@ def linearise(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy,
     perturbed − nominal outputs ``i_run``. The Simulator is left as it was. Returns OK,
     FAIL_ASSEMBLY or a solver status."""
     S0, u0, f0 = S.copy(), u.copy(), flags.copy()
-    span = max(times[-1] - S[0], 1e-9)
-    h_max = min(h_fixed, span) if h_fixed > 0.0 else S[3] if 0.0 < S[3] < span else span
+    span = times[-1] - S[0]
+    h_max = min(h_fixed, max(span, 1e-9)) if h_fixed > 0.0 else S[3] if 0.0 < S[3] < span else max(span, 1e-9)
     status, base, _ = _fd_run(S, u, ib, fb, wb, ob, cb, react_idx, effort_rows, e0, times, U, row, i_run, h_max,
                               ob[5])
     y_out = _output_state(S0)
