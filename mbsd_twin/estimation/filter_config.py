@@ -52,7 +52,12 @@ class FilterConfig:
     itself is propagated by the full model at every step; the covariance with a slightly older
     linearisation); ``jacobian_tolerance``: refresh them sooner, by the coordinates' travel, so that
     the measurement Jacobian's change between two refreshes moves no predicted measurement by more
-    than this many of its σ per σ of state uncertainty (:func:`.linearisation.adopt`)."""
+    than this many of its σ per σ of state uncertainty (:func:`.linearisation.adopt`);
+    ``prediction_step``: 0 (default) predicts with the Simulator's own integrator (DOP853 under
+    error control, the reference); a step [s] > 0 predicts, on a compiled Simulator, in classic
+    Runge–Kutta steps of at most that length in each held input row (:func:`.nb_filter._predict_fixed`,
+    a third of the right-hand sides; the finite-difference runs take the same steps), while the
+    numpy path and the prediction across a gap keep the error-controlled integrator."""
 
     coordinates: tuple[str, ...]
     measurements: Mapping[str, float]
@@ -63,6 +68,7 @@ class FilterConfig:
     input_noise: Mapping[str, float] = field(default_factory=dict)  # input port → σ of its samples
     jacobian_every: int = 1  # most steps between finite-difference Jacobians (the state is stepped every time)
     jacobian_tolerance: float = math.inf  # σ: the Jacobian change allowed between refreshes (inf: by count only)
+    prediction_step: float = 0.0  # s: > 0, fixed Runge–Kutta steps of the compiled prediction; 0: DOP853
 
     def problems(self, sim: Simulator) -> list[str]:
         outs, params = set(sim.output_names()), {p.name for p in sim.parameters}
@@ -83,6 +89,9 @@ class FilterConfig:
             out.append(f"jacobian_every must be a whole number >= 1, got {self.jacobian_every!r}")
         if not self.jacobian_tolerance > 0:
             out.append(f"jacobian_tolerance must be > 0 (inf: refresh by count only), got {self.jacobian_tolerance!r}")
+        if not (math.isfinite(self.prediction_step) and self.prediction_step >= 0):
+            out.append(f"prediction_step must be a finite step >= 0 (0: the error-controlled integrator), "
+                       f"got {self.prediction_step!r}")
         if not self.coordinates or not self.measurements:
             out.append("the estimator needs at least one coordinate and one measured output")
         return out

@@ -15,6 +15,7 @@ from ..errors import AssemblyError
 from ..simulation.work import meter
 from ..solvers.dynamics import SolverFailure
 from . import linearisation, nb_filter
+from .filter_config import FilterConfig
 from .holds import Step, mean_step
 from .records import PARAM_WRITE, GapNoise, Innovation, Linearisation, Prediction
 
@@ -30,6 +31,7 @@ class Estimator(Protocol):
 
     age: int
     clamped: int
+    cfg: FilterConfig
     inputs: dict[str, float]
     step: Prediction | None
 
@@ -88,6 +90,7 @@ class Plan:
         self.param_fb = np.array([fb_index[name] for name in est.param], dtype=np.int64)
         self.out = np.zeros(len(est.meas) * 3 + 2 * est.n + 3)
         self.all_rows = np.arange(len(est.meas), dtype=np.int64)
+        self.h_fixed = float(est.cfg.prediction_step)  # > 0: the prediction in fixed steps (nb_filter)
         self._runs: dict[tuple[str, ...], tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
 
     def runs(self, runs: linearisation.Runs, est: Estimator) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
@@ -126,6 +129,15 @@ def _held(est: Estimator, steps: Sequence[Step], at_next: Mapping[str, float]) -
     return times, U, u_base
 
 
+def _capped(status: int) -> None:
+    """A fixed-step run that needed more steps than its block had left (FAIL_MAX_STEPS with the
+    block's cap on, :func:`.nb_filter._march`, which begins no row it cannot finish): the block's
+    work is used up (as an error-controlled run that stopped at the cap leaves it)."""
+    m = meter()
+    if status == FAIL_MAX_STEPS and m is not None and m.capped:
+        m.charge(0, int(m.limit - m.used) + 1)
+
+
 def _failed(est: Estimator, status: int) -> None:
     if status < 0:
         raise SolverFailure(f"integration failed at t={est.sim.time:.9g} s: {failure_text(status)}",
@@ -146,10 +158,9 @@ def linearise(est: Estimator, p: Plan, b: Buffers, times: F64, U: F64, u_base: F
     row = u_base.copy()
     row[p.bias_cols] += est.x[p.bias_idx]
     D = np.zeros((len(runs.perts), len(p.i_run)))
-    status = nb_filter.linearise(*b, times, U, row, p.i_run, p.qi, p.vi, est.x, kind, where, value, delta, D)
-    m = meter()
-    if status == FAIL_MAX_STEPS and m is not None and m.capped:  # a run needed more than the block had left
-        m.charge(0, int(m.limit - m.used) + 1)
+    status = nb_filter.linearise(*b, times, U, row, p.i_run, p.qi, p.vi, est.x, kind, where, value, delta, D,
+                                 p.h_fixed)
+    _capped(status)
     _failed(est, status)
     return linearisation.assembled(est, h, n_steps, D, runs, delta)
 
@@ -175,12 +186,15 @@ def sample(est: Estimator, p: Plan, steps: Sequence[Step], at_next: Mapping[str,
     status = nb_filter.sample(*b, times, U, u_base, p.bias_cols, p.bias_idx, p.i_run, p.qi, p.vi, est.x, est.P,
                               lin.F, lin.Q, est._q_acc(lin, gap), lin.H, est.r, y,
                               p.all_rows if len(rows) == len(est.meas) else np.array(rows, dtype=np.int64),
-                              est.angular, est.low, est.high, p.param_idx, p.param_fb, applied, PARAM_WRITE, p.out)
+                              est.angular, est.low, est.high, p.param_idx, p.param_fb, applied, PARAM_WRITE, p.out,
+                              p.h_fixed)
     written = {name: float(v) for name, v in zip(est.param, applied.tolist(), strict=True)
                if v != est.applied[name]} if est.param else {}
     est.applied.update(written)
     out = p.out.copy()  # the records below are views of this copy
     est.sim.buffers_done(b, float(out[-2]) if status == nb_filter.OK else None, written)
+    if p.h_fixed > 0.0:
+        _capped(status)
     est.inputs = dict(at_next)
     m, k, n = len(rows), len(est.meas), est.n
     if status >= 0:

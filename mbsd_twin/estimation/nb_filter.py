@@ -46,20 +46,52 @@ def _wrapped(nu, angular):  # noqa: ANN001
 
 
 @njit(cache=True)
-def _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, row, i_run):  # noqa: ANN001
+def _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, row, i_run, h_fixed):  # noqa: ANN001
     """Through the held rows ``U`` to ``times[-1]``, then the inputs ``row``: (status, the outputs
     ``i_run``) — ``StateEstimator._run``. The integrator is not restarted for ``row`` (``flags``
     record the change): the outputs need only the state and the inputs, and every caller either
     re-initialises the state next (``_reinit`` overwrites all that a restart sets) or puts the
-    arrays back; the third value says whether a restart is owed where neither happens."""
-    status, _ = ns.advance_held(S, times, U, u, ib, fb, wb, ob, cb, flags)
+    arrays back; the third value says whether a restart is owed where neither happens. With
+    ``h_fixed`` > 0 the rows are marched in classic Runge–Kutta steps of at most that length
+    (:func:`_predict_fixed`; a restart is then always owed: the integrator's record is stale)."""
+    if h_fixed > 0.0:
+        status = _predict_fixed(S, u, ob, cb, flags, times, U, h_fixed)
+    else:
+        status, _ = ns.advance_held(S, times, U, u, ib, fb, wb, ob, cb, flags)
     if status != ns.OK:
         return status, np.zeros(i_run.shape[0]), False
-    owed = not np.array_equal(row, u)  # the restart left out
-    if owed:
+    changed = not np.array_equal(row, u)
+    if changed:
         u[:] = row
         flags[0] = 1
+    owed = changed or h_fixed > 0.0  # the restart left out
     return ns.OK, ns.outputs(S, u, ib, fb, wb, cb, react_idx, effort_rows, e0)[i_run], owed
+
+
+@njit(cache=True)
+def _predict_fixed(S, u, ob, cb, flags, times, U, h_max):  # noqa: ANN001
+    """The prediction through the held rows in :func:`_march`'s fixed steps (at most ``h_max`` in
+    each row, at most ``SolverOptions.max_steps``) instead of DOP853 under error control: 4
+    evaluations of the right-hand side per step and one projection at the end, where the
+    error-controlled integration restarts and takes a 12-stage step in each half-sample row of a
+    first-order hold (about 30 evaluations and two projections per 1 ms sample). The output state,
+    its time and the step count (``S[4]``) advance, the dense output is marked stale, ``flags``
+    are left as :func:`nb_stepper.advance_held` leaves them; on failure ``S`` is put back (the
+    inputs stay those of the failing row, the steps taken counted)."""
+    changed = flags[0] == 1
+    for k in range(times.shape[0]):  # advance_held's bookkeeping: did the row change the inputs
+        prev = U[k - 1] if k > 0 else u
+        changed = (k == 0 and changed) or not np.array_equal(U[k], prev)
+    S0 = S.copy()
+    status, used = _march(S, u, ob, cb, times, U, h_max, ob[5])
+    if status != ns.OK:
+        S[:] = S0
+        S[4] += used  # the steps taken count against a work limit also when the run failed
+        return status
+    S[4] += used
+    S[5] = 0.0  # no dense output of the stale record (every caller restarts or re-initialises)
+    flags[1], flags[0] = 1 if changed else 0, 0
+    return ns.OK
 
 
 @njit(cache=True)
@@ -170,7 +202,7 @@ def _placed(S, u, ib, fb, wb, cb, react_idx, effort_rows, i_energy, q, v):  # no
 
 @njit(cache=True, nogil=True)
 def linearise(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0,  # noqa: ANN001, ANN201
-              times, U, row, i_run, qi, vi, x, kind, where, value, delta, D):
+              times, U, row, i_run, qi, vi, x, kind, where, value, delta, D, h_fixed):
     """Finite differences of the prediction: the nominal run, then one run per perturbation p from
     the same start — ``kind`` 0: component ``where[p]`` of x = [z, ż] moved by ``delta[p]`` (the
     rest of the state onto the constraints); 1: the live parameter at ``fb[where[p]]`` (value
@@ -178,11 +210,13 @@ def linearise(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy,
     marches in fixed steps (:func:`_march`) no longer than the step the integrator's error control
     last proposed (``S[3]``), each run at most ``SolverOptions.max_steps`` steps (``ob[5]``, which a
     work limit lowers to what its block has left; FAIL_MAX_STEPS beyond: a run takes about the
-    prediction's own steps, unless the last proposed step is a stray tiny one). ``D[p]`` ← perturbed − nominal outputs
-    ``i_run``. The Simulator is left as it was. Returns OK, FAIL_ASSEMBLY or a solver status."""
+    prediction's own steps, unless the last proposed step is a stray tiny one); with ``h_fixed`` > 0
+    (the prediction in fixed steps, :func:`_predict_fixed`) no longer than that. ``D[p]`` ←
+    perturbed − nominal outputs ``i_run``. The Simulator is left as it was. Returns OK,
+    FAIL_ASSEMBLY or a solver status."""
     S0, u0, f0 = S.copy(), u.copy(), flags.copy()
     span = times[-1] - S[0]
-    h_max = S[3] if 0.0 < S[3] < span else max(span, 1e-9)
+    h_max = min(h_fixed, max(span, 1e-9)) if h_fixed > 0.0 else S[3] if 0.0 < S[3] < span else max(span, 1e-9)
     status, base, _ = _fd_run(S, u, ib, fb, wb, ob, cb, react_idx, effort_rows, e0, times, U, row, i_run, h_max,
                               ob[5])
     y_out = _output_state(S0)
@@ -221,19 +255,23 @@ def linearise(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy,
 @njit(cache=True, nogil=True)
 def sample(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0,  # noqa: ANN001, ANN201
            times, U, u_base, bias_cols, bias_idx, i_run, qi, vi,
-           x, P, F, Q_in, Q_acc, H, r, y, rows, angular, low, high, param_idx, param_fb, applied, write_frac, out):
+           x, P, F, Q_in, Q_acc, H, r, y, rows, angular, low, high, param_idx, param_fb, applied, write_frac, out,
+           h_fixed):
     """Predict through ``times``/``U`` (the held input rows, biases added), then the inputs
     ``u_base`` + biases at the sample; correct with the measured ``y`` of the measurement rows
     ``rows`` (σ ``r``, Jacobian ``H``, ``angular`` rows wrapped); re-initialise at the corrected
     coordinates ``qi`` and speeds ``vi`` (indices into q and v). ``x``, ``P`` are updated in place;
     ``out`` receives [predicted measurements (all rows), ν, √diag S, dx, √diag KSKᵀ, NIS, e0,
     clamped]. A parameter estimate (state ``param_idx[j]``) that moved more than ``write_frac`` of
-    its σ from ``applied[j]`` is written into the model (``fb[param_fb[j]]``) and ``applied``. Returns
-    OK, FAIL_ASSEMBLY or the prediction's solver status."""
+    its σ from ``applied[j]`` is written into the model (``fb[param_fb[j]]``) and ``applied``.
+    ``h_fixed`` > 0: the prediction in fixed Runge–Kutta steps of at most that length
+    (:func:`_predict_fixed`), else DOP853 under error control. Returns OK, FAIL_ASSEMBLY or the
+    prediction's solver status."""
     row = u_base.copy()
     for k in range(bias_cols.shape[0]):
         row[bias_cols[k]] += x[bias_idx[k]]
-    status, base, owed = _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, row, i_run)
+    status, base, owed = _run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, e0, times, U, row, i_run,
+                              h_fixed)
     if status != ns.OK:
         return status
     d, m, n = qi.shape[0], rows.shape[0], P.shape[0]

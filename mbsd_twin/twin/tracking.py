@@ -82,7 +82,8 @@ class EkfTracker:
         aug = tuple(_augment(a, sim) for a in c.augment)
         fc = FilterConfig(tuple(self.coords), meas, c.accel_noise, aug,
                           input_noise={p: c.noise[ch] for ch, p in c.inputs.items() if ch in c.noise},
-                          jacobian_every=c.jacobian_every, jacobian_tolerance=c.jacobian_tolerance)
+                          jacobian_every=c.jacobian_every, jacobian_tolerance=c.jacobian_tolerance,
+                          prediction_step=c.prediction_step)
         if sim.backend == "compiled":
             load_kernels()  # the filter's compiled kernels now, not on the first samples of the stream
         self.est = StateEstimator(sim, fc)

@@ -120,6 +120,8 @@ def check_estimator(c: CoreConfig, problems: list[str]) -> None:
                         f"and {c.clock_step_batches!r}")
     if c.jacobian_every < 1:
         problems.append(f"[core] jacobian_every must be >= 1, got {c.jacobian_every!r}")
+    if not (math.isfinite(c.prediction_step) and c.prediction_step >= 0):
+        problems.append(f"[core] prediction_step must be a finite step >= 0 s (0: DOP853), got {c.prediction_step!r}")
     if not 0 < c.divergence_probability < 1:
         problems.append(f"[core] divergence_probability must be in (0, 1), got {c.divergence_probability!r}")
     from ..guard import limit_problems
