@@ -10,6 +10,7 @@ $(BIN)/mbsd-twin: pyproject.toml
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install -e '.[test]'
 	$(BIN)/python -c "from mbsd_twin.warmup import warm; print(f'compiled kernels cached in {warm():.0f} s')"
+	$(BIN)/python -c "from mbsd_twin.fmi.standalone.engine_object import warm; print(f'standalone FMU engine compiled in {warm():.0f} s')"
 	touch $@
 
 venv: $(BIN)/mbsd-twin
@@ -19,10 +20,10 @@ DEMO_ARGS ?=
 demo: venv
 	$(BIN)/mbsd-twin demo --duration $(DEMO_SECONDS) --out out/demo $(DEMO_ARGS)
 
-# the suite in parallel (pytest-xdist, two workers per core: many tests wait on a broker,
+# the suite in parallel (pytest-xdist, three workers per core: many tests wait on a broker,
 # a subprocess or a real-time stream; the tests with a Ray cluster on one worker, tests/conftest.py); the
 # few `slow` end-to-end tests apart, one at a time (CI runs both targets)
-TEST_WORKERS ?= $(shell echo $$(( 2 * $$(nproc) )))
+TEST_WORKERS ?= $(shell echo $$(( 3 * $$(nproc) )))
 # --durations: every run (CI's too) ends with where its time went
 test: venv
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow" --durations=30

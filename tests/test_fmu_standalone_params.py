@@ -279,13 +279,13 @@ def test_probing_in_groups_gives_the_one_by_one_answers(path: str) -> None:
 
 
 def test_probing_a_chain_in_groups() -> None:
-    """A 40-link chain: the 162 probed parameters' answers by groups equal the one-by-one answers
+    """A 15-link chain: the 62 probed parameters' answers by groups equal the one-by-one answers
     (each a joint point's two plain entries), found in a handful of rebuilds."""
     import large_mechanisms
 
     from mbsd_twin.fmi.standalone import probe
 
-    sim = Simulator(large_mechanisms.chain(40))
+    sim = Simulator(large_mechanisms.chain(15))
     names = _probed(sim)
     one = {n: parameters.plain_entries(sim, n) for n in names}
     builds = []
@@ -300,6 +300,6 @@ def test_probing_a_chain_in_groups() -> None:
                                          parameters._reference_entries(sim))
     finally:
         probe.Simulator = real  # type: ignore[misc]
-    assert grouped == one and len(names) == 162
+    assert grouped == one and len(names) == 62
     assert all(v is not None and len(v[0]) >= 1 for v in one.values())
     assert len(builds) <= 3, len(builds)
