@@ -96,34 +96,39 @@ def service_log(path: Path) -> Iterator[None]:
         logger.propagate, logger.level = old[0], old[1]
 
 
-_INTERRUPTED: list[int] = []  # the signals seen by sigterm_as_interrupt's handler
+class Interrupts:
+    """The signals :func:`sigterm_as_interrupt`'s handler saw; :meth:`check` raises KeyboardInterrupt
+    when there was one."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def check(self) -> None:
+        if self.seen:
+            raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
+def sigterm_as_interrupt() -> Iterator[Interrupts]:
     """SIGTERM and Ctrl-C (SIGINT) raise KeyboardInterrupt in the main thread, and are remembered:
     one that lands inside a finaliser or a weak-reference callback is swallowed there by Python
     ("Exception ignored in ..."; seen once in a CI run: the demo then ran on and exited 0), so
     :func:`run_demo` also checks the record after each phase and at the end."""
+    interrupts = Interrupts()
+
     def handler(signum: int, frame: Any) -> None:
-        _INTERRUPTED.append(signum)
+        interrupts.seen.append(signum)
         raise KeyboardInterrupt
 
-    _INTERRUPTED.clear()
     old = signal.signal(signal.SIGTERM, handler)
     old_int = signal.signal(signal.SIGINT, handler) if signal.getsignal(signal.SIGINT) is signal.default_int_handler \
         else None
     try:
-        yield
+        yield interrupts
     finally:
         signal.signal(signal.SIGTERM, old)
         if old_int is not None:
             signal.signal(signal.SIGINT, old_int)
-
-
-def _check_interrupted() -> None:
-    if _INTERRUPTED:
-        raise KeyboardInterrupt
 
 
 def say(text: str) -> None:
@@ -262,12 +267,12 @@ def run_demo(opts: DemoOptions) -> int:
     folder = Path(opts.out)
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        with sigterm_as_interrupt(), service_log(folder / "twin.log"):
+        with sigterm_as_interrupt() as interrupts, service_log(folder / "twin.log"):
             run = run_twin(opts, folder)
-            _check_interrupted()
+            interrupts.check()
             say(f"live phase done: {run.health['counters'].get('batches', 0)} batches; all services stopped")
             fmu = run_fmu(opts, folder) if opts.fmu else None
-            _check_interrupted()  # before the report: "no report written" holds
+            interrupts.check()  # before the report: "no report written" holds
             if fmu:
                 say(fmu["table"])
             text = write_report(opts, folder, run, fmu)

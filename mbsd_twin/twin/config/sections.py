@@ -118,7 +118,7 @@ class CoreConfig:
                                           AugmentConfig("piston.mass", 0.2, 0.002))
     jacobian_every: int = 20  # most corrections between finite-difference Jacobians of the filter's step
     jacobian_tolerance: float = 0.05  # σ: refresh sooner, by travel, when the Jacobians change faster
-    prediction_step: float = 2e-3  # s: the filter's prediction in fixed Runge–Kutta steps of at most this; 0: DOP853
+    prediction_step: float = 0.0  # s: > 0, the prediction in fixed Runge–Kutta steps of at most this; 0: DOP853
     divergence_window: float = 0.5  # s: mean NIS over this window above its χ² bound → re-initialise
     divergence_probability: float = 1e-9  # chance that a consistent filter exceeds that bound per window
     isolation_window: float = 0.1  # s after a change alarm's onset replayed to isolate its cause; 0: off
