@@ -29,7 +29,8 @@ coordinates (σ_min of their rows of an orthonormal basis of the scaled tangent 
 choice. :meth:`completed_step` is True when c < ``threshold`` and the best choice is at least
 ``partition.HYSTERESIS`` times better; :meth:`repartition` then re-chooses the free coordinates
 and speeds and returns the same mechanical state in the new coordinates (``changes`` logs each).
-The directional derivatives of ẋ and the outputs: ``ode_derivatives.py``.
+The directional derivatives of ẋ and the outputs (:meth:`directional`, :meth:`jacobians`):
+``ode_derivatives.py``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from ..physics.outputs import evaluated_outputs
 from ..solvers import partition
 from ..solvers.dynamics import Evaluation, energy_rates
 from ..solvers.newton import coordinate_scale, length_scale
+from . import ode_derivatives
 from .start_values import NO_SLIP
 
 if TYPE_CHECKING:
@@ -182,9 +184,20 @@ class OdeForm:
         sol = self.solve(t, x)
         return self.outputs_at(t, sol.y, sol.ev)
 
-    def outputs_at(self, t: float, y: F, ev: Evaluation) -> F:
-        """The outputs at the Simulator state y with its evaluation ``ev``."""
-        return evaluated_outputs(self.system, float(t), y, ev, self.inputs, self._tail, self._load_names, self._e0)
+    def outputs_at(self, t: float, y: F, ev: Evaluation, inputs: Mapping[str, float] | None = None) -> F:
+        """The outputs at the Simulator state y with its evaluation ``ev`` (under ``inputs``,
+        default the current ones)."""
+        return evaluated_outputs(self.system, float(t), y, ev, dict(self.inputs if inputs is None else inputs),
+                                 self._tail, self._load_names, self._e0)
+
+    def directional(self, t: float, x: F, dx: F, du: Mapping[str, float] | None = None) -> tuple[F, F]:
+        """(dẋ, dy): the derivatives of ẋ and of every output at (t, x) along the seed ``dx``
+        (states) and ``du`` (inputs by port name); ``ode_derivatives.directional``."""
+        return ode_derivatives.directional(self, t, x, dx, du)
+
+    def jacobians(self, t: float, x: F) -> tuple[F, F, F, F]:
+        """(∂ẋ/∂x, ∂ẋ/∂u, ∂y/∂x, ∂y/∂u) at (t, x), inputs in port order."""
+        return ode_derivatives.jacobians(self, t, x)
 
     # ------------------------------------------------------ partitioning
     def _bases(self, q: F, t: float) -> tuple[F, F]:

@@ -34,7 +34,7 @@ import scipy.linalg
 from numpy.typing import NDArray
 
 F = NDArray[Any]
-THRESHOLD = 0.05  # re-partition below this conditioning (a chosen coordinate about 3° from its dead point)
+THRESHOLD = 0.01  # re-partition below this conditioning: the dependent coordinates move 100 times the free ones
 HYSTERESIS = 2.0  # ... when the best choice is at least this much better
 
 
