@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MECHS = ROOT / "examples" / "mechanisms"
 REF = mt.SolverOptions(rtol=1e-12, atol=1e-14)  # the native reference
 NUMPY = mt.SolverOptions(backend="numpy")  # the ODE form's Simulator: only its model and state are used
-TIMES = np.linspace(0.0, 2.0, 21)
+TIMES = np.linspace(0.0, 2.0, 21)  # the crank-rocker's comparison times
 
 
 def load(name: str) -> mt.Mechanism:
@@ -98,7 +98,7 @@ def test_slider_crank_by_solve_ivp_matches_the_native_simulator() -> None:
     assert sol.status == 0
     ref.advance_to(2.0)
     x = sol.y[:, -1]
-    assert abs(x[0] - ref.get_output("crank.theta")) < 1e-7  # measured 1.3e-8 rad (53.6 rad travelled)
+    assert abs(x[0] - ref.get_output("crank.theta")) < 1e-7  # measured 9.8e-9 rad (59.2 rad travelled)
     assert abs(x[1] - ref.get_output("crank.omega")) < 1e-6
     y, r = ode.outputs(2.0, x), ref.output_vector()
     for name in ("energy.input_work", "energy.dissipated", "main_bearing.fx", "piston.x"):
@@ -108,18 +108,29 @@ def test_slider_crank_by_solve_ivp_matches_the_native_simulator() -> None:
     assert ode.conditioning(2.0, x) > 0.5  # the crank angle stays a good coordinate
 
 
-@pytest.mark.parametrize("name", ["double_pendulum.toml", "quick_return.toml", "slider_crank_driven.toml"])
-def test_shipped_mechanisms_within_1e_6_of_each_coordinates_range(name: str) -> None:
-    """Every body coordinate at 21 times over 2 s within 1e-6 of its range over the run (a DOF-0
-    mechanism, slider_crank_driven, has only the energy integrals as states)."""
-    mech = load(name)
-    ref = native(mt.Simulator(mech, REF), TIMES)
+CONTACT = {"terrain_wheel.toml", "terrain_wheel_polygonal.toml"}  # penalty contact: not in the ODE form yet
+SLOW = {"engine_boxer.toml", "engine_inline_four.toml", "engine_single_cylinder.toml"}  # 2-3 min each
+SHIPPED = sorted([*(p for p in MECHS.glob("*.toml") if p.name not in CONTACT),
+                  *(ROOT / "mbsd_twin" / "data" / "mechanisms").glob("*.toml")])
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=f"{p.parent.name}/{p.name}",
+                                               marks=[pytest.mark.slow] if p.name in SLOW else [])
+                                  for p in SHIPPED])
+def test_shipped_mechanisms_within_1e_6_of_each_coordinates_range(path: Path) -> None:
+    """Every shipped mechanism without penalty contact: each body coordinate at 203 times over 2 s
+    (not commensurate with the drivers' periods) within 1e-6 of its range over the run, 1e-12 for
+    one that does not move (a DOF-0 mechanism has only the energy integrals as states). Measured:
+    at most 7.4e-10 absolute (the double pendulum) and 6.3e-11 of the range where it moves."""
+    mech = mt.load_mechanism(path)
+    times = np.linspace(0.0, 2.0, 203)
+    ref = native(mt.Simulator(mech, REF), times)
     ode = OdeForm(mt.Simulator(mech, NUMPY))
-    got, _ = integrate(ode, 2.0, TIMES)
+    got, _ = integrate(ode, 2.0, times)
     cols = coordinate_columns(mt.Simulator(mech, NUMPY))
     span = ref[:, cols].max(axis=0) - ref[:, cols].min(axis=0)
     err = np.abs(got[:, cols] - ref[:, cols]).max(axis=0)
-    assert (err <= 1e-6 * span + 1e-12).all(), (err / np.maximum(span, 1e-300)).max()
+    assert (err <= 1e-6 * span + 1e-12).all(), (err, span)
     assert not ode.changes
 
 
