@@ -1,0 +1,165 @@
+"""The start of the Model Exchange FMU (issue #34): the version-independent ME behaviour over the
+ODE form, shaped as the FMI calls, with value references. Not yet exposed by any FMU flavour: the
+host-independent flavour's C shim and worker are to serve their ME entry points with it
+(docs/ode-form.md, "The Model Exchange FMU (not yet built)").
+
+Variables: the co-simulation table (``variables.fmu_variables``: inputs, outputs, parameters), then
+the continuous states ``ode.x[k]`` — the free coordinates, then the free speeds, then the three
+energy integrals; which coordinates they are changes at a re-partition, so they are not named after
+them — then their derivatives ``der(ode.x[k])``. The value reference of a variable is its position
+in :attr:`ModelExchange.variables`.
+
+Life cycle: parameters (fixed, tunable and the ``*_start`` values) are set on the Simulator until
+:meth:`exit_initialization_mode`, which takes its state as the ODE form's; then :meth:`set_time`,
+:meth:`set_continuous_states`, :meth:`get_derivatives`, :meth:`get_real` (outputs at the current
+state), :meth:`completed_integrator_step` (True: enter event mode for a re-partition),
+:meth:`update_discrete_states` (the re-partition: the continuous states changed) and
+:meth:`get_directional_derivative`. An evaluation whose dependent coordinates cannot be found raises
+:class:`~mbsd_twin.AssemblyError` naming the constraints (the FMU returns Error with its message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..simulation.ode_form import OdeForm
+from ..simulation.simulator import Simulator
+from .variables import GENERIC_OUTPUTS, FmuVariable, fmu_variables
+
+F = NDArray[Any]
+STATE = "ode.x[{k}]"
+DERIVATIVE = "der(ode.x[{k}])"
+
+
+def me_variables(sim: Simulator, output_patterns: Sequence[str] = GENERIC_OUTPUTS) -> list[FmuVariable]:
+    """The co-simulation table, then the ODE form's states and their derivatives."""
+    ode = OdeForm(sim)
+    states = [FmuVariable(STATE.format(k=k), "local", "continuous", "", f"continuous state {k}: now {name}")
+              for k, name in enumerate(ode.state_names)]
+    ders = [FmuVariable(DERIVATIVE.format(k=k), "local", "continuous", "", f"time derivative of ode.x[{k}]")
+            for k in range(ode.n_states)]
+    return [*fmu_variables(sim, output_patterns), *states, *ders]
+
+
+class ModelExchange:
+    """One Model Exchange instance of a Simulator's mechanism (module docstring)."""
+
+    def __init__(self, sim: Simulator, output_patterns: Sequence[str] = GENERIC_OUTPUTS) -> None:
+        self.sim = sim
+        self.variables = me_variables(sim, output_patterns)
+        self._vr = {v.name: k for k, v in enumerate(self.variables)}
+        self._inputs = {self._vr[p.name]: p.name for p in sim.input_ports}
+        self._states = [k for k, v in enumerate(self.variables) if v.name.startswith("ode.x[")]
+        self._ders = [k for k, v in enumerate(self.variables) if v.name.startswith("der(ode.x[")]
+        self._state_pos = {vr: k for k, vr in enumerate(self._states)}
+        self._der_pos = {vr: k for k, vr in enumerate(self._ders)}
+        self._ode: OdeForm | None = None
+        self._out_index: dict[str, int] = {}
+        self.t, self.x = sim.time, np.zeros(len(self._states))
+
+    def vr(self, name: str) -> int:
+        return self._vr[name]
+
+    @property
+    def ode(self) -> OdeForm:
+        if self._ode is None:
+            raise RuntimeError("not initialised: call exit_initialization_mode first")
+        return self._ode
+
+    # ------------------------------------------------------------ life cycle
+    def exit_initialization_mode(self) -> None:
+        """The ODE form at the Simulator's time, state, inputs and parameters."""
+        self._ode = OdeForm(self.sim)
+        self.t, self.x = self._ode.t0, self._ode.x0.copy()
+        self._out_index = {name: k for k, name in enumerate(self._ode.output_names)}
+
+    def set_time(self, t: float) -> None:
+        self.t = float(t)
+
+    def set_continuous_states(self, x: Sequence[float]) -> None:
+        self.x = np.array(x, dtype=float)
+
+    def get_continuous_states(self) -> F:
+        return self.x.copy()
+
+    def get_derivatives(self) -> F:
+        return self.ode.derivatives(self.t, self.x)
+
+    def get_nominals_of_continuous_states(self) -> F:
+        return np.ones(len(self.x))
+
+    def get_event_indicators(self) -> F:
+        return np.zeros(0)
+
+    def completed_integrator_step(self) -> bool:
+        """enterEventMode: the partition's conditioning has degraded."""
+        return self.ode.completed_step(self.t, self.x)
+
+    def update_discrete_states(self) -> bool:
+        """Event mode: re-partition if it is (still) called for; True when the continuous states
+        changed (``valuesOfContinuousStatesChanged``, and their nominals with them)."""
+        if not self.ode.completed_step(self.t, self.x):
+            return False
+        self.x = self.ode.repartition(self.t, self.x)
+        return True
+
+    # -------------------------------------------------------------- values
+    def set_real(self, vrs: Sequence[int], values: Sequence[float]) -> None:
+        """Inputs (either mode), parameters (before :meth:`exit_initialization_mode`)."""
+        for vr, value in zip(vrs, values, strict=True):
+            v = self.variables[vr]
+            if vr in self._inputs:
+                self.sim.set_input(v.name, value)
+                if self._ode is not None:
+                    self._ode.set_input(v.name, value)
+            elif v.causality == "parameter" and self._ode is None:
+                self.sim.set_parameter(v.name, value)
+            else:
+                raise ValueError(f"{v.name} cannot be set {'now' if v.causality == 'parameter' else ''}".strip())
+
+    def get_real(self, vrs: Sequence[int]) -> list[float]:
+        """Inputs, parameters, outputs (at the current t and states), states and derivatives."""
+        out: list[float] = []
+        ys: F | None = None
+        for vr in vrs:
+            v = self.variables[vr]
+            if vr in self._state_pos:
+                out.append(float(self.x[self._state_pos[vr]]))
+            elif vr in self._der_pos:
+                out.append(float(self.get_derivatives()[self._der_pos[vr]]))
+            elif v.causality == "output":
+                ys = self.ode.outputs(self.t, self.x) if ys is None else ys
+                out.append(float(ys[self._out_index[v.name]]))
+            elif vr in self._inputs:
+                out.append(self.sim.get_input(v.name))
+            else:
+                out.append(next(float(p.value) for p in self.sim.parameters if p.name == v.name))
+        return out
+
+    def get_directional_derivative(self, unknowns: Sequence[int], knowns: Sequence[int],
+                                   seed: Sequence[float]) -> list[float]:
+        """``fmi2GetDirectionalDerivative`` / ``fmi3GetDirectionalDerivative``: the derivatives of
+        the ``unknowns`` (derivatives, outputs) along the ``seed`` of the ``knowns`` (states,
+        inputs), by :meth:`OdeForm.directional`."""
+        dx, du = np.zeros(len(self.x)), dict[str, float]()
+        for vr, s in zip(knowns, seed, strict=True):
+            if vr in self._state_pos:
+                dx[self._state_pos[vr]] += float(s)
+            elif vr in self._inputs:
+                du[self._inputs[vr]] = du.get(self._inputs[vr], 0.0) + float(s)
+            else:
+                raise ValueError(f"{self.variables[vr].name} is not a state or an input")
+        dxdot, dy = self.ode.directional(self.t, self.x, dx, du)
+        out = []
+        for vr in unknowns:
+            if vr in self._der_pos:
+                out.append(float(dxdot[self._der_pos[vr]]))
+            elif self.variables[vr].causality == "output":
+                out.append(float(dy[self._out_index[self.variables[vr].name]]))
+            else:
+                raise ValueError(f"{self.variables[vr].name} is not a derivative or an output")
+        return out
