@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 from scipy.integrate import DOP853
-from test_ode_form import NUMPY, REF, load, rocker_first
+from test_ode_form import COMPILED, NUMPY, REF, load, rocker_first
 
 import mbsd_twin as mt
 from mbsd_twin.fmi.model_exchange import ModelExchange
@@ -47,7 +47,7 @@ def test_variables_states_and_derivatives() -> None:
 def test_slider_crank_with_a_parameter_and_inputs_matches_the_native_simulator() -> None:
     mech = load("slider_crank.toml")
     ref = mt.Simulator(mech, REF)
-    me = ModelExchange(mt.Simulator(mech, NUMPY))
+    me = ModelExchange(mt.Simulator(mech, COMPILED))
     for name, value in (("crank.mass", 1.3), ("crank.omega_start", 5.0)):
         ref.set_parameter(name, value)
         me.set_real([me.vr(name)], [value])

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MECHS = ROOT / "examples" / "mechanisms"
 REF = mt.SolverOptions(rtol=1e-12, atol=1e-14)  # the native reference
 NUMPY = mt.SolverOptions(backend="numpy")  # the ODE form's Simulator: only its model and state are used
+COMPILED = mt.SolverOptions()  # the compiled kernels' accelerations and constrained state where they apply
 TIMES = np.linspace(0.0, 2.0, 21)  # the crank-rocker's comparison times
 
 
@@ -86,11 +87,12 @@ def test_state_layout_and_outputs_at_the_start() -> None:
         ode.set_input("nope", 1.0)
 
 
-def test_slider_crank_by_solve_ivp_matches_the_native_simulator() -> None:
+@pytest.mark.parametrize("opts", [NUMPY, COMPILED], ids=["numpy", "compiled"])
+def test_slider_crank_by_solve_ivp_matches_the_native_simulator(opts: mt.SolverOptions) -> None:
     """Issue #34's target: θ(2 s) within 1e-7 rad of the native Simulator at rtol 1e-12."""
     mech = load("slider_crank.toml")
     ref = mt.Simulator(mech, REF)
-    ode = OdeForm(mt.Simulator(mech, NUMPY))
+    ode = OdeForm(mt.Simulator(mech, opts))
     for o in (ref, ode):
         o.set_input("motor_torque", 2.0)
         o.set_input("piston_force", -20.0)
@@ -109,14 +111,11 @@ def test_slider_crank_by_solve_ivp_matches_the_native_simulator() -> None:
 
 
 CONTACT = {"terrain_wheel.toml", "terrain_wheel_polygonal.toml"}  # penalty contact: not in the ODE form yet
-SLOW = {"engine_boxer.toml", "engine_inline_four.toml", "engine_single_cylinder.toml"}  # 2-3 min each
 SHIPPED = sorted([*(p for p in MECHS.glob("*.toml") if p.name not in CONTACT),
                   *(ROOT / "mbsd_twin" / "data" / "mechanisms").glob("*.toml")])
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, id=f"{p.parent.name}/{p.name}",
-                                               marks=[pytest.mark.slow] if p.name in SLOW else [])
-                                  for p in SHIPPED])
+@pytest.mark.parametrize("path", [pytest.param(p, id=f"{p.parent.name}/{p.name}") for p in SHIPPED])
 def test_shipped_mechanisms_within_1e_6_of_each_coordinates_range(path: Path) -> None:
     """Every shipped mechanism without penalty contact: each body coordinate at 203 times over 2 s
     (not commensurate with the drivers' periods) within 1e-6 of its range over the run, 1e-12 for
@@ -125,7 +124,7 @@ def test_shipped_mechanisms_within_1e_6_of_each_coordinates_range(path: Path) ->
     mech = mt.load_mechanism(path)
     times = np.linspace(0.0, 2.0, 203)
     ref = native(mt.Simulator(mech, REF), times)
-    ode = OdeForm(mt.Simulator(mech, NUMPY))
+    ode = OdeForm(mt.Simulator(mech, COMPILED))
     got, _ = integrate(ode, 2.0, times)
     cols = coordinate_columns(mt.Simulator(mech, NUMPY))
     span = ref[:, cols].max(axis=0) - ref[:, cols].min(axis=0)

@@ -17,12 +17,13 @@ knife edge constrains speeds only), then the energy integrals the Simulator's st
 **Evaluation at (t, x).** The dependent coordinates come from Newton on the position constraints
 with q_F held, warm-started from the last evaluation's solution, to ``tol`` (about round-off);
 the dependent speeds from the velocity constraints with v_G held — both by the engine's
-``Dynamics.constrained_state``, whose least-change steps are exact Newton steps here (the dependent
-block of the Jacobian is square and invertible while the partition is well conditioned). A residual
-left above ``fail_tol`` raises :class:`AssemblyError` naming the constraints. The accelerations and
-multipliers come from the engine's saddle-point solve (``Dynamics.evaluate``), the energy rates
-from ``dynamics.energy_rates`` and the outputs from ``physics.outputs.evaluated_outputs`` (the
-numpy path's Simulator outputs): ẋ = [v_F, a_G, rates].
+``Dynamics.constrained_state`` (the compiled stepper's on a compiled Simulator), whose least-change
+steps are exact Newton steps here (the dependent block of the Jacobian is square and invertible
+while the partition is well conditioned). A residual left above ``fail_tol`` raises
+:class:`AssemblyError` naming the constraints. The accelerations and energy rates come from the
+engine's saddle-point solve — the compiled stepper's right-hand side (:func:`compiled_rates`) on a
+compiled Simulator, else ``Dynamics.evaluate`` and ``dynamics.energy_rates`` — and the outputs from
+``physics.outputs.evaluated_outputs`` (the numpy path's Simulator outputs): ẋ = [v_F, a_G, rates].
 
 **Re-partitioning.** ``solvers/partition.py`` defines the conditioning c ∈ [0, 1] of the free
 coordinates (σ_min of their rows of an orthonormal basis of the scaled tangent space) and the best
@@ -43,7 +44,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import AssemblyError, PortError
+from ..compiled import nb_solve
+from ..compiled.fastpath import CompiledStepper
+from ..errors import AssemblyError, PortError, SolverFailure
 from ..physics.outputs import evaluated_outputs
 from ..solvers import partition
 from ..solvers.dynamics import Evaluation, energy_rates
@@ -74,13 +77,30 @@ class PartitionChange:
 
 @dataclass
 class Solved:
-    """The full state at one (t, x, inputs): positions, velocities, the saddle-point evaluation."""
+    """The full state at one (t, x, inputs): positions, velocities, accelerations and energy rates,
+    and the numpy path's saddle-point evaluation once the outputs needed it."""
 
     key: tuple[float, bytes, tuple[float, ...]]
     q: F
     v: F
     y: F  # [q, v, E_diss, W_in, W_con] as the Simulator's state
-    ev: Evaluation
+    a: F
+    rates: tuple[float, float, float]
+    ev: Evaluation | None
+
+
+def compiled_rates(stepper: CompiledStepper, t: float, q: F, v: F,
+                   inputs: Mapping[str, float]) -> tuple[F, tuple[float, float, float]]:
+    """The accelerations and energy rates (dissipated, input, constraint power) of the compiled
+    stepper's right-hand side (``nb_dop853._rhs``) at (t, q, v), by ``nb_solve.accelerations``
+    on its packed model: what ``Dynamics.evaluate`` and ``energy_rates`` give on the numpy path."""
+    u = np.array([float(inputs.get(k, 0.0)) for k in stepper.names] or [0.0])
+    a, lam, _, di, pin, _, Jv, _, ok = nb_solve.accelerations(t, q, v, u, stepper.model)
+    if not ok:
+        raise SolverFailure(f"the saddle-point solve failed at t={t:.9g} s", time=t)
+    Jc = stepper.model[3]
+    vj = np.where(Jc >= 0, v[np.maximum(Jc, 0)], 0.0)
+    return np.asarray(a), (float(di), float(pin), float(-(lam * (Jv * vj).sum(axis=1)).sum()))
 
 
 class OdeForm:
@@ -102,6 +122,8 @@ class OdeForm:
         nb = s.n_body
         self.candidates = np.array([3 * b + 2 for b in range(nb)] + [3 * b for b in range(nb)]
                                    + [3 * b + 1 for b in range(nb)], dtype=np.intp)
+        stepper = sim._stepper
+        self._compiled = stepper if isinstance(stepper, CompiledStepper) else None  # its kernels, not its state
         free = sim._free
         assert free is not None
         self.free_q, self.free_v = (np.array(f, dtype=np.intp) for f in free)
@@ -154,13 +176,26 @@ class OdeForm:
         fq, fv = len(self.free_q), len(self.free_v)
         q, v = self._q.copy(), self._v.copy()
         q[self.free_q], v[self.free_v] = x[:fq], x[fq:fq + fv]
-        q, v, left = self.dyn.constrained_state(float(t), q, v, self.free_q, self.free_v, self.tol)
+        q, v, left = (self._compiled or self.dyn).constrained_state(float(t), q, v, self.free_q, self.free_v,
+                                                                    self.tol)
         if not left <= self.fail_tol:
             self._fail(float(t), q, v, left)
         self._q, self._v = q, v
         y = np.concatenate([q, v, x[fq + fv:fq + fv + 3]])
-        self._last = Solved(key, q, v, y, self.dyn.evaluate(float(t), q, v, self.inputs))
+        if self._compiled is None:
+            ev = self.dyn.evaluate(float(t), q, v, self.inputs)
+            self._last = Solved(key, q, v, y, ev.a, energy_rates(ev, v), ev)
+        else:
+            a, rates = compiled_rates(self._compiled, float(t), q, v, self.inputs)
+            self._last = Solved(key, q, v, y, a, rates, None)
         return self._last
+
+    def evaluation(self, t: float, x: F) -> tuple[Solved, Evaluation]:
+        """The solved state at (t, x) and the numpy path's evaluation there (for the outputs)."""
+        sol = self.solve(t, x)
+        if sol.ev is None:
+            sol.ev = self.dyn.evaluate(float(t), sol.q, sol.v, self.inputs)
+        return sol, sol.ev
 
     def _fail(self, t: float, q: F, v: F, left: float) -> None:
         """Raise :class:`AssemblyError` naming the constraint rows with the largest residuals."""
@@ -177,12 +212,12 @@ class OdeForm:
     def derivatives(self, t: float, x: F) -> F:
         """ẋ = [v_F, a_G, dissipated power, input power, constraint power] at (t, x)."""
         sol = self.solve(t, x)
-        return np.concatenate([sol.v[self.free_q], sol.ev.a[self.free_v], energy_rates(sol.ev, sol.v)])
+        return np.concatenate([sol.v[self.free_q], sol.a[self.free_v], sol.rates])
 
     def outputs(self, t: float, x: F) -> F:
         """Every Simulator output at (t, x), in ``output_names`` (the output ports') order."""
-        sol = self.solve(t, x)
-        return self.outputs_at(t, sol.y, sol.ev)
+        sol, ev = self.evaluation(t, x)
+        return self.outputs_at(t, sol.y, ev)
 
     def outputs_at(self, t: float, y: F, ev: Evaluation, inputs: Mapping[str, float] | None = None) -> F:
         """The outputs at the Simulator state y with its evaluation ``ev`` (under ``inputs``,
