@@ -5,6 +5,7 @@ out, with the event iteration after each step, against the native Simulator."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from scipy.integrate import DOP853
 from test_ode_form import COMPILED, NUMPY, REF, load, rocker_first
 
 import mbsd_twin as mt
-from mbsd_twin.fmi.model_exchange import ModelExchange
+from mbsd_twin.fmi.model_exchange import ModelExchange, model_description
 
 
 def run(me: ModelExchange, t_end: float, rtol: float = 1e-10, atol: float = 1e-12) -> int:
@@ -102,3 +103,23 @@ def test_directional_derivative_by_value_references() -> None:
     fd = (at(h) - at(-h)) / (2 * h)
     assert np.allclose(got, fd, rtol=1e-6, atol=1e-6 * np.abs(fd).max())
     assert not math.isclose(got[0], 0.0)
+
+
+def test_model_description_is_valid_fmi_2_model_exchange(tmp_path: Path) -> None:
+    """fmpy reads and validates it (schema, variable names, model structure); each derivative
+    names its state; the value references are the table's positions."""
+    from fmpy.model_description import read_model_description
+    from fmpy.validation import validate_model_description
+
+    me = ModelExchange(mt.Simulator(load("slider_crank.toml"), NUMPY))
+    path = tmp_path / "modelDescription.xml"
+    path.write_bytes(model_description(me, "slider_crank", "{0a3e5c1e-2b4f-4c39-9d3e-0c1a2b3c4d5e}"))
+    md = read_model_description(str(path), validate=True, validate_variable_names=True,
+                                validate_model_structure=True)
+    assert validate_model_description(md, validate_variable_names=True, validate_model_structure=True) == []
+    assert md.modelExchange is not None and md.modelExchange.providesDirectionalDerivative
+    assert [(d.variable.name, d.variable.derivative.name) for d in md.derivatives] == \
+        [(f"der(ode.x[{k}])", f"ode.x[{k}]") for k in range(5)]
+    assert all(v.valueReference == me.vr(v.name) for v in md.modelVariables)
+    units = {v.name: v.unit for v in md.modelVariables}
+    assert units["crank.theta"] == "rad" and units["motor_torque"] == "N.m"

@@ -20,6 +20,7 @@ state), :meth:`completed_integrator_step` (True: enter event mode for a re-parti
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from numpy.typing import NDArray
 
 from ..simulation.ode_form import OdeForm
 from ..simulation.simulator import Simulator
+from .modeldescription import FMI2_ORDER, assemble, fix_variable, type_definitions, unit_definitions
 from .variables import GENERIC_OUTPUTS, FmuVariable, fmu_variables
 
 F = NDArray[Any]
@@ -163,3 +165,40 @@ class ModelExchange:
             else:
                 raise ValueError(f"{self.variables[vr].name} is not a derivative or an output")
         return out
+
+
+def model_description(me: ModelExchange, model_name: str, guid: str) -> bytes:
+    """The FMI 2.0 Model Exchange modelDescription.xml of ``me``'s variables (value reference =
+    position): units and declared types as in the co-simulation FMUs (``modeldescription``), the
+    states ``initial="calculated"`` (assembled), each derivative naming its state, no event
+    indicators, ``providesDirectionalDerivative``. ModelStructure: every output and derivative
+    depends on every state and input (the dependent coordinates couple them all; omitted
+    dependencies say so); the outputs, states and derivatives are the initial unknowns."""
+    root = ET.Element("fmiModelDescription", {
+        "fmiVersion": "2.0", "modelName": model_name, "guid": guid, "generationTool": "",
+        "variableNamingConvention": "structured", "numberOfEventIndicators": "0"})
+    ET.SubElement(root, "ModelExchange", {"modelIdentifier": model_name, "providesDirectionalDerivative": "true",
+                                          "completedIntegratorStepNotNeeded": "false"})
+    mv = ET.SubElement(root, "ModelVariables")
+    for k, var in enumerate(me.variables):
+        sv = ET.SubElement(mv, "ScalarVariable", {"name": var.name, "valueReference": str(k)})
+        ET.SubElement(sv, "Real")
+        fix_variable(sv, var)
+        real = sv.find("Real")
+        assert real is not None
+        if not var.unit:
+            real.attrib.pop("unit")
+        if var.causality == "local":
+            sv.set("initial", "calculated")
+        if k in me._der_pos:
+            real.set("derivative", str(me._states[me._der_pos[k]] + 1))
+    structure = ET.SubElement(root, "ModelStructure")
+    outputs = [k for k, v in enumerate(me.variables) if v.causality == "output"]
+    for tag, indices in (("Outputs", outputs), ("Derivatives", me._ders),
+                         ("InitialUnknowns", sorted([*outputs, *me._states, *me._ders]))):
+        node = ET.SubElement(structure, tag)
+        for k in indices:
+            ET.SubElement(node, "Unknown", {"index": str(k + 1)})
+    units = sorted({v.unit for v in me.variables if v.unit})
+    extra = {"UnitDefinitions": unit_definitions(units), "TypeDefinitions": type_definitions(units)}
+    return assemble(root, extra, FMI2_ORDER)
