@@ -234,6 +234,29 @@ class OdeForm:
         """(∂ẋ/∂x, ∂ẋ/∂u, ∂y/∂x, ∂y/∂u) at (t, x), inputs in port order."""
         return ode_derivatives.jacobians(self, t, x)
 
+    # ---------------------------------------------------------------- state
+    def export(self) -> dict[str, Any]:
+        """What :meth:`restore` needs to continue bit-identically (JSON-able): the partition, the
+        Newton warm start, the inputs, the number of re-partitions and the cached solution."""
+        last = self._last
+        cached = None if last is None else {
+            "t": last.key[0], "x": np.frombuffer(last.key[1]).tolist(), "u": list(last.key[2]), "q": last.q.tolist(),
+            "v": last.v.tolist(), "y": last.y.tolist(), "a": last.a.tolist(), "rates": list(last.rates)}
+        return {"free_q": self.free_q.tolist(), "free_v": self.free_v.tolist(), "q": self._q.tolist(),
+                "v": self._v.tolist(), "inputs": dict(self.inputs), "changes": len(self.changes), "last": cached}
+
+    def restore(self, data: dict[str, Any]) -> None:
+        self.free_q, self.free_v = (np.array(data[k], dtype=np.intp) for k in ("free_q", "free_v"))
+        self._q, self._v = np.array(data["q"], dtype=float), np.array(data["v"], dtype=float)
+        self.set_inputs(data["inputs"])
+        del self.changes[int(data["changes"]):]
+        self._last, d = None, data["last"]
+        if d is not None:
+            key = (float(d["t"]), np.array(d["x"], dtype=float).tobytes(), tuple(float(u) for u in d["u"]))
+            q, v, y, a = (np.array(d[k], dtype=float) for k in ("q", "v", "y", "a"))
+            r = [float(x) for x in d["rates"]]
+            self._last = Solved(key, q, v, y, a, (r[0], r[1], r[2]), None)
+
     # ------------------------------------------------------ partitioning
     def _bases(self, q: F, t: float) -> tuple[F, F]:
         """Orthonormal scaled tangent bases (positions' over the position rows, speeds' over all)."""
