@@ -13,7 +13,7 @@ from scipy.integrate import DOP853
 from test_ode_form import COMPILED, NUMPY, REF, load, rocker_first
 
 import mbsd_twin as mt
-from mbsd_twin.fmi.model_exchange import ModelExchange, model_description
+from mbsd_twin.fmi.model_exchange import ModelExchange, model_description, model_description3
 
 
 def run(me: ModelExchange, t_end: float, rtol: float = 1e-10, atol: float = 1e-12) -> int:
@@ -143,3 +143,27 @@ def test_fmu_state_rolls_back_across_a_repartition() -> None:
     assert me.get_real([me.vr("crank.theta")]) == first[2]
     with pytest.raises(ValueError, match="state"):
         me.set_state(b'{"format": "other"}')
+
+
+def test_model_description_is_valid_fmi_3_model_exchange(tmp_path: Path) -> None:
+    """FMI 3.0: ``time`` at value reference 0, the table after it; fmpy validates it clean."""
+    from fmpy.model_description import read_model_description
+    from fmpy.validation import validate_model_description
+
+    me = ModelExchange(mt.Simulator(load("slider_crank.toml"), NUMPY), fmi_version="3.0")
+    assert me.vr("time") == 0 and me.vr("motor_torque") == 1
+    path = tmp_path / "modelDescription.xml"
+    xml = model_description3(me, "slider_crank", "{0a3e5c1e-2b4f-4c39-9d3e-0c1a2b3c4d5e}")
+    path.write_bytes(xml)
+    md = read_model_description(str(path), validate=True, validate_variable_names=True,
+                                validate_model_structure=True)
+    assert validate_model_description(md, validate_variable_names=True, validate_model_structure=True) == []
+    assert b'providesDirectionalDerivatives="true"' in xml  # FMI 3.0's name (fmpy reads FMI 2.0's)
+    assert [(d.variable.name, d.variable.derivative.name) for d in md.derivatives] == \
+        [(f"der(ode.x[{k}])", f"ode.x[{k}]") for k in range(5)]
+    assert all(v.valueReference == me.vr(v.name) for v in md.modelVariables)
+    me.exit_initialization_mode()
+    me.set_time(0.25)
+    assert me.get_real([0]) == [0.25]
+    with pytest.raises(ValueError, match="fmi_version='2.0'"):
+        model_description(me, "slider_crank", "{0a3e5c1e-2b4f-4c39-9d3e-0c1a2b3c4d5e}")

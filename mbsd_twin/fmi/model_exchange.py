@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 
 from ..simulation.ode_form import OdeForm
 from ..simulation.simulator import Simulator
+from .fmi3 import FMI3_ORDER, TIME, fix_float64, float64_type_definitions
 from .modeldescription import FMI2_ORDER, assemble, fix_variable, type_definitions, unit_definitions
 from .variables import GENERIC_OUTPUTS, FmuVariable, fmu_variables
 
@@ -50,11 +51,15 @@ def me_variables(sim: Simulator, output_patterns: Sequence[str] = GENERIC_OUTPUT
 
 
 class ModelExchange:
-    """One Model Exchange instance of a Simulator's mechanism (module docstring)."""
+    """One Model Exchange instance of a Simulator's mechanism (module docstring). FMI 3.0 puts
+    ``time`` at value reference 0 (as the co-simulation FMUs do), the table after it."""
 
-    def __init__(self, sim: Simulator, output_patterns: Sequence[str] = GENERIC_OUTPUTS) -> None:
-        self.sim = sim
-        self.variables = me_variables(sim, output_patterns)
+    def __init__(self, sim: Simulator, output_patterns: Sequence[str] = GENERIC_OUTPUTS,
+                 fmi_version: str = "2.0") -> None:
+        if fmi_version not in ("2.0", "3.0"):
+            raise ValueError(f"fmi_version must be '2.0' or '3.0', got {fmi_version!r}")
+        self.sim, self.fmi_version = sim, fmi_version
+        self.variables = [*([TIME] if fmi_version == "3.0" else []), *me_variables(sim, output_patterns)]
         self._vr = {v.name: k for k, v in enumerate(self.variables)}
         self._inputs = {self._vr[p.name]: p.name for p in sim.input_ports}
         self._states = [k for k, v in enumerate(self.variables) if v.name.startswith("ode.x[")]
@@ -147,7 +152,9 @@ class ModelExchange:
         ys: F | None = None
         for vr in vrs:
             v = self.variables[vr]
-            if vr in self._state_pos:
+            if v.causality == "independent":
+                out.append(self.t)
+            elif vr in self._state_pos:
                 out.append(float(self.x[self._state_pos[vr]]))
             elif vr in self._der_pos:
                 out.append(float(self.get_derivatives()[self._der_pos[vr]]))
@@ -185,6 +192,39 @@ class ModelExchange:
         return out
 
 
+def model_description3(me: ModelExchange, model_name: str, token: str) -> bytes:
+    """The FMI 3.0 Model Exchange modelDescription.xml of an FMI 3.0 ``me`` (``time`` at value
+    reference 0): as :func:`model_description`, with FMI 3.0's Float64 variables, ``derivative``
+    naming the state's value reference and ModelStructure's Output, ContinuousStateDerivative and
+    InitialUnknown elements."""
+    if me.fmi_version != "3.0":
+        raise ValueError("model_description3 needs ModelExchange(..., fmi_version='3.0')")
+    root = ET.Element("fmiModelDescription", {
+        "fmiVersion": "3.0", "modelName": model_name, "instantiationToken": token, "generationTool": "",
+        "variableNamingConvention": "structured"})
+    ET.SubElement(root, "ModelExchange", {"modelIdentifier": model_name, "providesDirectionalDerivatives": "true",
+                                          "needsCompletedIntegratorStep": "true"})
+    mv = ET.SubElement(root, "ModelVariables")
+    for vr, var in enumerate(me.variables):
+        fv = ET.SubElement(mv, "Float64", {"valueReference": str(vr)})
+        fix_float64(fv, var)
+        if not var.unit:
+            fv.attrib.pop("unit")
+        if var.causality == "local":
+            fv.set("initial", "calculated")
+        if vr in me._der_pos:
+            fv.set("derivative", str(me._states[me._der_pos[vr]]))
+    structure = ET.SubElement(root, "ModelStructure")
+    outputs = [vr for vr, v in enumerate(me.variables) if v.causality == "output"]
+    for tag, refs in (("Output", outputs), ("ContinuousStateDerivative", me._ders),
+                      ("InitialUnknown", sorted([*outputs, *me._states, *me._ders]))):
+        for vr in refs:
+            ET.SubElement(structure, tag, {"valueReference": str(vr)})
+    units = sorted({v.unit for v in me.variables if v.unit})
+    extra = {"UnitDefinitions": unit_definitions(units), "TypeDefinitions": float64_type_definitions(units)}
+    return assemble(root, extra, FMI3_ORDER)
+
+
 def model_description(me: ModelExchange, model_name: str, guid: str) -> bytes:
     """The FMI 2.0 Model Exchange modelDescription.xml of ``me``'s variables (value reference =
     position): units and declared types as in the co-simulation FMUs (``modeldescription``), the
@@ -192,6 +232,8 @@ def model_description(me: ModelExchange, model_name: str, guid: str) -> bytes:
     indicators, ``providesDirectionalDerivative``. ModelStructure: every output and derivative
     depends on every state and input (the dependent coordinates couple them all; omitted
     dependencies say so); the outputs, states and derivatives are the initial unknowns."""
+    if me.fmi_version != "2.0":
+        raise ValueError("model_description needs ModelExchange(..., fmi_version='2.0')")
     root = ET.Element("fmiModelDescription", {
         "fmiVersion": "2.0", "modelName": model_name, "guid": guid, "generationTool": "",
         "variableNamingConvention": "structured", "numberOfEventIndicators": "0"})
