@@ -136,8 +136,8 @@ def test_shipped_mechanisms_within_1e_6_of_each_coordinates_range(path: Path) ->
 @pytest.mark.parametrize("name", ["slider_crank.toml", "cam_follower.toml", "chaplygin_sleigh.toml",
                                   "planetary_gear.toml"])
 def test_compiled_and_numpy_paths_agree(name: str) -> None:
-    """ẋ from the compiled stepper's kernels and from ``Dynamics.evaluate`` at a state away from
-    the start (measured: within 4e-12 of the largest component)."""
+    """ẋ and the outputs from the compiled stepper's kernels and from ``Dynamics.evaluate`` at a
+    state away from the start (measured: within 4e-12 and 6e-12 of the largest component)."""
     mech = load(name)
     forms = [OdeForm(mt.Simulator(mech, opts)) for opts in (COMPILED, NUMPY)]
     assert forms[0]._compiled is not None and forms[1]._compiled is None
@@ -147,6 +147,8 @@ def test_compiled_and_numpy_paths_agree(name: str) -> None:
         x[len(forms[0].free_q)] += 2.0
     a, b = (f.derivatives(0.37, x) for f in forms)
     assert np.abs(a - b).max() <= 1e-10 * np.abs(b).max()
+    ya, yb = (f.outputs(0.37, x) for f in forms)  # the compiled output vector, the numpy columns
+    assert np.abs(ya - yb).max() <= 1e-10 * np.abs(yb).max()
 
 
 def _four_bar_velocities(theta2: float, theta3: float, theta4: float, omega2: float) -> np.ndarray:

@@ -22,8 +22,9 @@ steps are exact Newton steps here (the dependent block of the Jacobian is square
 while the partition is well conditioned). A residual left above ``fail_tol`` raises
 :class:`AssemblyError` naming the constraints. The accelerations and energy rates come from the
 engine's saddle-point solve — the compiled stepper's right-hand side (:func:`compiled_rates`) on a
-compiled Simulator, else ``Dynamics.evaluate`` and ``dynamics.energy_rates`` — and the outputs from
-``physics.outputs.evaluated_outputs`` (the numpy path's Simulator outputs): ẋ = [v_F, a_G, rates].
+compiled Simulator, else ``Dynamics.evaluate`` and ``dynamics.energy_rates``: ẋ = [v_F, a_G, rates];
+the outputs are the Simulator's (its compiled output vector on a copy of its stepper, else
+``physics.outputs.evaluated_outputs``).
 
 **Re-partitioning.** ``solvers/partition.py`` defines the conditioning c ∈ [0, 1] of the free
 coordinates (σ_min of their rows of an orthonormal basis of the scaled tangent space) and the best
@@ -36,6 +37,7 @@ The directional derivatives of ẋ and the outputs (:meth:`directional`, :meth:`
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -124,6 +126,9 @@ class OdeForm:
                                    + [3 * b + 1 for b in range(nb)], dtype=np.intp)
         stepper = sim._stepper
         self._compiled = stepper if isinstance(stepper, CompiledStepper) else None  # its kernels, not its state
+        # the outputs on the compiled path: a copy of the stepper holds the state they are read from
+        self._out_stepper = copy.deepcopy(stepper) if self._compiled is not None else None
+        self._react_idx, self._effort_rows = sim._react_idx, sim._effort_rows
         free = sim._free
         assert free is not None
         self.free_q, self.free_v = (np.array(f, dtype=np.intp) for f in free)
@@ -215,9 +220,14 @@ class OdeForm:
         return np.concatenate([sol.v[self.free_q], sol.a[self.free_v], sol.rates])
 
     def outputs(self, t: float, x: F) -> F:
-        """Every Simulator output at (t, x), in ``output_names`` (the output ports') order."""
-        sol, ev = self.evaluation(t, x)
-        return self.outputs_at(t, sol.y, ev)
+        """Every Simulator output at (t, x), in ``output_names`` (the output ports') order: as the
+        Simulator gives them, by its compiled output vector on a compiled Simulator."""
+        if self._out_stepper is None:
+            sol, ev = self.evaluation(t, x)
+            return self.outputs_at(t, sol.y, ev)
+        sol = self.solve(t, x)
+        self._out_stepper.reset_state(float(t), sol.y, self.inputs)
+        return np.array(self._out_stepper.output_vector(self._react_idx, self._effort_rows, self._e0))
 
     def outputs_at(self, t: float, y: F, ev: Evaluation, inputs: Mapping[str, float] | None = None) -> F:
         """The outputs at the Simulator state y with its evaluation ``ev`` (under ``inputs``,
