@@ -20,6 +20,7 @@ from .model.model import Body, Driver, Joint, Load, Mechanism
 from .model.profiles import Constant, ConstantSpeed, FunctionProfile, Harmonic, Polynomial, Profile, Table
 from .physics.output_spec import OutputSpec
 from .physics.system import System, compile_mechanism
+from .simulation.ode_form import OdeForm, PartitionChange
 from .simulation.ports import Parameter, Port
 from .simulation.simulate import Event, simulate
 from .simulation.simulator import Simulator
@@ -55,7 +56,9 @@ __all__ = [
     "Mechanism",
     "MechanismBuilder",
     "MechanismError",
+    "OdeForm",
     "OutputSpec",
+    "PartitionChange",
     "Parameter",
     "Polynomial",
     "Port",

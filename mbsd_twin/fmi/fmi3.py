@@ -62,7 +62,7 @@ _CAUSALITY = {"input": Fmi3Causality.input, "output": Fmi3Causality.output,
 _VARIABILITY = {"continuous": Fmi3Variability.continuous, "fixed": Fmi3Variability.fixed,
                 "tunable": Fmi3Variability.tunable}
 # Children of <fmiModelDescription> in schema order (FMI 3.0).
-_ORDER = ("ModelExchange", "CoSimulation", "ScheduledExecution", "UnitDefinitions", "TypeDefinitions",
+FMI3_ORDER = ("ModelExchange", "CoSimulation", "ScheduledExecution", "UnitDefinitions", "TypeDefinitions",
           "LogCategories", "DefaultExperiment", "Annotations", "ModelVariables", "ModelStructure")
 
 
@@ -101,7 +101,7 @@ def _float64(v: FmuVariable, getter: Getter, setter: Setter) -> Float64:
 
 
 # ------------------------------------------------------------------ modelDescription post-processing
-def _type_definitions(units: Sequence[str]) -> ET.Element | None:
+def float64_type_definitions(units: Sequence[str]) -> ET.Element | None:
     node = ET.Element("TypeDefinitions")
     for unit in units:
         if unit in DECLARED_TYPES:
@@ -110,7 +110,7 @@ def _type_definitions(units: Sequence[str]) -> ET.Element | None:
     return node if len(node) else None
 
 
-def _fix_variable(fv: ET.Element, var: FmuVariable) -> None:
+def fix_float64(fv: ET.Element, var: FmuVariable) -> None:
     if fv.tag != "Float64":
         raise ValueError(f"variable {var.name!r} is not a Float64")
     vr = fv.get("valueReference")
@@ -158,13 +158,13 @@ def postprocess3(xml: bytes, variables: Sequence[FmuVariable]) -> bytes:
     if [fv.get("name") for fv in fvs] != [v.name for v in table]:
         raise ValueError("modelDescription.xml variables do not match the FMU variable table")
     for fv, var in zip(fvs, table, strict=True):
-        _fix_variable(fv, var)
+        fix_float64(fv, var)
     refs = {fv.get("name", ""): fv.get("valueReference", "") for fv in fvs}
     root.set("variableNamingConvention", naming_convention([v.name for v in table]))
     units = sorted({v.unit for v in table})
-    extra = {"UnitDefinitions": unit_definitions(units), "TypeDefinitions": _type_definitions(units),
+    extra = {"UnitDefinitions": unit_definitions(units), "TypeDefinitions": float64_type_definitions(units),
              "ModelStructure": _model_structure(variables, refs)}
-    return assemble(root, extra, _ORDER)
+    return assemble(root, extra, FMI3_ORDER)
 
 
 # ----------------------------------------------------------------------------------- build

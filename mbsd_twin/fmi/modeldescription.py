@@ -27,7 +27,7 @@ from .variables import FmuVariable
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 # Children of <fmiModelDescription> in schema order (FMI 2.0).
-_ORDER = ("ModelExchange", "CoSimulation", "UnitDefinitions", "TypeDefinitions", "LogCategories",
+FMI2_ORDER = ("ModelExchange", "CoSimulation", "UnitDefinitions", "TypeDefinitions", "LogCategories",
           "DefaultExperiment", "VendorAnnotations", "ModelVariables", "ModelStructure")
 
 
@@ -48,7 +48,7 @@ def unit_definitions(units: Sequence[str]) -> ET.Element:
     return node
 
 
-def _type_definitions(units: Sequence[str]) -> ET.Element | None:
+def type_definitions(units: Sequence[str]) -> ET.Element | None:
     node = ET.Element("TypeDefinitions")
     for unit in units:
         if unit in DECLARED_TYPES:
@@ -58,7 +58,7 @@ def _type_definitions(units: Sequence[str]) -> ET.Element | None:
     return node if len(node) else None
 
 
-def _fix_variable(sv: ET.Element, var: FmuVariable) -> None:
+def fix_variable(sv: ET.Element, var: FmuVariable) -> None:
     sv.set("causality", var.causality)
     sv.set("variability", var.variability)
     if var.causality == "input":
@@ -109,12 +109,12 @@ def postprocess(xml: bytes, variables: Sequence[FmuVariable]) -> bytes:
     if names != [v.name for v in variables]:
         raise ValueError("modelDescription.xml variables do not match the FMU variable table")
     for sv, var in zip(svs, variables, strict=True):
-        _fix_variable(sv, var)
+        fix_variable(sv, var)
     root.set("variableNamingConvention", naming_convention([v.name for v in variables]))
     units = sorted({v.unit for v in variables})
-    extra = {"UnitDefinitions": unit_definitions(units), "TypeDefinitions": _type_definitions(units),
+    extra = {"UnitDefinitions": unit_definitions(units), "TypeDefinitions": type_definitions(units),
              "ModelStructure": _model_structure(variables)}
-    return assemble(root, extra, _ORDER)
+    return assemble(root, extra, FMI2_ORDER)
 
 
 def generation_tool(original: str | None) -> str:

@@ -160,6 +160,12 @@ def _saddle_solve(M: F, A: F, rhs: F) -> F:
     return np.asarray(spla.spsolve(K, rhs))
 
 
+def energy_rates(ev: Evaluation, v: F) -> tuple[float, float, float]:
+    """The rates [W] of the energy integrals at an evaluation with velocities v: dissipated power,
+    power of the external loads and power of the constraint forces −λ·(Cq·v)."""
+    return float(ev.loads.dissipation[0]), float(ev.loads.input[0]), float(-ev.lam @ (ev.Cq @ v))
+
+
 class Dynamics:
     """The right-hand side of one compiled system under given options."""
 
@@ -198,9 +204,7 @@ class Dynamics:
         ev = self.evaluate(t, q, v, inputs)
         dy = np.empty_like(y)
         dy[:n], dy[n:2 * n] = v, ev.a
-        dy[2 * n] = ev.loads.dissipation[0]
-        dy[2 * n + 1] = ev.loads.input[0]
-        dy[2 * n + 2] = -ev.lam @ (ev.Cq @ v)
+        dy[2 * n:2 * n + 3] = energy_rates(ev, v)
         return dy
 
     def constrained_state(self, t: float, q: F, v: F, fixed_q: NDArray[np.intp], fixed_v: NDArray[np.intp],
