@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config import AssetSpec, FleetSettings
 from ..member import Member
+from .groups import Groups
 from .host import Host
 
 log = logging.getLogger("mbsd_twin.fleet")
@@ -87,23 +88,15 @@ class _Group:
     missing: set[str] = field(default_factory=set)  # assets it lacked then (maybe an add in flight)
 
 
-class RayGroups:
+class RayGroups(Groups[_Group]):
     """Group actors named ``mbsd-twin-group-K`` (the fleet's namespace)."""
 
     def __init__(self, ray: Any) -> None:
+        super().__init__()
         self.ray = ray
-        self.groups: list[_Group] = []
-        self.serial = 0
-
-    def _of(self, asset: str) -> _Group | None:
-        return next((g for g in self.groups if asset in g.specs), None)
-
-    def __contains__(self, asset: str) -> bool:
-        return self._of(asset) is not None
 
     def start(self, spec: AssetSpec, settings: FleetSettings) -> None:
-        g = next((g for g in self.groups if g.settings == settings and len(g.specs) < settings.twins_per_process),
-                 None)
+        g = self._with_room(settings)
         if g is None:
             self.serial += 1
             name = f"mbsd-twin-group-{self.serial}"

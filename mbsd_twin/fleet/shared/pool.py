@@ -14,6 +14,7 @@ from typing import Any
 
 from ..config import AssetSpec, FleetSettings
 from ..restarts import Restarts, revive
+from .groups import Groups
 from .host import run_group
 
 log = logging.getLogger("mbsd_twin.fleet")
@@ -44,17 +45,10 @@ class _Group:
     dead: dict[str, bool] = field(default_factory=dict)  # its twins it reports dead (True: given up)
 
 
-class Pool:
+class Pool(Groups[_Group]):
     def __init__(self, ctx: Any) -> None:
+        super().__init__()
         self.ctx = ctx
-        self.groups: list[_Group] = []
-        self.serial = 0
-
-    def _of(self, asset: str) -> _Group | None:
-        return next((g for g in self.groups if asset in g.specs), None)
-
-    def __contains__(self, asset: str) -> bool:
-        return self._of(asset) is not None
 
     def _spawn(self, g: _Group) -> str:
         if g.conn is not None:
@@ -68,8 +62,7 @@ class Pool:
         return f"pid {g.proc.pid}, twins {', '.join(g.specs)}"
 
     def start(self, spec: AssetSpec, settings: FleetSettings) -> None:
-        g = next((g for g in self.groups if g.settings == settings and not g.r.given_up
-                  and len(g.specs) < settings.twins_per_process), None)
+        g = self._with_room(settings, lambda g: not g.r.given_up)
         if g is None:
             self.serial += 1
             g = _Group(f"twins-{self.serial}", settings, {spec.id: spec},
