@@ -3,8 +3,9 @@ call, and the estimator's bookkeeping after it as :func:`.fused.sample` leaves i
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -42,6 +43,24 @@ class Run(NamedTuple):
     x: list[list[float]]
     sd: list[list[float]]
     handed_back: bool
+
+
+def mirror(sums: Sequence[tuple[float, float] | None], armed_at: float | None, settle: float,
+           cusum: tuple[float, float], offset: int, window: Collection[tuple[float, int]],
+           window_sums: Sequence[float], n_win: int, bound: float, nb: int) -> tuple[Any, ...]:
+    """What :func:`.nb_batch.run` mirrors of the twin's tests, for a run of up to ``nb`` samples:
+    the two sides' sums of each augmented unknown's change test (None: no test; the unknowns'
+    corrections at ``offset`` in the state), the rig time they are armed at (None: ``settle`` s
+    after the next sample), the tests' (reference, threshold); the divergence test's window
+    of (NIS, degrees of freedom), oldest first, its sums, length ``n_win`` and bound."""
+    G = np.array([s if s is not None else (-1.0, -1.0) for s in sums], dtype=float).reshape(-1, 2)
+    p = min(len(window), nb)
+    W = np.zeros((p + nb, 2))
+    if p:
+        W[:p] = list(itertools.islice(window, p))
+    win = np.array([0.0, p, window_sums[0], window_sums[1], len(window), p, len(window) - p])
+    return (G, np.array([armed_at if armed_at is not None else math.nan]), float(settle), float(cusum[0]),
+            float(cusum[1]), np.arange(offset, offset + len(sums), dtype=np.int64), W, win, int(n_win), float(bound))
 
 
 def _arrays(est: Any, p: Any, size: int) -> tuple[F64, F64, F64, F64]:

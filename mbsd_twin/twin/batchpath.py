@@ -20,7 +20,6 @@ field rig's streams, healthy and with faults, at holds 1, 5 and 20).
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections import deque
 from typing import Any
@@ -175,20 +174,14 @@ def _mirror(core: Any, nb: int, m: int, dt: float) -> tuple[Any, ...]:
     """The change tests' and the divergence test's sums as :func:`.nb_batch.run` mirrors them."""
     ch = core.changes
     tests = [ch.detector.tests.get(name) for name in ch.aug]
-    G = np.array([[t.sides[0].g, t.sides[1].g] if t is not None else [-1.0, -1.0] for t in tests]).reshape(-1, 2)
-    armed = np.array([ch.armed_at if ch.armed_at is not None else math.nan])
-    p = min(len(core.nis), nb)
-    W = np.zeros((p + nb, 2))
-    if p:
-        W[:p] = list(itertools.islice(core.nis, p))
-    win = np.array([0.0, p, core.nis_sum[0], core.nis_sum[1], len(core.nis), p, len(core.nis) - p])
     n_win = max(1, round(core.cfg.divergence_window / dt))
     dof = m * n_win
     if dof not in core.nis_bounds:
         from .tracking import nis_bound  # (tracking imports this module)
         core.nis_bounds[dof] = nis_bound(dof, core.cfg.divergence_probability)
-    return (G, armed, float(ch.settle), float(ch.detector.k), float(ch.detector.h),
-            np.arange(ch.offset, ch.offset + len(ch.aug), dtype=np.int64), W, win, n_win, core.nis_bounds[dof])
+    return filter_batch.mirror(
+        [(t.sides[0].g, t.sides[1].g) if t is not None else None for t in tests], ch.armed_at, ch.settle,
+        (ch.detector.k, ch.detector.h), ch.offset, core.nis, core.nis_sum, n_win, core.nis_bounds[dof], nb)
 
 
 def filter_run(core: Any, batch: Any, b: int, at: list[dict[str, float]]) -> deque[tuple[Row, Any]]:
