@@ -6,8 +6,9 @@ Simulator's outputs after each sample included (what the twin's row reads).
 
 The run stops *before* a sample the per-sample path must take: new Jacobians due (or a travel too
 close to its threshold to decide in floats), the work limit's per-call cap below one step, and —
-the arrays then put back as they were before the sample — a failed prediction or correction or a
-parameter estimate written into the model (the Simulator's Python side takes it up and checks it).
+the arrays then put back as they were before the sample — a failed prediction or correction, a
+parameter estimate written into the model (the Simulator's Python side takes it up and checks it)
+or the run's solver steps reaching the call's cap.
 It stops *after* a sample whose change test of an augmented unknown, or whose divergence test, may
 fire (mirrored here from the running sums with a margin, so a sample is never wrongly counted as
 quiet): the twin then changes the filter before the next sample. The caller
@@ -184,7 +185,9 @@ def run(S, u, ib, fb, wb, ob, cb, flags, react_idx, effort_rows, i_energy, e0,  
                                   times, U, u_base, bias_cols, bias_idx, i_run, qi, vi, x, P, F, Q_in, Q_acc, H, r,
                                   Y[k], rows, angular, low, high, param_idx, param_fb, applied, write_frac, OUT[i],
                                   h_fixed)
-        if status != nb_filter.OK or not np.array_equal(applied, keep[7]):  # failed, or a parameter written
+        # failed, a parameter written, or the run's steps at the call's cap (the work limit's closing
+        # charge for a call that reached it would differ from the per-sample calls')
+        if status != nb_filter.OK or not np.array_equal(applied, keep[7]) or S[4] - steps0 >= cap0:
             S[:], u[:], flags[:], fb[:], wb[:], x[:], P[:, :], applied[:] = keep
             return i, True
         e0 = OUT[i, -2]
