@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..estimation import batch as filter_batch
+from ..estimation.change import nis_bound
 
 Row = dict[str, dict[str, float]]
 
@@ -177,7 +178,6 @@ def _mirror(core: Any, nb: int, m: int, dt: float) -> tuple[Any, ...]:
     n_win = max(1, round(core.cfg.divergence_window / dt))
     dof = m * n_win
     if dof not in core.nis_bounds:
-        from .tracking import nis_bound  # (tracking imports this module)
         core.nis_bounds[dof] = nis_bound(dof, core.cfg.divergence_probability)
     return filter_batch.mirror(
         [(t.sides[0].g, t.sides[1].g) if t is not None else None for t in tests], ch.armed_at, ch.settle,

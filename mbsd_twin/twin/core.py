@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MbsdError, PortError
+from ..estimation.change import nis_bound
 from ..estimation.holds import Step, interval_steps
 from ..model.model import Mechanism
 from ..simulation.work import WorkLimitExceeded, work_limit
@@ -42,7 +43,7 @@ from .outbox import Out, batch_messages, numbered
 from .plausible import plausible_limits
 from .protocol import SensorBatch, Topics
 from .timebase import TimeBase
-from .tracking import EkfTracker, Row, make_tracker, nis_bound
+from .tracking import EkfTracker, Row, make_tracker
 
 Recorder = Callable[[dict[str, Any]], None]
 
