@@ -146,7 +146,8 @@ def columns(rows: list[Row], part: str) -> dict[str, list[float | None]] | None:
 
 class BatchArrays:
     """One batch's measured inputs, rig times and measurements as :func:`filter_run` passes them
-    (built at the batch's first run; None where the kernel cannot take the batch)."""
+    (built at the batch's first run; ``ok`` False where the kernel cannot take the batch: a
+    configured measurement or input port missing, no input ports, the previous inputs unknown)."""
 
     def __init__(self, core: Any, batch: Any) -> None:
         self.ch, self.t0 = batch.ch, batch.t0
