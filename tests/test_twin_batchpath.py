@@ -7,12 +7,15 @@ messages compared), through a lossy, jittered link, across commands, at holds 1,
 from __future__ import annotations
 
 import json
+import random
+from collections import Counter
 from typing import Any
 
 import pytest
 from test_twin_field import FAULTS, bursty_loss, jittered, stream
 
 import mbsd_twin as mt
+from mbsd_twin.estimation import batch as filter_batch
 from mbsd_twin.twin.config.sections import CoreConfig
 from mbsd_twin.twin.core import TwinCore
 from mbsd_twin.twin.protocol import SensorBatch, encode, parse_sensor
@@ -88,3 +91,30 @@ def test_commands_and_open_loop_bit_identical() -> None:
                 100: ("pause", {}), 105: ("resume", {})}
     assert_same(msgs, 1, commands=commands)
     assert_same(msgs, 5, cfg=CoreConfig(estimator="open_loop"))
+
+
+@pytest.mark.parametrize(("name", "cfg"), [("rod_mass", CoreConfig()), ("piston_mass", CoreConfig(jacobian_every=3))])
+def test_mid_batch_hand_backs_bit_identical(name: str, cfg: CoreConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The batch kernel's runs (hold 1) cut at random samples — a cut of 0 samples hands the sample
+    to the per-sample path — on top of its own hand-backs (Jacobians due, a parameter written, a
+    change or divergence test near its threshold): the outputs stay the reference's, with the
+    fault's alarms, however the batch is split between the two paths."""
+    rng, real, seen = random.Random(5), filter_batch.run, Counter()
+
+    def cut(est: Any, inp: filter_batch.Inputs, Y: Any, k0: int, at: Any, mirror: Any) -> Any:
+        end = k0 + rng.randrange(0, len(inp.ts) - k0 + 1)
+        done = real(est, inp._replace(ts=inp.ts[:end]), Y, k0, at, mirror)
+        if done is not None:
+            seen["runs"] += 1
+            seen["samples"] += len(done.innovations)
+            seen["cut"] += end < len(inp.ts) and not done.handed_back
+            seen["handed_back"] += done.handed_back
+        return done
+
+    monkeypatch.setattr(filter_batch, "run", cut)
+    msgs, _ = stream(38.0, 4.0, FAULTS[name][0])
+    out = assert_same(msgs, 1, cfg=cfg)
+    assert raised(out), name
+    n = sum(len(m["ch"]["theta"]) for m in msgs)
+    assert seen["cut"] > 20 and seen["handed_back"] > 20, seen
+    assert 0.2 * n < seen["samples"] < 0.9 * n, (seen, n)  # both paths take a good share of the samples

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scipy.optimize import brentq
+from scipy.stats import chi2
 
 SIEGMUND = 1.166
 
@@ -122,3 +123,9 @@ class ChangeDetector:
         for n, sides in state.items():
             up, down = (_Side(float(g), None if t is None else float(t), float(tot), int(k)) for g, t, tot, k in sides)
             self.tests[n].sides = (up, down)
+
+
+def nis_bound(dof: int, level: float) -> float:
+    """Upper bound of a sum of NIS values with ``dof`` degrees of freedom in all, exceeded with
+    probability ``level`` by a consistent filter."""
+    return float(chi2.isf(level, dof))

@@ -1,12 +1,15 @@
-"""Load the state estimator's compiled kernels (``nb_filter``, ``nb_kalman``) before a stream starts:
+"""Load the state estimator's compiled kernels (``nb_filter``, ``nb_kalman``, ``nb_batch``) before a stream starts:
 the twin calls :func:`load_kernels` when it builds its filter, so the first samples of a stream do not
 pay for it (about 0.3 s from the cache; minutes on a fresh install, announced by the engine)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..compiled.nb_cache import compile_notice
 from ..model.loader import bundled_slider_crank, load_mechanism
 from ..simulation.simulator import Simulator
+from . import batch
 from .ekf import Augment, FilterConfig
 from .ekf import StateEstimator as Estimator
 
@@ -28,3 +31,8 @@ def load_kernels() -> None:
         est.initialize(0.0, {}, {}, {"motor_torque": 1.0})
         for k in (1, 2):
             est.sample([(k * 1e-3, {"motor_torque": 1.0})], {"motor_torque": 1.0}, {"crank.theta": 0.0})
+        one = np.ones(1)  # and a twin's run of samples in one call (nb_batch), as the twin calls it
+        inp = batch.Inputs(np.ones((2, 1)), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.bool_),
+                           np.ones(1, dtype=np.bool_), 2e-3, one, np.array([3e-3, 4e-3]), 0.0)
+        batch.run(est, inp, np.zeros((2, len(est.meas))), 0, [{"motor_torque": 1.0}] * 2,
+                  batch.mirror([None, None], None, 0.02, (0.5, 5.0), 2, [], [0.0, 0.0], 500, 1e3, 2))

@@ -27,12 +27,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import MbsdError, PortError
+from ..estimation.change import nis_bound
 from ..estimation.holds import Step, interval_steps
 from ..model.model import Mechanism
 from ..simulation.work import WorkLimitExceeded, work_limit
 from ..solvers.dynamics import SolverFailure
 from .alarms import Alarms, ChangeAlarms
-from .batchpath import BatchView, batch_view
+from .batchpath import BatchArrays, BatchView, batch_view, filter_run, not_ahead
 from .config.sections import CoreConfig
 from .diagnosis import Diagnosis
 from .gaps import GapGuard
@@ -42,7 +43,7 @@ from .outbox import Out, batch_messages, numbered
 from .plausible import plausible_limits
 from .protocol import SensorBatch, Topics
 from .timebase import TimeBase
-from .tracking import EkfTracker, Row, make_tracker, nis_bound
+from .tracking import EkfTracker, Row, make_tracker
 
 Recorder = Callable[[dict[str, Any]], None]
 
@@ -57,6 +58,8 @@ class TwinCore:
         self.mech = mech
         self.reference = reference  # the per-sample Python path :mod:`.batchpath` is tested against
         self.view: BatchView | None = None
+        self.batch_arrays: BatchArrays | None = None  # the batch kernel's arrays of the batch (batchpath)
+        self.ahead: deque[tuple[Row, Any]] = deque()  # samples the batch kernel ran, not yet taken up
         check_names(cfg, mech)  # every [core] name the mechanism lacks, in one ConfigError
         self.tracker = make_tracker(cfg, mech, not reference)
         self.good_params: dict[str, float] = {}  # set_param values applied and run successfully
@@ -138,6 +141,7 @@ class TwinCore:
 
     def _start(self, batch: SensorBatch, k: int, reason: str) -> None:
         """(Re)initialise the tracker from the measurements at sample k."""
+        not_ahead(self)
         self.tracker.start(batch.time(k), self._sample(batch, k), self._inputs_at(batch, k), not self.started,
                            reason in ("divergence", "solver_failure"))
         self.started = True
@@ -169,7 +173,11 @@ class TwinCore:
         for b in ends:
             at = self._inputs_at(batch, b)
             meas = self._sample(batch, b)
-            if b > cur:
+            if not self.ahead and b == cur + 1 and hold == 1 and not self.reference:
+                self.ahead = filter_run(self, batch, b, batch_view(self, batch.ch).inputs)
+            if self.ahead:
+                (row, inn), cur = self.ahead.popleft(), b
+            elif b > cur:
                 row, inn = self._advance(batch, cur, b, at, meas)
                 cur = b
             else:
@@ -194,7 +202,7 @@ class TwinCore:
         self.last_meas = self._sample(batch, batch.n - 1) | {"_t": self.last_t}
         self.last_seq = batch.seq
         self.diagnosis.request(events)
-        return self._messages(batch, hold, ends, rows, events, self.batch_resyncs)
+        return batch_messages(self, batch, hold, ends, rows, events, self.batch_resyncs)
 
     def _diagnosed(self, batch: SensorBatch) -> list[Out]:
         """The diagnosis of the last raised alarm once its window has passed (:mod:`.diagnosis`)."""
@@ -227,6 +235,7 @@ class TwinCore:
         if isinstance(self.tracker, EkfTracker):
             for name in self.changes.crossed:
                 if name in self.changes.aug:
+                    not_ahead(self)
                     self.tracker.est.release(name)
         return events
 
@@ -299,10 +308,6 @@ class TwinCore:
             return self.tracker.row(at, meas, None), None
         return row, inn
 
-    def _messages(self, batch: SensorBatch, hold: int, ends: list[int], rows: list[Row],
-                  events: list[dict[str, Any]], resyncs: int) -> list[Out]:
-        return batch_messages(self, batch, hold, ends, rows, events, resyncs)
-
     # ----------------------------------------------------------------- commands
     def command(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
         """Apply a command; the reply body (``ok``, ``detail``)."""
@@ -357,6 +362,7 @@ class TwinCore:
         there is none (no batch yet, open loop), or the failure repeats, rebuild it from the mechanism
         file with the last good parameters and re-initialise at the next batch (``resync.recovery``)."""
         self.stats["recovered"][where] += 1
+        self.ahead.clear()  # samples the batch kernel ran in the failed batch
         self.last_problem = problem_text(exc)
         self.failed_in_row += 1
         if self.good is not None and self.failed_in_row == 1:

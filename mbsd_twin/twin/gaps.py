@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from ..estimation.change import nis_bound
 from ..estimation.records import GapNoise
 from .config.sections import CoreConfig
 from .protocol import SensorBatch
-from .tracking import nis_bound
 
 HISTORY_GAPS = 4  # the input history spans this many max_gap (1 s at the default 0.25 s)
 STARTS = 256  # stretches the line's error is averaged over at the most (evenly spaced starts)

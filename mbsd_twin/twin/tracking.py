@@ -15,8 +15,6 @@ import copy
 import math
 from typing import Any
 
-from scipy.stats import chi2
-
 from ..estimation.ekf import Augment, FilterConfig, Innovation, StateEstimator, speed_of
 from ..estimation.holds import Step
 from ..estimation.records import GapNoise
@@ -253,10 +251,3 @@ def _copied(d: dict[str, Any]) -> dict[str, Any]:
 def make_tracker(cfg: CoreConfig, mech: Mechanism, fast: bool = True) -> EkfTracker | OpenLoopTracker:
     """The configured tracker (``fast``: its rows by :mod:`.batchpath`, else the reference path)."""
     return EkfTracker(cfg, mech, fast) if cfg.estimator == "ekf" else OpenLoopTracker(cfg, mech)
-
-
-def nis_bound(dof: int, level: float) -> float:
-    """Upper bound of a sum of NIS values with ``dof`` degrees of freedom in all, exceeded with
-    probability ``level`` by a consistent filter."""
-    return float(chi2.isf(level, dof))
-
