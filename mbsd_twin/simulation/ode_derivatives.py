@@ -27,17 +27,42 @@ needs the kernels' second derivatives (∂Cq/∂q, ∂γ/∂q, ∂Q/∂q) that t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
-from ..solvers.dynamics import energy_rates
-
-if TYPE_CHECKING:
-    from .ode_form import OdeForm, Solved
+from ..solvers.dynamics import Evaluation, energy_rates
 
 F = NDArray[Any]
+
+
+class Solved(Protocol):
+    """What this module reads of :class:`.ode_form.Solved` (the full state at one evaluation)."""
+
+    q: F
+    v: F
+    y: F
+
+
+class OdeForm(Protocol):
+    """What this module reads of :class:`.ode_form.OdeForm` (a Protocol, so that the form may call
+    this module without an import cycle)."""
+
+    dyn: Any
+    system: Any
+    n: int
+    free_q: NDArray[np.intp]
+    free_v: NDArray[np.intp]
+    rows_q: F
+    rows_v: F
+    scale: F
+    inputs: dict[str, float]
+    output_names: list[str]
+
+    def solve(self, t: float, x: F) -> Solved: ...
+
+    def outputs_at(self, t: float, y: F, ev: Evaluation, inputs: Mapping[str, float] | None = None) -> F: ...
 H_SCALED = 1e-3  # the larger Richardson step, in scaled coordinates (m/ℓ, rad), speeds and inputs
 RESIDUAL = "constraints.position_residual"
 
