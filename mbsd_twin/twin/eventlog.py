@@ -40,10 +40,12 @@ def alarm_line(msg: dict[str, Any]) -> str:
 class EventLog:
     """Watches what the service's worker does and logs the events (module docstring)."""
 
-    def __init__(self, alarms_topic: str, logger: logging.Logger = log) -> None:
+    def __init__(self, alarms_topic: str, logger: logging.Logger = log, start_hold: int | None = None) -> None:
+        """``start_hold``: the configured start level's hold, so that a first batch already taken at
+        another hold (a queue full before the first batch was done) is logged as a change from it."""
         self.alarms_topic = alarms_topic
         self.log = logger
-        self.hold: int | None = None
+        self.hold: int | None = start_hold
         self.raised = 0
         self.resyncs: Counter[str] = Counter()
 

@@ -74,7 +74,8 @@ class TwinService:
             self.mech_text = fh.read()
         self.mech = loads_mechanism(self.mech_text, source=self.mech_path)
         self.rlog = RateLimitedLog()
-        self.events = EventLog(self.topics.twin("alarms"))  # alarms, re-initialisations, holds … at INFO
+        # alarms, re-initialisations, holds (from the start level's) … at INFO
+        self.events = EventLog(self.topics.twin("alarms"), start_hold=cfg.service.hold_levels[cfg.service.start_level])
         self.recorder = self._recording() if cfg.record.path else None
         self.history = self._history() if cfg.history.enabled else None
         self.core = TwinCore(cfg.core, self.mech, self.recorder)
@@ -183,7 +184,7 @@ class TwinService:
             self.t_disconnect = time.monotonic()
         self.connected.clear()
         self.metrics.connected.set(0)
-        if was and not self.stopping.is_set():
+        if was and not self.stopping.is_set() and not self.superseded:
             log.warning("disconnected from the broker (%s); reconnecting", rc)
 
     def _on_connect_fail(self, client: mqtt.Client, userdata: Any) -> None:
@@ -314,6 +315,7 @@ class TwinService:
         self.counts["superseded"] = 1
         log.error("superseded, this instance stops publishing: %s", reason)
         self.client.unsubscribe(self.topics.sensors)
+        self.client.will_clear()  # a reconnection racing the stop (seen under load) must carry no will either
         self.client.disconnect()
 
     def publish(self, out: Out, props: Properties | None = None) -> None:
