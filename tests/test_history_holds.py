@@ -117,9 +117,11 @@ def test_without_drops_every_missing_sample_lies_in_a_coarse_hold_interval(broke
                                                                            messages: list[dict[str, Any]]) -> None:
     """No coalescing, no full queue (max_lag, flood_lag 60 s, queue 1000): the backlog is worked off
     at coarser holds; each missing sample lies inside a recorded coarse-hold interval and every
-    sample outside those intervals is stored exactly once."""
+    sample outside those intervals is stored exactly once. ``lag_high`` 0.1 s: at the default 0.25 s
+    a twin of 84 µs per sample works the 3,000-sample burst off at hold 1 (0.25 s; at 95 µs it
+    degraded), and the test would test nothing."""
     t, holds, counts = _run(broker, tmp_path, messages, {"max_lag": 60.0, "flood_lag": 60.0, "queue_size": 1000,
-                                                         "lag_low_batches": 25})
+                                                         "lag_low_batches": 25, "lag_high": 0.1})
     fig = _account(messages, t, holds, counts.get("dropped_overload", 0))
     print("holds", [(ts, h["from"], h["to"]) for ts, h in holds], "figures", fig, "degrades", counts.get("degrade"))
     assert counts.get("dropped_overload", 0) == 0 and fig["empty"] == 0
