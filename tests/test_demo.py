@@ -128,7 +128,7 @@ def test_demo_ctrl_c_during_the_fmu_phase(tmp_path: Path) -> None:
     rest, _ = proc.communicate(timeout=60)
     out = seen + rest
     print(out)
-    assert proc.returncode == 130 and time.monotonic() - t0 < 20
+    assert proc.returncode == 130 and time.monotonic() - t0 < 45  # 31.8 s once in a CI run beside other tests
     pid, port = _broker(out)
     assert not alive(pid) and not port_open("127.0.0.1", port)
     children = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
