@@ -30,13 +30,13 @@ def _build(mech: mt.Mechanism) -> tuple[mt.Simulator, float]:
 
 def test_300_free_bodies_build_quickly() -> None:
     sim, seconds = _build(free_bodies(300))
-    assert seconds < 1.0  # 0.01 s on a 2-core machine at load 1.7, 0.05 s at load 4
+    assert seconds < 10.0  # a guard against a quadratic build, not a timing: 0.01 s at load 1.7, 0.05 s at load 4
     assert len([p for p in sim.parameters if p.name.endswith("_start")]) == 6 * 300
 
 
 def test_1000_link_chain_builds_quickly() -> None:
     sim, seconds = _build(chain(1000))
-    assert seconds < 3.0  # 0.12 s at load 1.7, 0.3-0.5 s at load 4 (about an hour before issue #33)
+    assert seconds < 30.0  # 0.12 s at load 1.7, 0.3-0.5 s at load 4 (about an hour before issue #33)
     starts = [p.name for p in sim.parameters if p.name.endswith("_start")]
     assert starts == [f"link{i}.theta_start" for i in range(1000)] + [f"link{i}.omega_start" for i in range(1000)]
 
@@ -45,7 +45,7 @@ def test_violated_chain_assembles() -> None:
     """Every joint 0.1 rad off: the build assembles it onto the joints (tip of the straight chain
     at x = 0.1·n when released horizontal from the assembled pose)."""
     sim, seconds = _build(chain(300, 0.1))
-    assert seconds < 2.0  # 0.05 s at load 1.7, 0.11 s at load 4
+    assert seconds < 20.0  # 0.05 s at load 1.7, 0.11 s at load 4, 2.66 s once at load 7 beside 6 workers
     q = sim._y0[:sim.system.n_coord]
     assert np.abs(sim.system.constraints(q, 0.0)).max() < 1e-9
 
