@@ -146,7 +146,8 @@ def test_local_fleet(tmp_path: Path, broker: Broker, feeder: FleetFeeder) -> Non
     proc = serve(fleet, tmp_path / "fleet.log")
     try:
         for a in ("a1", "a2"):
-            wait_for(f"{a} birth and state", lambda a=a: obs.births(a) and obs.states.get(a, 0) > 5, 90)
+            wait_for(f"{a} birth, state and health", lambda a=a: obs.births(a) and obs.states.get(a, 0) > 5
+                     and a in obs.health, 90)  # health comes every health_interval: after the first states
         a1 = obs.births("a1")[-1]
         up = obs.health["a1"]["uptime_s"]
 
