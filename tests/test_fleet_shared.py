@@ -72,7 +72,8 @@ def test_assets_sharing_a_process_are_isolated(tmp_path: Path, broker: Broker) -
     store = CheckpointStore(str(tmp_path / "fleet-checkpoints.sqlite"))
     try:
         for a in assets:
-            wait_for(f"{a} birth and state", lambda a=a: obs.births(a) and obs.states.get(a, 0) > 5, 120)
+            wait_for(f"{a} birth, state and health", lambda a=a: obs.births(a) and obs.states.get(a, 0) > 5
+                     and a in obs.health, 120)
         first = {a: obs.births(a)[-1] for a in assets}
         pid = first["a1"]["pid"]
         assert {b["pid"] for b in first.values()} == {pid} and pid != proc.pid  # one process for the three
@@ -145,7 +146,8 @@ def test_twins_per_process_changed_while_running(tmp_path: Path, broker: Broker)
     proc = serve(fleet, tmp_path / "fleet.log")
     try:
         for a in ("a1", "a2"):
-            wait_for(f"{a} birth and state", lambda a=a: obs.births(a) and obs.states.get(a, 0) > 5, 120)
+            wait_for(f"{a} birth, state and health", lambda a=a: obs.births(a) and obs.states.get(a, 0) > 5
+                     and a in obs.health, 120)
         assert obs.births("a1")[-1]["pid"] != obs.births("a2")[-1]["pid"]  # a process each
         write(fleet, fleet_text(broker.url, ["a1", "a2"], "twins_per_process = 2"))
         again = {a: wait_for(f"{a} again", lambda a=a: len(obs.births(a)) > 1 and obs.births(a)[-1], 30)
